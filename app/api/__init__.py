@@ -1,0 +1,1 @@
+"""HTTP only: routes, request/response schemas, auth dependency. Rules live in app.services."""

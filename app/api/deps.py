@@ -1,0 +1,43 @@
+"""Request-scoped dependencies: the app's state and the caller's principal."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Annotated
+
+import asyncpg
+from fastapi import Depends, Request
+
+from app.bus.hot_index import HotIndex
+from app.config import Settings
+from app.services.auth import Principal, authenticate
+from app.services.submission import AdmissionControl
+
+
+@dataclass
+class State:
+    """Everything the API's routes use, built once by the lifespan."""
+
+    settings: Settings
+    pool: asyncpg.Pool
+    admission: AdmissionControl
+    hot_index: HotIndex | None = None
+    checks: dict[str, object] = field(default_factory=dict)  # readiness probes by name
+
+
+def get_state(request: Request) -> State:
+    state: State = request.app.state.scheduler
+    return state
+
+
+async def get_principal(request: Request, state: Annotated[State, Depends(get_state)]) -> Principal:
+    header = request.headers.get("authorization", "")
+    scheme, _, token = header.partition(" ")
+    async with state.pool.acquire() as conn:
+        return await authenticate(
+            conn, token.strip() if scheme.lower() == "bearer" else None, state.settings.admin_token
+        )
+
+
+StateDep = Annotated[State, Depends(get_state)]
+PrincipalDep = Annotated[Principal, Depends(get_principal)]

@@ -1,0 +1,73 @@
+"""Job definitions: upsert, read, list, delete."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Path, Query, Response
+
+from app.api.deps import PrincipalDep, StateDep
+from app.api.schemas import JOB_NAME_PATTERN, Error, Job, JobList, JobPut, job_out
+from app.db import jobs as job_repo
+from app.db import tenants as tenant_repo
+from app.errors import NotFound
+from app.services.jobs import put_job
+
+router = APIRouter(tags=["jobs"])
+ERRORS = {401: {"model": Error}, 404: {"model": Error}, 413: {"model": Error}, 422: {"model": Error}}
+JobNamePath = Annotated[str, Path(pattern=JOB_NAME_PATTERN)]
+
+
+@router.put("/tenants/{tenant_id}/jobs/{name}", response_model=Job, responses={201: {"model": Job}, **ERRORS})
+async def upsert_job(
+    tenant_id: str, name: JobNamePath, body: JobPut, state: StateDep, principal: PrincipalDep, response: Response
+) -> Job:
+    """Create (201) or replace (200) a job. A schedule makes it a cron job; next_fire_at shows when."""
+    principal.require_tenant(tenant_id)
+    async with state.pool.acquire() as conn:
+        if not await tenant_repo.tenant_exists(conn, tenant_id):
+            raise NotFound(f"tenant {tenant_id!r} not found", field="tenant_id")
+    row, created = await put_job(
+        state.pool,
+        tenant_id,
+        name,
+        body.model_dump(),
+        allow_private_targets=state.settings.allow_private_targets,
+        max_payload_bytes=state.settings.max_payload_bytes,
+    )
+    response.status_code = 201 if created else 200
+    return job_out(row)
+
+
+@router.get("/tenants/{tenant_id}/jobs", response_model=JobList, responses=ERRORS)
+async def list_jobs(
+    tenant_id: str,
+    state: StateDep,
+    principal: PrincipalDep,
+    limit: Annotated[int, Query(ge=1, le=500)] = 100,
+    cursor: Annotated[str | None, Query(max_length=128)] = None,
+) -> JobList:
+    principal.require_tenant(tenant_id)
+    async with state.pool.acquire() as conn:
+        rows = await job_repo.list_jobs(conn, tenant_id, cursor or "", limit)
+    return JobList(jobs=[job_out(r) for r in rows], next_cursor=rows[-1]["name"] if len(rows) == limit else None)
+
+
+@router.get("/tenants/{tenant_id}/jobs/{name}", response_model=Job, responses=ERRORS)
+async def get_job(tenant_id: str, name: JobNamePath, state: StateDep, principal: PrincipalDep) -> Job:
+    principal.require_tenant(tenant_id)
+    async with state.pool.acquire() as conn:
+        row = await job_repo.get_job(conn, tenant_id, name)
+    if row is None:
+        raise NotFound(f"job {name!r} not found", field="name")
+    return job_out(row)
+
+
+@router.delete("/tenants/{tenant_id}/jobs/{name}", status_code=204, responses=ERRORS)
+async def delete_job(tenant_id: str, name: JobNamePath, state: StateDep, principal: PrincipalDep) -> Response:
+    """Delete a job and cancel its runs that no worker has started."""
+    principal.require_tenant(tenant_id)
+    async with state.pool.acquire() as conn, conn.transaction():
+        if not await job_repo.delete_job(conn, tenant_id, name):
+            raise NotFound(f"job {name!r} not found", field="name")
+    return Response(status_code=204)

@@ -1,0 +1,157 @@
+"""Runs: submit one or a batch, read, list, cancel."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from datetime import UTC, datetime, timedelta
+from typing import Annotated
+from uuid import UUID
+
+from fastapi import APIRouter, Header, Query, Response
+
+from app.api.deps import PrincipalDep, State, StateDep
+from app.api.schemas import (
+    JOB_NAME_PATTERN,
+    Error,
+    IdempotencyKey,
+    Run,
+    RunBatch,
+    RunBatchSubmit,
+    RunList,
+    RunStatus,
+    RunSubmit,
+    run_out,
+)
+from app.db import runs as run_repo
+from app.errors import Conflict, InvalidInput, NotFound
+from app.services.submission import RunRequest, Submitted, submit
+from app.services.validation import check_payload_size
+from app.telemetry.tracing import current_traceparent
+
+router = APIRouter(tags=["runs"])
+ERRORS = {
+    401: {"model": Error},
+    404: {"model": Error},
+    409: {"model": Error},
+    413: {"model": Error},
+    422: {"model": Error},
+    429: {"model": Error},
+}
+
+
+def _request(state: State, body: RunSubmit, field: str, header_key: str | None = None) -> RunRequest:
+    settings = state.settings
+    if body.payload is not None:
+        check_payload_size(body.payload, settings.max_payload_bytes, field=f"{field}payload")
+    if body.scheduled_at is not None:
+        now = datetime.now(UTC)
+        # A sanity bound, not a due decision: the database's clock still decides when it is due.
+        if body.scheduled_at > now + timedelta(days=settings.max_schedule_ahead_days):
+            raise InvalidInput(
+                f"scheduled_at is more than {settings.max_schedule_ahead_days} days ahead",
+                field=f"{field}scheduled_at",
+            )
+        if body.scheduled_at < now - timedelta(days=settings.max_schedule_behind_days):
+            raise InvalidInput(
+                f"scheduled_at is more than {settings.max_schedule_behind_days} days in the past",
+                field=f"{field}scheduled_at",
+            )
+    key = body.idempotency_key
+    if header_key is not None:
+        if key is not None and key != header_key:
+            raise InvalidInput("Idempotency-Key header and body idempotency_key differ", field="idempotency_key")
+        key = header_key
+    return RunRequest(body.job, body.scheduled_at, body.payload, key, field)
+
+
+async def _submit(state: State, tenant_id: str, requests: list[RunRequest]) -> list[Submitted]:
+    submitted = await submit(state.pool, state.admission, tenant_id, requests, current_traceparent())
+    if state.hot_index is not None:
+        await state.hot_index.add([s.run for s in submitted if s.created])
+    return submitted
+
+
+@router.post("/tenants/{tenant_id}/runs", status_code=201, response_model=Run, responses={200: {"model": Run}, **ERRORS})
+async def submit_run(
+    tenant_id: str,
+    body: RunSubmit,
+    state: StateDep,
+    principal: PrincipalDep,
+    response: Response,
+    idempotency_key: Annotated[IdempotencyKey | None, Header(alias="Idempotency-Key")] = None,
+) -> Run:
+    """Submit one run of a job. A repeated idempotency key with the same body answers 200 with the
+    same run; with another body, 409."""
+    principal.require_tenant(tenant_id)
+    [result] = await _submit(state, tenant_id, [_request(state, body, "", idempotency_key)])
+    response.status_code = 201 if result.created else 200
+    return run_out(result.run)
+
+
+@router.post("/tenants/{tenant_id}/runs/batch", status_code=201, response_model=RunBatch, responses=ERRORS)
+async def submit_batch(tenant_id: str, body: RunBatchSubmit, state: StateDep, principal: PrincipalDep) -> RunBatch:
+    """Submit up to SCHEDULER_MAX_BATCH runs, validated all-or-nothing: one bad item writes nothing."""
+    principal.require_tenant(tenant_id)
+    if len(body.runs) > state.settings.max_batch:
+        raise InvalidInput(f"at most {state.settings.max_batch} runs per batch", field="runs")
+    requests = [_request(state, r, f"runs[{i}].") for i, r in enumerate(body.runs)]
+    return RunBatch(runs=[run_out(s.run) for s in await _submit(state, tenant_id, requests)])
+
+
+async def _visible_run(state: State, run_id: UUID, principal: PrincipalDep) -> Run:
+    async with state.pool.acquire() as conn:
+        row = await run_repo.get_run(conn, run_id)
+    if row is None or (principal.tenant_id is not None and row["tenant_id"] != principal.tenant_id):
+        raise NotFound(f"run {run_id} not found", field="run_id")
+    return run_out(row)
+
+
+@router.get("/runs/{run_id}", response_model=Run, responses=ERRORS)
+async def get_run(run_id: UUID, state: StateDep, principal: PrincipalDep) -> Run:
+    """Read one run. The id names its day, so this touches one partition."""
+    return await _visible_run(state, run_id, principal)
+
+
+def _decode_cursor(cursor: str) -> tuple[datetime, UUID]:
+    try:
+        at, _, run_id = base64.urlsafe_b64decode(cursor.encode()).decode().partition("|")
+        return datetime.fromisoformat(at), UUID(run_id)
+    except (ValueError, binascii.Error, UnicodeDecodeError) as exc:
+        raise InvalidInput("cursor is not one this API returned", field="cursor") from exc
+
+
+def _encode_cursor(run: Run) -> str:
+    return base64.urlsafe_b64encode(f"{run.scheduled_at.isoformat()}|{run.id}".encode()).decode()
+
+
+@router.get("/tenants/{tenant_id}/runs", response_model=RunList, responses=ERRORS)
+async def list_runs(
+    tenant_id: str,
+    state: StateDep,
+    principal: PrincipalDep,
+    status: RunStatus | None = None,
+    job: Annotated[str | None, Query(pattern=JOB_NAME_PATTERN)] = None,
+    limit: Annotated[int, Query(ge=1, le=500)] = 100,
+    cursor: Annotated[str | None, Query(max_length=256)] = None,
+) -> RunList:
+    """A tenant's runs, newest scheduled first, keyset-paginated: pass next_cursor back as cursor."""
+    principal.require_tenant(tenant_id)
+    after = _decode_cursor(cursor) if cursor else None
+    async with state.pool.acquire() as conn:
+        rows = await run_repo.list_runs(conn, tenant_id, status=status, job=job, cursor=after, limit=limit)
+    runs = [run_out(r) for r in rows]
+    return RunList(runs=runs, next_cursor=_encode_cursor(runs[-1]) if len(runs) == limit else None)
+
+
+@router.post("/runs/{run_id}/cancel", response_model=Run, responses=ERRORS)
+async def cancel_run(run_id: UUID, state: StateDep, principal: PrincipalDep) -> Run:
+    """Cancel a run no worker has started (pending or dispatched). A running or finished run is 409:
+    cancellation is not cooperative, a started attempt runs to its end or its timeout."""
+    await _visible_run(state, run_id, principal)  # another tenant's run is 404 before anything else
+    async with state.pool.acquire() as conn:
+        row = await run_repo.cancel_run(conn, run_id)
+    if row is None:
+        latest = await _visible_run(state, run_id, principal)
+        raise Conflict(f"run {run_id} is {latest.status}; only pending or dispatched runs can be cancelled", field="status")
+    return run_out(row)

@@ -1,0 +1,132 @@
+"""Request and response bodies of the HTTP API (the OpenAPI contract in openapi.json)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+from uuid import UUID
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+
+TENANT_ID_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,62}$"
+JOB_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$"
+RunStatus = Literal["pending", "dispatched", "running", "succeeded", "failed", "cancelled"]
+
+JobName = Annotated[str, Field(pattern=JOB_NAME_PATTERN, examples=["send-report"])]
+IdempotencyKey = Annotated[str, Field(min_length=1, max_length=255)]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class TenantCreate(Strict):
+    id: Annotated[str, Field(pattern=TENANT_ID_PATTERN, examples=["acme"])]
+
+
+class TenantCreated(BaseModel):
+    id: str
+    api_key: str
+    signing_secret: str = Field(description="Verifies the Scheduler-Signature header of webhook calls.")
+
+
+class KeyCreated(BaseModel):
+    api_key: str
+
+
+class JobPut(Strict):
+    target: dict[str, Any] = Field(
+        description='`{"type": "http", "url": ..., "method": "POST", "headers": {}}`, '
+        '`{"type": "python", "handler": NAME}` (a registered handler) or `{"type": "noop"}`',
+        examples=[{"type": "http", "url": "https://example.com/hook"}],
+    )
+    schedule: str | None = Field(default=None, max_length=200, examples=["*/5 * * * *"])
+    timezone: str = Field(default="UTC", max_length=64)
+    payload: Any = Field(default_factory=dict)
+    max_attempts: int = Field(default=3, ge=1, le=100)
+    backoff_seconds: float = Field(default=10, ge=0, le=86_400)
+    timeout_seconds: float = Field(default=30, gt=0, le=3_600)
+    misfire: Literal["latest", "all", "skip"] = "latest"
+    paused: bool = False
+
+
+class Job(BaseModel):
+    tenant_id: str
+    name: str
+    target: dict[str, Any]
+    schedule: str | None
+    timezone: str
+    payload: Any
+    max_attempts: int
+    backoff_seconds: float
+    timeout_seconds: float
+    misfire: str
+    paused: bool
+    next_fire_at: datetime | None
+    created_at: datetime
+    updated_at: datetime
+
+
+class JobList(BaseModel):
+    jobs: list[Job]
+    next_cursor: str | None
+
+
+class RunSubmit(Strict):
+    job: JobName
+    scheduled_at: AwareDatetime | None = Field(
+        default=None, description="ISO 8601 with a timezone; default now (the database's clock)."
+    )
+    payload: Any = Field(default=None, description="Default: the job's payload.")
+    idempotency_key: IdempotencyKey | None = None
+
+
+class RunBatchSubmit(Strict):
+    runs: list[RunSubmit] = Field(min_length=1)
+
+
+class Run(BaseModel):
+    id: UUID
+    tenant_id: str
+    job: str
+    status: RunStatus
+    scheduled_at: datetime
+    due_at: datetime
+    attempt: int
+    max_attempts: int
+    epoch: int
+    payload: Any
+    created_at: datetime
+    dispatched_at: datetime | None
+    started_at: datetime | None
+    finished_at: datetime | None
+    last_error: str | None
+    idempotency_key: str | None
+
+
+class RunBatch(BaseModel):
+    runs: list[Run]
+
+
+class RunList(BaseModel):
+    runs: list[Run]
+    next_cursor: str | None
+
+
+class Error(BaseModel):
+    error: str = Field(description="The error's class name, e.g. InvalidInput, NotFound, Conflict.")
+    message: str
+    field: str | None = None
+
+
+class Health(BaseModel):
+    status: str
+    checks: dict[str, str] = Field(default_factory=dict)
+
+
+def run_out(row: Any) -> Run:
+    return Run.model_validate({k: row[k] for k in Run.model_fields})
+
+
+def job_out(row: Any) -> Job:
+    return Job.model_validate({k: row[k] for k in Job.model_fields})

@@ -1,0 +1,103 @@
+"""JetStream: connect, provision the stream and the workers' consumer, publish pipelined."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import nats
+from nats.aio.client import Client as NATS
+from nats.js import JetStreamContext
+from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, RetentionPolicy, StorageType, StreamConfig
+from nats.js.errors import BadRequestError
+
+from app.config import Settings
+
+log = logging.getLogger(__name__)
+
+DUPLICATE_WINDOW_SECONDS = 120.0
+
+
+async def connect(url: str, name: str) -> NATS:
+    """A connection that keeps reconnecting: a NATS restart stalls publishes, it does not end the process."""
+
+    async def on_error(exc: Exception) -> None:
+        log.warning("nats: %s", exc)
+
+    return await nats.connect(
+        url,
+        name=name,
+        max_reconnect_attempts=-1,
+        reconnect_time_wait=0.5,
+        connect_timeout=5,
+        error_cb=on_error,
+    )
+
+
+def stream_config(settings: Settings) -> StreamConfig:
+    return StreamConfig(
+        name=settings.stream,
+        subjects=[f"{settings.subject_prefix}.>"],
+        # Work-queue retention: a message is gone once a worker acks it; Postgres keeps the history.
+        retention=RetentionPolicy.WORK_QUEUE,
+        storage=StorageType.FILE,
+        duplicate_window=DUPLICATE_WINDOW_SECONDS,
+    )
+
+
+def consumer_config(settings: Settings) -> ConsumerConfig:
+    return ConsumerConfig(
+        durable_name=settings.consumer,
+        ack_policy=AckPolicy.EXPLICIT,
+        deliver_policy=DeliverPolicy.ALL,
+        ack_wait=settings.ack_wait_seconds,
+        # Redelivery is never given up on: the database's epoch fence drops what is stale.
+        max_deliver=-1,
+        max_ack_pending=max(20_000, settings.worker_concurrency * 4),
+        filter_subject=f"{settings.subject_prefix}.>",
+    )
+
+
+async def ensure_stream(js: JetStreamContext, settings: Settings) -> None:
+    """Create the stream, or bring an existing one to this configuration. Safe to race."""
+    config = stream_config(settings)
+    try:
+        await js.add_stream(config)
+    except BadRequestError:
+        await js.update_stream(config)
+
+
+async def ensure_consumer(js: JetStreamContext, settings: Settings) -> None:
+    await ensure_stream(js, settings)
+    await js.add_consumer(settings.stream, consumer_config(settings))
+
+
+@dataclass(frozen=True, slots=True)
+class Outgoing:
+    subject: str
+    payload: bytes
+    headers: dict[str, str]
+
+
+async def publish_pipelined(
+    js: JetStreamContext, messages: Sequence[Outgoing], timeout: float
+) -> list[bool]:
+    """Publish every message with many in flight; True where JetStream acked it within `timeout`.
+
+    One synchronous round trip per message was 97% of the reference design's loop; here the client
+    keeps up to its async limit in flight and every PubAck is still checked."""
+    futures: list[asyncio.Future[object] | None] = []
+    for m in messages:
+        try:
+            futures.append(await js.publish_async(m.subject, m.payload, headers=m.headers, wait_stall=timeout))
+        except Exception as exc:  # stalled or disconnected: this one failed, the rest may not have
+            log.warning("publish failed: %s", exc)
+            futures.append(None)
+    pending = [f for f in futures if f is not None]
+    if pending:
+        _, not_done = await asyncio.wait(pending, timeout=timeout)
+        for f in not_done:
+            f.cancel()
+    return [f is not None and f.done() and not f.cancelled() and f.exception() is None for f in futures]

@@ -1,0 +1,90 @@
+"""Settings, read from `SCHEDULER_*` environment variables. Imports nothing from the app."""
+
+from __future__ import annotations
+
+import os
+import socket
+from functools import lru_cache
+from typing import Literal
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+def _default_owner() -> str:
+    # Kubernetes sets HOSTNAME to the pod name, so each replica's lease owner is unique for free.
+    return os.environ.get("HOSTNAME") or socket.gethostname()
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="SCHEDULER_", extra="ignore")
+
+    # Connections. Unset URLs make `scheduler dev` start embedded servers; other commands require them.
+    database_url: str | None = None
+    nats_url: str | None = None
+    redis_url: str | None = None
+
+    host: str = "127.0.0.1"
+    port: int = 8000
+    admin_token: str | None = None
+    engine: Literal["on", "off"] = "on"
+    owner: str = Field(default_factory=_default_owner)
+
+    # Claim and leases.
+    batch_size: int = Field(default=500, ge=1, le=10_000)
+    per_tenant_cap: int = Field(default=100, ge=1)
+    claim_lease_seconds: float = Field(default=15.0, gt=0)  # claimed, not yet acked by NATS
+    dispatch_lease_seconds: float = Field(default=600.0, gt=0)  # acked by NATS, waiting for a worker
+    lease_seconds: float = Field(default=30.0, gt=0)  # running; heartbeats extend it
+    poll_interval_seconds: float = Field(default=0.5, gt=0)
+    reap_interval_seconds: float = Field(default=2.0, gt=0)
+    publish_timeout_seconds: float = Field(default=5.0, gt=0)
+    max_inflight_publishes: int = Field(default=4000, ge=1)
+    hot_index: Literal["off", "redis"] = "off"
+
+    # JetStream names; tests and benches isolate themselves by changing them.
+    stream: str = "RUNS"
+    subject_prefix: str = "runs"
+    consumer: str = "workers"
+    ack_wait_seconds: float = Field(default=30.0, gt=0)
+
+    # Worker.
+    worker_concurrency: int = Field(default=256, ge=1)
+    worker_fetch_batch: int = Field(default=256, ge=1)
+    worker_grace_seconds: float = Field(default=25.0, ge=0)
+    metrics_port: int = 9090  # `scheduler engine` and `scheduler worker` serve /metrics and health here
+
+    # Cron and partitions.
+    cron_horizon_seconds: float = Field(default=60.0, gt=0)
+    cron_catchup_seconds: float = Field(default=3600.0, ge=0)
+    premake_days: int = Field(default=7, ge=1)
+    retention_days: int = Field(default=30, ge=1)
+    maintenance_interval_seconds: float = Field(default=60.0, gt=0)
+
+    # Admission and input limits.
+    tenant_max_pending: int = Field(default=100_000, ge=1)
+    max_payload_bytes: int = Field(default=65_536, ge=1)
+    max_request_bytes: int = Field(default=16 * 1024 * 1024, ge=1024)
+    max_batch: int = Field(default=1000, ge=1)
+    max_schedule_ahead_days: int = Field(default=366, ge=1)
+    max_schedule_behind_days: int = Field(default=7, ge=0)
+    allow_private_targets: bool = False
+
+    data_dir: str = ".scheduler-dev"
+    log_level: str = "INFO"
+
+    @field_validator("database_url")
+    @classmethod
+    def _asyncpg_dsn(cls, value: str | None) -> str | None:
+        # Accept SQLAlchemy-style URLs too; asyncpg wants a plain postgresql:// DSN.
+        if value and value.startswith("postgresql+asyncpg://"):
+            return "postgresql://" + value.removeprefix("postgresql+asyncpg://")
+        return value
+
+    def subject_for(self, tenant_id: str) -> str:
+        return f"{self.subject_prefix}.{tenant_id}"
+
+
+@lru_cache
+def get_settings() -> Settings:
+    return Settings()

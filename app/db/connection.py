@@ -1,0 +1,49 @@
+"""Connection pools. Every connection uses custom plans: a generic plan of a partitioned-table query
+locks every partition (DEFAULT included), so a claim transaction would block partition DDL."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import asyncpg
+import orjson
+
+SERVER_SETTINGS = {"plan_cache_mode": "force_custom_plan", "application_name": "scheduler"}
+
+
+def sqlalchemy_url(database_url: str | None) -> str:
+    if database_url is None:
+        from app.config import get_settings
+
+        database_url = get_settings().database_url
+    if not database_url:
+        raise RuntimeError("SCHEDULER_DATABASE_URL is not set")
+    return "postgresql+asyncpg://" + database_url.split("://", 1)[1]
+
+
+def _dumps(value: Any) -> str:
+    return orjson.dumps(value).decode()
+
+
+async def _init(conn: asyncpg.Connection) -> None:
+    await conn.set_type_codec("jsonb", encoder=_dumps, decoder=orjson.loads, schema="pg_catalog")
+    await conn.set_type_codec("json", encoder=_dumps, decoder=orjson.loads, schema="pg_catalog")
+
+
+async def create_pool(dsn: str, *, min_size: int = 1, max_size: int = 10, name: str = "scheduler") -> asyncpg.Pool:
+    pool = await asyncpg.create_pool(
+        dsn,
+        min_size=min_size,
+        max_size=max_size,
+        init=_init,
+        server_settings={**SERVER_SETTINGS, "application_name": name},
+        command_timeout=60,
+    )
+    assert pool is not None
+    return pool
+
+
+async def connect(dsn: str, *, name: str = "scheduler") -> asyncpg.Connection:
+    conn = await asyncpg.connect(dsn, server_settings={**SERVER_SETTINGS, "application_name": name})
+    await _init(conn)
+    return conn

@@ -1,0 +1,118 @@
+"""The run state machine's transitions after submission: claim, publish bookkeeping, the reaper,
+and the worker's fenced start/heartbeat/finish. Every transition is one conditional statement."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+import asyncpg
+
+from app.db import queries as q
+from app.db.run_ids import bounds_of
+
+
+class Fence:
+    """(id, scheduled_at, epoch) of a group of runs, as the fenced statements take them."""
+
+    def __init__(self, items: Sequence[tuple[UUID, datetime, int]]):
+        self.ids = [i[0] for i in items]
+        self.scheduled_ats = [i[1] for i in items]
+        self.epochs = [i[2] for i in items]
+
+    def binds(self) -> dict[str, Any]:
+        return {
+            "ids": self.ids,
+            "scheduled_ats": self.scheduled_ats,
+            "epochs": self.epochs,
+            "lo": min(self.scheduled_ats),
+            "hi": max(self.scheduled_ats),
+        }
+
+
+async def claim_due_runs(
+    conn: asyncpg.Connection, *, floor: datetime, per_tenant_cap: int, batch_size: int, owner: str, lease_seconds: float
+) -> list[asyncpg.Record]:
+    return await q.fetch(
+        conn,
+        "claim_due_runs",
+        floor=floor,
+        per_tenant_cap=per_tenant_cap,
+        batch_size=batch_size,
+        owner=owner,
+        lease_seconds=lease_seconds,
+    )
+
+
+async def claim_due_runs_ranked(
+    conn: asyncpg.Connection, *, floor: datetime, per_tenant_cap: int, batch_size: int
+) -> list[asyncpg.Record]:
+    """The reference form (selects, claims nothing): what tests and the bench compare against."""
+    return await q.fetch(
+        conn, "claim_due_runs_ranked", floor=floor, per_tenant_cap=per_tenant_cap, batch_size=batch_size
+    )
+
+
+async def claim_hinted_runs(
+    conn: asyncpg.Connection, ids: list[UUID], *, per_tenant_cap: int, owner: str, lease_seconds: float
+) -> list[asyncpg.Record]:
+    lo, hi = bounds_of(ids)
+    return await q.fetch(
+        conn,
+        "claim_hinted_runs",
+        ids=ids,
+        lo=lo,
+        hi=hi,
+        per_tenant_cap=per_tenant_cap,
+        owner=owner,
+        lease_seconds=lease_seconds,
+    )
+
+
+async def pending_among(conn: asyncpg.Connection, ids: list[UUID]) -> list[asyncpg.Record]:
+    lo, hi = bounds_of(ids)
+    return await q.fetch(conn, "pending_among", ids=ids, lo=lo, hi=hi)
+
+
+async def mark_runs_published(conn: asyncpg.Connection, fence: Fence, lease_seconds: float) -> None:
+    await q.execute(conn, "mark_runs_published", lease_seconds=lease_seconds, **fence.binds())
+
+
+async def release_unpublished_runs(conn: asyncpg.Connection, fence: Fence) -> list[asyncpg.Record]:
+    return await q.fetch(conn, "release_unpublished_runs", **fence.binds())
+
+
+async def claim_floor(conn: asyncpg.Connection) -> datetime:
+    value: datetime = await q.fetchval(conn, "claim_floor")
+    return value
+
+
+async def oldest_due_pending_age(conn: asyncpg.Connection) -> float:
+    return float(await q.fetchval(conn, "oldest_due_pending_age"))
+
+
+async def reap_dispatched_runs(conn: asyncpg.Connection, limit: int) -> list[asyncpg.Record]:
+    return await q.fetch(conn, "reap_dispatched_runs", limit=limit)
+
+
+async def reap_running_runs(conn: asyncpg.Connection, limit: int) -> list[asyncpg.Record]:
+    return await q.fetch(conn, "reap_running_runs", limit=limit)
+
+
+async def start_runs(conn: asyncpg.Connection, fence: Fence, *, owner: str, lease_seconds: float) -> dict[UUID, int]:
+    """Fenced dispatched -> running; returns run id -> attempt for the deliveries that may execute."""
+    rows = await q.fetch(conn, "start_runs", owner=owner, lease_seconds=lease_seconds, **fence.binds())
+    return {r["id"]: r["attempt"] for r in rows}
+
+
+async def heartbeat_runs(conn: asyncpg.Connection, fence: Fence, lease_seconds: float) -> set[UUID]:
+    rows = await q.fetch(conn, "heartbeat_runs", lease_seconds=lease_seconds, **fence.binds())
+    return {r["id"] for r in rows}
+
+
+async def finish_runs(
+    conn: asyncpg.Connection, fence: Fence, oks: list[bool], errors: list[str | None]
+) -> list[asyncpg.Record]:
+    return await q.fetch(conn, "finish_runs", oks=oks, errors=errors, **fence.binds())

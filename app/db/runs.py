@@ -1,0 +1,103 @@
+"""Runs as the API sees them: insert, read, list, cancel, and the idempotency-key table."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+import asyncpg
+
+from app.db import queries as q
+from app.db.run_ids import bounds_of, scheduled_bounds
+
+DUE_CHANNEL = "scheduler_runs_due"
+
+
+async def insert_runs(
+    conn: asyncpg.Connection,
+    tenant_id: str,
+    jobs: list[str],
+    scheduled_ats: list[datetime | None],
+    payloads: list[Any],
+    idempotency_keys: list[str | None],
+    traceparent: str | None,
+) -> list[asyncpg.Record]:
+    return await q.fetch(
+        conn,
+        "insert_runs",
+        tenant_id=tenant_id,
+        jobs=jobs,
+        scheduled_ats=scheduled_ats,
+        payloads=payloads,
+        idempotency_keys=idempotency_keys,
+        traceparent=traceparent,
+    )
+
+
+async def notify_runs_due(conn: asyncpg.Connection, floor: datetime) -> None:
+    await q.execute(conn, "notify_runs_due", channel=DUE_CHANNEL, floor=floor.isoformat())
+
+
+async def find_idempotency_keys(conn: asyncpg.Connection, tenant_id: str, keys: list[str]) -> list[asyncpg.Record]:
+    return await q.fetch(conn, "find_idempotency_keys", tenant_id=tenant_id, keys=keys)
+
+
+async def insert_idempotency_keys(
+    conn: asyncpg.Connection,
+    tenant_id: str,
+    keys: list[str],
+    run_ids: list[uuid.UUID],
+    body_hashes: list[str],
+    ttl_seconds: float,
+) -> set[str]:
+    rows = await q.fetch(
+        conn,
+        "insert_idempotency_keys",
+        tenant_id=tenant_id,
+        keys=keys,
+        run_ids=run_ids,
+        body_hashes=body_hashes,
+        ttl_seconds=ttl_seconds,
+    )
+    return {r["key"] for r in rows}
+
+
+async def count_pending_runs(conn: asyncpg.Connection, tenant_id: str, limit: int) -> int:
+    return int(await q.fetchval(conn, "count_pending_runs", tenant_id=tenant_id, limit=limit))
+
+
+async def get_run(conn: asyncpg.Connection, run_id: uuid.UUID) -> asyncpg.Record | None:
+    lo, hi = scheduled_bounds(run_id)
+    return await q.fetchrow(conn, "get_run", id=run_id, lo=lo, hi=hi)
+
+
+async def get_runs(conn: asyncpg.Connection, run_ids: list[uuid.UUID]) -> list[asyncpg.Record]:
+    lo, hi = bounds_of(run_ids)
+    return await q.fetch(conn, "get_runs", ids=run_ids, lo=lo, hi=hi)
+
+
+async def list_runs(
+    conn: asyncpg.Connection,
+    tenant_id: str,
+    *,
+    status: str | None,
+    job: str | None,
+    cursor: tuple[datetime, uuid.UUID] | None,
+    limit: int,
+) -> list[asyncpg.Record]:
+    return await q.fetch(
+        conn,
+        "list_runs",
+        tenant_id=tenant_id,
+        status=status,
+        job=job,
+        cursor_at=cursor[0] if cursor else None,
+        cursor_id=cursor[1] if cursor else None,
+        limit=limit,
+    )
+
+
+async def cancel_run(conn: asyncpg.Connection, run_id: uuid.UUID) -> asyncpg.Record | None:
+    lo, hi = scheduled_bounds(run_id)
+    return await q.fetchrow(conn, "cancel_run", id=run_id, lo=lo, hi=hi)

@@ -1,0 +1,418 @@
+-- Every runtime statement of the scheduler, as named blocks: `-- name: <stem>`, a comment saying
+-- why, then the SQL. Binds are named (`:tenant_id`); app/db/queries.py compiles them to asyncpg's
+-- positional form once, at import. Repositories run them by name; nothing else builds SQL.
+
+-- ───────────────────────────── tenants and keys ─────────────────────────────
+
+-- name: create_tenant
+-- ON CONFLICT turns a duplicate into "no row", which the service answers with 409.
+INSERT INTO tenants (id, signing_secret) VALUES (:id, :signing_secret)
+ON CONFLICT (id) DO NOTHING
+RETURNING id, created_at;
+
+-- name: tenant_exists
+SELECT EXISTS (SELECT 1 FROM tenants WHERE id = :id);
+
+-- name: insert_api_key
+INSERT INTO api_keys (id, tenant_id, salt, hash) VALUES (:id, :tenant_id, :salt, :hash);
+
+-- name: get_api_key
+-- Looked up by the key's public id; the secret part is verified against the salted hash in Python.
+SELECT tenant_id, salt, hash FROM api_keys WHERE id = :id AND revoked_at IS NULL;
+
+-- name: get_signing_secrets
+SELECT id, signing_secret FROM tenants WHERE id = ANY(CAST(:tenant_ids AS text[]));
+
+-- ─────────────────────────────────── jobs ───────────────────────────────────
+
+-- name: upsert_job
+-- xmax = 0 only on a freshly inserted row: it tells 201 from 200 in one round trip.
+INSERT INTO jobs (tenant_id, name, target, schedule, timezone, payload, max_attempts, backoff_seconds,
+                  timeout_seconds, misfire, paused, next_fire_at)
+VALUES (:tenant_id, :name, :target, :schedule, :timezone, :payload, :max_attempts, :backoff_seconds,
+        :timeout_seconds, :misfire, :paused, :next_fire_at)
+ON CONFLICT (tenant_id, name) DO UPDATE SET
+    target = EXCLUDED.target, schedule = EXCLUDED.schedule, timezone = EXCLUDED.timezone,
+    payload = EXCLUDED.payload, max_attempts = EXCLUDED.max_attempts,
+    backoff_seconds = EXCLUDED.backoff_seconds, timeout_seconds = EXCLUDED.timeout_seconds,
+    misfire = EXCLUDED.misfire, paused = EXCLUDED.paused, next_fire_at = EXCLUDED.next_fire_at,
+    updated_at = now()
+RETURNING *, (xmax = 0) AS inserted;
+
+-- name: get_job
+SELECT * FROM jobs WHERE tenant_id = :tenant_id AND name = :name;
+
+-- name: list_jobs
+-- Keyset by name: stable under concurrent upserts, no OFFSET scans.
+SELECT * FROM jobs
+WHERE tenant_id = :tenant_id AND name > :after
+ORDER BY name
+LIMIT :limit;
+
+-- name: delete_job
+DELETE FROM jobs WHERE tenant_id = :tenant_id AND name = :name RETURNING name;
+
+-- name: cancel_pending_runs_of_job
+-- Deleting a job cancels what has not been handed out yet; dispatched runs are cancelled too, and a
+-- worker that receives one acks and skips it (its start transition finds no 'dispatched' row).
+UPDATE job_runs SET status = 'cancelled', finished_at = now(), lease_owner = NULL, lease_expires_at = NULL
+WHERE tenant_id = :tenant_id AND job = :name AND status IN ('pending', 'dispatched');
+
+-- name: db_now
+SELECT now();
+
+-- ─────────────────────────────────── runs ───────────────────────────────────
+
+-- name: insert_runs
+-- One statement for one run or a batch of 1000: the ids are minted first (their leading 48 bits are
+-- scheduled_at, so the id names the partition), the job's settings are snapshot onto each run, and
+-- the input's ordinal comes back so the caller can answer in request order. A run for an unknown
+-- job finds no jobs row and is not inserted; the caller compares counts and rolls back.
+WITH input AS (
+    SELECT i.ord,
+           COALESCE(i.scheduled_at, now()) AS scheduled_at,
+           i.job, i.payload, i.idempotency_key
+    FROM unnest(CAST(:jobs AS text[]), CAST(:scheduled_ats AS timestamptz[]), CAST(:payloads AS jsonb[]),
+                CAST(:idempotency_keys AS text[]))
+         WITH ORDINALITY AS i(job, scheduled_at, payload, idempotency_key, ord)
+),
+minted AS (
+    SELECT input.*, scheduler_run_id(input.scheduled_at) AS id FROM input
+),
+inserted AS (
+    INSERT INTO job_runs (id, scheduled_at, tenant_id, job, origin, payload, target, max_attempts,
+                          backoff_seconds, timeout_seconds, due_at, idempotency_key, traceparent)
+    SELECT m.id, m.scheduled_at, j.tenant_id, j.name, 'api', COALESCE(m.payload, j.payload), j.target,
+           j.max_attempts, j.backoff_seconds, j.timeout_seconds, m.scheduled_at, m.idempotency_key,
+           :traceparent
+    FROM minted m
+    JOIN jobs j ON j.tenant_id = :tenant_id AND j.name = m.job
+    RETURNING *
+)
+SELECT inserted.*, minted.ord FROM inserted JOIN minted USING (id) ORDER BY minted.ord;
+
+-- name: notify_runs_due
+-- Wakes idle engines at commit; the payload lowers their claim floor to the oldest new run.
+SELECT pg_notify(:channel, CAST(:floor AS text));
+
+-- name: find_idempotency_keys
+SELECT key, run_id, body_hash FROM idempotency_keys
+WHERE tenant_id = :tenant_id AND key = ANY(CAST(:keys AS text[])) AND expires_at > now();
+
+-- name: insert_idempotency_keys
+-- A concurrent request with the same key blocks on the primary key until this one commits; an
+-- expired row is taken over. Keys that come back missing lost a race: the caller retries.
+INSERT INTO idempotency_keys (tenant_id, key, run_id, body_hash, expires_at)
+SELECT :tenant_id, k.key, k.run_id, k.body_hash, now() + make_interval(secs => :ttl_seconds)
+FROM unnest(CAST(:keys AS text[]), CAST(:run_ids AS uuid[]), CAST(:body_hashes AS text[]))
+     AS k(key, run_id, body_hash)
+ON CONFLICT (tenant_id, key) DO UPDATE
+    SET run_id = EXCLUDED.run_id, body_hash = EXCLUDED.body_hash, expires_at = EXCLUDED.expires_at
+    WHERE idempotency_keys.expires_at <= now()
+RETURNING key;
+
+-- name: delete_expired_idempotency_keys
+DELETE FROM idempotency_keys
+WHERE ctid = ANY (ARRAY(SELECT ctid FROM idempotency_keys WHERE expires_at <= now() LIMIT :limit));
+
+-- name: count_pending_runs
+-- Admission control counts at most quota + 1 rows: the answer is "over" or "not over", never a
+-- full count of a large backlog.
+SELECT count(*) FROM (
+    SELECT 1 FROM job_runs WHERE tenant_id = :tenant_id AND status = 'pending' LIMIT :limit
+) AS p;
+
+-- name: get_run
+-- The id's leading 48 bits are scheduled_at in ms, so [lo, hi) is one millisecond: one partition.
+SELECT * FROM job_runs WHERE id = :id AND scheduled_at >= :lo AND scheduled_at < :hi;
+
+-- name: get_runs
+-- Several runs by id; the bounds let the planner prune to the days the ids name.
+SELECT * FROM job_runs
+WHERE id = ANY(CAST(:ids AS uuid[])) AND scheduled_at >= :lo AND scheduled_at < :hi;
+
+-- name: list_runs
+-- Newest first, keyset-paginated on (scheduled_at, id) so each page is an index range scan.
+SELECT * FROM job_runs
+WHERE tenant_id = :tenant_id
+  AND (CAST(:status AS text) IS NULL OR status = :status)
+  AND (CAST(:job AS text) IS NULL OR job = :job)
+  AND (CAST(:cursor_at AS timestamptz) IS NULL OR (scheduled_at, id) < (:cursor_at, :cursor_id))
+ORDER BY scheduled_at DESC, id DESC
+LIMIT :limit;
+
+-- name: cancel_run
+-- Only runs no worker has started can be cancelled; a dispatched run's message is skipped on arrival.
+UPDATE job_runs SET status = 'cancelled', finished_at = now(), lease_owner = NULL, lease_expires_at = NULL
+WHERE id = :id AND scheduled_at >= :lo AND scheduled_at < :hi AND status IN ('pending', 'dispatched')
+RETURNING *;
+
+-- ──────────────────────────── claim and dispatch ────────────────────────────
+
+-- name: claim_due_runs
+-- The claim. Semantics are those of claim_due_runs_ranked (each tenant's `cap` oldest due runs, then
+-- the oldest `batch_size` of those), but only what can win is ranked, so the cost follows the number
+-- of tenants with work, not the size of the backlog. `:floor` (the oldest unfinished run's day) and
+-- `scheduled_at <= now()` bound the partitions scanned on both sides.
+WITH RECURSIVE due_tenants AS (
+    -- A loose index scan: one probe of (tenant_id, due_at) per tenant with pending runs, instead of
+    -- reading every pending row to find the distinct tenants.
+    (SELECT tenant_id FROM job_runs
+     WHERE status = 'pending' AND scheduled_at >= :floor AND scheduled_at <= now()
+     ORDER BY tenant_id LIMIT 1)
+    UNION ALL
+    SELECT (SELECT r.tenant_id FROM job_runs r
+            WHERE r.status = 'pending' AND r.scheduled_at >= :floor AND r.scheduled_at <= now()
+              AND r.tenant_id > d.tenant_id
+            ORDER BY r.tenant_id LIMIT 1)
+    FROM due_tenants d
+    WHERE d.tenant_id IS NOT NULL
+),
+candidates AS (
+    -- Each tenant's oldest `cap` due runs (the per-tenant cap), then the oldest `batch_size` overall.
+    SELECT c.id, c.scheduled_at
+    FROM due_tenants d
+    CROSS JOIN LATERAL (
+        SELECT r.id, r.scheduled_at, r.due_at FROM job_runs r
+        WHERE r.tenant_id = d.tenant_id AND r.status = 'pending' AND r.due_at <= now()
+          AND r.scheduled_at >= :floor AND r.scheduled_at <= now()
+        ORDER BY r.due_at
+        LIMIT :per_tenant_cap
+    ) AS c
+    WHERE d.tenant_id IS NOT NULL
+    ORDER BY c.due_at
+    LIMIT :batch_size
+),
+locked AS (
+    -- Locking is its own step: Postgres forbids FOR UPDATE beside a window or aggregate, and the
+    -- re-check of status makes a row another engine took in the meantime simply not match.
+    SELECT r.id, r.scheduled_at FROM job_runs r
+    JOIN candidates c ON r.id = c.id AND r.scheduled_at = c.scheduled_at
+    WHERE r.status = 'pending' AND r.due_at <= now() AND r.scheduled_at >= :floor AND r.scheduled_at <= now()
+    FOR UPDATE OF r SKIP LOCKED
+)
+UPDATE job_runs r
+SET status = 'dispatched', epoch = r.epoch + 1, lease_owner = :owner,
+    lease_expires_at = now() + make_interval(secs => :lease_seconds), dispatched_at = now()
+FROM locked l
+WHERE r.id = l.id AND r.scheduled_at = l.scheduled_at
+RETURNING r.id, r.scheduled_at, r.tenant_id, r.job, r.payload, r.target, r.attempt, r.max_attempts,
+          r.timeout_seconds, r.epoch, r.due_at, r.traceparent, extract(epoch FROM now() - r.due_at) AS lag;
+
+-- name: claim_due_runs_ranked
+-- The plain form of the claim: ROW_NUMBER over the whole due set. It is correct but its cost grows
+-- with the backlog (71% of the loop at 100k due runs, measured), so it serves only as the reference
+-- that tests compare claim_due_runs against and that the bench measures. It selects; it claims nothing.
+WITH ranked AS (
+    -- Rank every due pending run within its tenant, oldest first.
+    SELECT r.id, r.scheduled_at, r.due_at,
+           ROW_NUMBER() OVER (PARTITION BY r.tenant_id ORDER BY r.due_at) AS rank
+    FROM job_runs r
+    WHERE r.status = 'pending' AND r.due_at <= now() AND r.scheduled_at >= :floor AND r.scheduled_at <= now()
+)
+SELECT id, scheduled_at FROM ranked
+WHERE rank <= :per_tenant_cap
+ORDER BY due_at
+LIMIT :batch_size;
+
+-- name: claim_hinted_runs
+-- The hot-index path: claim exactly the ids Redis suggested, under the same predicates as the scan.
+-- An id that is no longer pending and due (a stale hint) matches nothing and is dropped. The per-tenant
+-- cap still holds: at most `cap` of the hinted runs per tenant, oldest first. [lo, hi] are the days
+-- the ids name, so only those partitions are read.
+WITH hinted AS (
+    -- Rank the hinted runs within their tenant; few rows, since they are only the hints.
+    SELECT r.id, r.scheduled_at, r.due_at,
+           ROW_NUMBER() OVER (PARTITION BY r.tenant_id ORDER BY r.due_at) AS rank
+    FROM job_runs r
+    WHERE r.id = ANY(CAST(:ids AS uuid[])) AND r.status = 'pending' AND r.due_at <= now()
+      AND r.scheduled_at >= :lo AND r.scheduled_at < :hi
+),
+locked AS (
+    SELECT r.id, r.scheduled_at FROM job_runs r
+    JOIN hinted h ON r.id = h.id AND r.scheduled_at = h.scheduled_at
+    WHERE h.rank <= :per_tenant_cap AND r.status = 'pending' AND r.due_at <= now()
+      AND r.scheduled_at >= :lo AND r.scheduled_at < :hi
+    FOR UPDATE OF r SKIP LOCKED
+)
+UPDATE job_runs r
+SET status = 'dispatched', epoch = r.epoch + 1, lease_owner = :owner,
+    lease_expires_at = now() + make_interval(secs => :lease_seconds), dispatched_at = now()
+FROM locked l
+WHERE r.id = l.id AND r.scheduled_at = l.scheduled_at
+RETURNING r.id, r.scheduled_at, r.tenant_id, r.job, r.payload, r.target, r.attempt, r.max_attempts,
+          r.timeout_seconds, r.epoch, r.due_at, r.traceparent, extract(epoch FROM now() - r.due_at) AS lag;
+
+-- name: pending_among
+-- Hinted ids the hot path popped but did not claim (over the cap, or locked by another engine) that
+-- are still pending: they go back into the index. Stale ones are not returned and so are forgotten.
+SELECT id, due_at FROM job_runs
+WHERE id = ANY(CAST(:ids AS uuid[])) AND status = 'pending' AND scheduled_at >= :lo AND scheduled_at < :hi;
+
+-- name: mark_runs_published
+-- JetStream acked these: the short claim lease becomes the dispatch lease, long enough for the
+-- message to wait its turn at a worker. A run a worker already started is left alone.
+UPDATE job_runs r SET lease_expires_at = now() + make_interval(secs => :lease_seconds)
+FROM unnest(CAST(:ids AS uuid[]), CAST(:scheduled_ats AS timestamptz[]), CAST(:epochs AS bigint[]))
+     AS m(id, scheduled_at, epoch)
+WHERE r.id = m.id AND r.scheduled_at = m.scheduled_at AND r.epoch = m.epoch AND r.status = 'dispatched'
+  AND r.scheduled_at >= :lo AND r.scheduled_at <= :hi;
+
+-- name: release_unpublished_runs
+-- A publish that failed or timed out: back to pending at once, nothing marked sent that was not acked.
+-- The epoch stays bumped, so a message that did reach the stream after all is stale on arrival.
+UPDATE job_runs r SET status = 'pending', lease_owner = NULL, lease_expires_at = NULL, dispatched_at = NULL
+FROM unnest(CAST(:ids AS uuid[]), CAST(:scheduled_ats AS timestamptz[]), CAST(:epochs AS bigint[]))
+     AS m(id, scheduled_at, epoch)
+WHERE r.id = m.id AND r.scheduled_at = m.scheduled_at AND r.epoch = m.epoch AND r.status = 'dispatched'
+  AND r.scheduled_at >= :lo AND r.scheduled_at <= :hi
+RETURNING r.id, r.scheduled_at, r.due_at;
+
+-- name: claim_floor
+-- The oldest unfinished run's scheduled_at: the claim's lower partition bound. Pending, dispatched
+-- and running all count, since the reaper can send the latter two back to pending.
+SELECT COALESCE(min(scheduled_at), now()) FROM job_runs WHERE status IN ('pending', 'dispatched', 'running');
+
+-- name: oldest_due_pending_age
+-- Read from the database, not from claims, so it keeps rising when every engine is stalled.
+SELECT COALESCE(extract(epoch FROM now() - min(due_at)), 0)
+FROM job_runs WHERE status = 'pending' AND due_at <= now();
+
+-- ─────────────────────────────────── reaper ─────────────────────────────────
+
+-- name: reap_dispatched_runs
+-- A dispatched run whose lease lapsed never started: back to pending, no attempt consumed.
+WITH expired AS (
+    SELECT id, scheduled_at FROM job_runs
+    WHERE status = 'dispatched' AND lease_expires_at < now()
+    ORDER BY lease_expires_at
+    LIMIT :limit
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE job_runs r SET status = 'pending', lease_owner = NULL, lease_expires_at = NULL, dispatched_at = NULL
+FROM expired e
+WHERE r.id = e.id AND r.scheduled_at = e.scheduled_at
+RETURNING r.id, r.scheduled_at, r.due_at;
+
+-- name: reap_running_runs
+-- A running run whose heartbeat lapsed lost its worker: the attempt is consumed, then retry with
+-- backoff or fail. A late result from that worker no longer matches status 'running' at this epoch.
+WITH expired AS (
+    SELECT id, scheduled_at FROM job_runs
+    WHERE status = 'running' AND lease_expires_at < now()
+    ORDER BY lease_expires_at
+    LIMIT :limit
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE job_runs r SET
+    status = CASE WHEN r.attempt < r.max_attempts THEN 'pending' ELSE 'failed' END,
+    due_at = CASE WHEN r.attempt < r.max_attempts
+                  THEN now() + make_interval(secs => r.backoff_seconds * power(2, r.attempt - 1)
+                                                   * (0.75 + random() * 0.5))
+                  ELSE r.due_at END,
+    finished_at = CASE WHEN r.attempt < r.max_attempts THEN NULL ELSE now() END,
+    last_error = 'lease expired: the worker stopped heartbeating',
+    lease_owner = NULL, lease_expires_at = NULL
+FROM expired e
+WHERE r.id = e.id AND r.scheduled_at = e.scheduled_at
+RETURNING r.id, r.scheduled_at, r.due_at, r.status;
+
+-- ─────────────────────────────────── worker ─────────────────────────────────
+
+-- name: start_runs
+-- dispatched -> running, fenced: only the delivery whose epoch matches starts, and only once. Rows
+-- not returned were duplicates, stale epochs or cancelled: the worker acks and drops them.
+UPDATE job_runs r SET status = 'running', attempt = r.attempt + 1, started_at = now(),
+    lease_owner = :owner, lease_expires_at = now() + make_interval(secs => :lease_seconds)
+FROM unnest(CAST(:ids AS uuid[]), CAST(:scheduled_ats AS timestamptz[]), CAST(:epochs AS bigint[]))
+     AS m(id, scheduled_at, epoch)
+WHERE r.id = m.id AND r.scheduled_at = m.scheduled_at AND r.epoch = m.epoch AND r.status = 'dispatched'
+  AND r.scheduled_at >= :lo AND r.scheduled_at <= :hi
+RETURNING r.id, r.attempt;
+
+-- name: heartbeat_runs
+-- Extends the leases of everything this worker is running, in one statement per beat.
+UPDATE job_runs r SET lease_expires_at = now() + make_interval(secs => :lease_seconds)
+FROM unnest(CAST(:ids AS uuid[]), CAST(:scheduled_ats AS timestamptz[]), CAST(:epochs AS bigint[]))
+     AS m(id, scheduled_at, epoch)
+WHERE r.id = m.id AND r.scheduled_at = m.scheduled_at AND r.epoch = m.epoch AND r.status = 'running'
+  AND r.scheduled_at >= :lo AND r.scheduled_at <= :hi
+RETURNING r.id;
+
+-- name: finish_runs
+-- Records a group of outcomes in one statement: success, retry with jittered exponential backoff
+-- (due_at moves, scheduled_at never does, so the run stays in its partition) or failure. Fenced like
+-- start_runs: a result whose run was rescued meanwhile matches nothing and is discarded.
+UPDATE job_runs r SET
+    status = CASE WHEN m.ok THEN 'succeeded'
+                  WHEN r.attempt < r.max_attempts THEN 'pending'
+                  ELSE 'failed' END,
+    due_at = CASE WHEN NOT m.ok AND r.attempt < r.max_attempts
+                  THEN now() + make_interval(secs => r.backoff_seconds * power(2, r.attempt - 1)
+                                                   * (0.75 + random() * 0.5))
+                  ELSE r.due_at END,
+    finished_at = CASE WHEN m.ok OR r.attempt >= r.max_attempts THEN now() ELSE NULL END,
+    last_error = CASE WHEN m.ok THEN r.last_error ELSE left(m.error, 2000) END,
+    lease_owner = NULL, lease_expires_at = NULL
+FROM unnest(CAST(:ids AS uuid[]), CAST(:scheduled_ats AS timestamptz[]), CAST(:epochs AS bigint[]),
+            CAST(:oks AS boolean[]), CAST(:errors AS text[]))
+     AS m(id, scheduled_at, epoch, ok, error)
+WHERE r.id = m.id AND r.scheduled_at = m.scheduled_at AND r.epoch = m.epoch AND r.status = 'running'
+  AND r.scheduled_at >= :lo AND r.scheduled_at <= :hi
+RETURNING r.id, r.scheduled_at, r.status, r.due_at;
+
+-- ──────────────────────────────────── cron ──────────────────────────────────
+
+-- name: lock_due_cron_jobs
+-- Jobs whose next fire falls inside the horizon. SKIP LOCKED lets engines split the jobs; the
+-- unique (tenant_id, job, scheduled_at) index makes a double insert harmless anyway.
+SELECT tenant_id, name, schedule, timezone, misfire, next_fire_at, now() AS db_now
+FROM jobs
+WHERE schedule IS NOT NULL AND NOT paused AND next_fire_at <= now() + make_interval(secs => :horizon_seconds)
+ORDER BY next_fire_at
+LIMIT :limit
+FOR UPDATE SKIP LOCKED;
+
+-- name: insert_cron_runs
+INSERT INTO job_runs (id, scheduled_at, tenant_id, job, origin, payload, target, max_attempts,
+                      backoff_seconds, timeout_seconds, due_at)
+SELECT scheduler_run_id(o.at), o.at, j.tenant_id, j.name, 'cron', j.payload, j.target, j.max_attempts,
+       j.backoff_seconds, j.timeout_seconds, o.at
+FROM jobs j, unnest(CAST(:occurrences AS timestamptz[])) AS o(at)
+WHERE j.tenant_id = :tenant_id AND j.name = :name
+ON CONFLICT (tenant_id, job, scheduled_at) WHERE origin = 'cron' DO NOTHING
+RETURNING id, scheduled_at, due_at;
+
+-- name: set_next_fire
+UPDATE jobs SET next_fire_at = :next_fire_at WHERE tenant_id = :tenant_id AND name = :name;
+
+-- ───────────────────────────────── partitions ───────────────────────────────
+
+-- name: list_day_partitions
+SELECT c.relname AS name
+FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+WHERE i.inhparent = 'job_runs'::regclass AND c.relname LIKE 'job_runs_p%'
+ORDER BY c.relname;
+
+-- name: create_day_partition
+SELECT scheduler_create_day_partition(:day);
+
+-- name: retire_day_partition
+SELECT scheduler_retire_day_partition(:day);
+
+-- name: default_partition_days
+-- Days that have rows stranded in DEFAULT (created before their partition existed).
+SELECT DISTINCT (scheduled_at AT TIME ZONE 'UTC')::date AS day FROM job_runs_default ORDER BY day;
+
+-- name: count_default_rows
+SELECT count(*) FROM job_runs_default;
+
+-- name: set_lock_timeout
+SELECT set_config('lock_timeout', :value, true);
+
+-- name: try_advisory_lock
+-- One maintenance leader at a time, held by one session for the length of a pass.
+SELECT pg_try_advisory_lock(:key);
+
+-- name: advisory_unlock
+SELECT pg_advisory_unlock(:key);

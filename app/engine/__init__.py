@@ -1,0 +1,1 @@
+"""The engine: claim loop and dispatch, lease reaper, cron materializer, partition maintenance."""

@@ -1,0 +1,74 @@
+"""The cron materializer: turns each scheduled job's occurrences into runs ahead of time.
+
+Each tick locks the jobs whose next fire falls within the horizon (SKIP LOCKED: engines split them),
+applies the misfire policy to what was missed while no engine ran, inserts the missed and upcoming
+occurrences (the unique (tenant, job, scheduled_at) index makes a double insert a no-op), and moves
+next_fire_at past the horizon. Every time comes from the database's clock."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from datetime import timedelta
+
+import asyncpg
+
+from app.bus.hot_index import HotIndex
+from app.config import Settings
+from app.db import maintenance as repo
+from app.db import runs as run_repo
+from app.engine.loop import every
+from app.services import cron
+from app.telemetry import metrics
+
+log = logging.getLogger(__name__)
+JOBS_PER_TICK = 200
+OCCURRENCES_PER_JOB = 1000
+
+
+class CronMaterializer:
+    def __init__(
+        self, settings: Settings, pool: asyncpg.Pool, hot_index: HotIndex | None = None, tick_seconds: float = 1.0
+    ):
+        self.settings = settings
+        self.pool = pool
+        self.hot_index = hot_index
+        self.tick_seconds = tick_seconds
+
+    async def materialize_once(self) -> int:
+        horizon = timedelta(seconds=self.settings.cron_horizon_seconds)
+        catchup = timedelta(seconds=self.settings.cron_catchup_seconds)
+        inserted_total = 0
+        hints: list[asyncpg.Record] = []
+        async with self.pool.acquire() as conn, conn.transaction():
+            for job in await repo.lock_due_cron_jobs(conn, horizon.total_seconds(), JOBS_PER_TICK):
+                now = job["db_now"]
+                missed, _ = cron.due_occurrences(
+                    job["schedule"], job["timezone"], job["next_fire_at"], now, job["misfire"], catchup,
+                    OCCURRENCES_PER_JOB,
+                )
+                upcoming = [
+                    at
+                    for at in cron.occurrences_between(
+                        job["schedule"], job["timezone"], now, now + horizon, OCCURRENCES_PER_JOB
+                    )
+                    if at >= job["next_fire_at"]
+                ]
+                occurrences = missed + upcoming
+                last = max(occurrences, default=now + horizon)
+                next_fire_at = cron.next_fire(job["schedule"], job["timezone"], max(last, now + horizon))
+                inserted = await repo.insert_cron_runs(conn, job["tenant_id"], job["name"], occurrences)
+                await repo.set_next_fire(conn, job["tenant_id"], job["name"], next_fire_at)
+                inserted_total += len(inserted)
+                hints += inserted
+                due_now = [r["scheduled_at"] for r in inserted if r["scheduled_at"] <= now]
+                if due_now:
+                    await run_repo.notify_runs_due(conn, min(due_now))
+        if self.hot_index is not None and hints:
+            await self.hot_index.add(hints)
+        if inserted_total:
+            metrics.cron_runs_materialized_total.inc(inserted_total)
+        return inserted_total
+
+    async def run(self, stop: asyncio.Event) -> None:
+        await every(stop, self.tick_seconds, self.materialize_once, "cron materializer")

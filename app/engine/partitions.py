@@ -1,0 +1,94 @@
+"""Partition maintenance, by one leader at a time (a session advisory lock).
+
+Premakes daily partitions ahead, moves rows stranded in DEFAULT into their day's new partition, and
+ages out days past retention with DETACH + DROP, never a DELETE, and only days whose runs are all
+terminal. A day that still holds unfinished runs is kept and reported (metric + log): nothing is lost.
+DDL runs with a short lock_timeout and is retried, so it never queues behind, and then blocks, claims.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from datetime import UTC, date, datetime, timedelta
+
+import asyncpg
+
+from app.config import Settings
+from app.db import jobs as job_repo
+from app.db import maintenance as repo
+from app.engine.loop import every
+from app.telemetry import metrics
+
+log = logging.getLogger(__name__)
+LOCK_TIMEOUT = "2s"
+DDL_TRIES = 5
+
+
+class PartitionMaintenance:
+    def __init__(self, settings: Settings, pool: asyncpg.Pool):
+        self.settings = settings
+        self.pool = pool
+
+    async def _ddl(self, conn: asyncpg.Connection, step: Callable[[], Awaitable[str]], what: str) -> str | None:
+        for attempt in range(DDL_TRIES):
+            try:
+                async with conn.transaction():
+                    await repo.set_lock_timeout(conn, LOCK_TIMEOUT)
+                    return await step()
+            except asyncpg.LockNotAvailableError:
+                log.info("partition %s: lock not available (try %d); retrying", what, attempt + 1)
+                await asyncio.sleep(0.2 * 2**attempt)
+        log.warning("partition %s: gave up after %d tries; next pass will retry", what, DDL_TRIES)
+        return None
+
+    async def run_once(self) -> dict[str, list[str]]:
+        """One pass; returns what it did, by day, for logs and tests. Does nothing if not leader."""
+        report: dict[str, list[str]] = {"created": [], "kept": [], "dropped": []}
+        async with self.pool.acquire() as conn:
+            if not await repo.try_advisory_lock(conn, repo.MAINTENANCE_LOCK_KEY):
+                return report
+            try:
+                await self._pass(conn, report)
+            finally:
+                await repo.advisory_unlock(conn, repo.MAINTENANCE_LOCK_KEY)
+        return report
+
+    async def _pass(self, conn: asyncpg.Connection, report: dict[str, list[str]]) -> None:
+        today = (await job_repo.db_now(conn)).astimezone(UTC).date()
+        wanted = [today + timedelta(days=n) for n in range(-1, self.settings.premake_days + 1)]
+        # Days with rows stranded in DEFAULT get their partition too (the rows move with it).
+        wanted += [d for d in await repo.default_partition_days(conn) if d not in wanted]
+        existing = set(await repo.list_day_partitions(conn))
+        for day in sorted(set(wanted) - existing):
+            result = await self._ddl(conn, _bind(repo.create_day_partition, conn, day), f"create {day}")
+            if result and result != "exists":
+                report["created"].append(f"{day}: {result}")
+                log.info("partition %s: %s", day, result)
+
+        cutoff = today - timedelta(days=self.settings.retention_days)
+        at_risk = 0
+        for day in await repo.list_day_partitions(conn):
+            if day >= cutoff:
+                continue
+            result = await self._ddl(conn, _bind(repo.retire_day_partition, conn, day), f"retire {day}")
+            if result == "dropped":
+                report["dropped"].append(str(day))
+            elif result == "kept":
+                at_risk += 1
+                report["kept"].append(str(day))
+                log.warning(
+                    "partition %s is past retention but holds unfinished runs; kept, not dropped", day
+                )
+        metrics.partitions_at_risk.set(at_risk)
+        metrics.partitions_total.set(len(await repo.list_day_partitions(conn)))
+        metrics.default_partition_rows.set(await repo.count_default_rows(conn))
+        await repo.delete_expired_idempotency_keys(conn, 10_000)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        await every(stop, self.settings.maintenance_interval_seconds, self.run_once, "partition maintenance")
+
+
+def _bind(fn: Callable[[asyncpg.Connection, date], Awaitable[str]], conn: asyncpg.Connection, day: date) -> Callable[[], Awaitable[str]]:
+    return lambda: fn(conn, day)

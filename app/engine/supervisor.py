@@ -1,0 +1,58 @@
+"""Runs the engine's side-tasks together: dispatcher, reaper, cron materializer, partition
+maintenance. Named tasks, supervised with asyncio.wait(FIRST_COMPLETED), stopped by one Event."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import asyncpg
+from nats.js import JetStreamContext
+
+from app.bus.hot_index import HotIndex
+from app.bus.jetstream import ensure_stream
+from app.config import Settings
+from app.engine.cron import CronMaterializer
+from app.engine.dispatcher import Dispatcher
+from app.engine.partitions import PartitionMaintenance
+from app.engine.reaper import Reaper
+
+log = logging.getLogger(__name__)
+
+
+class Engine:
+    def __init__(
+        self, settings: Settings, pool: asyncpg.Pool, js: JetStreamContext, hot_index: HotIndex | None = None
+    ):
+        self.settings = settings
+        self.js = js
+        self.dispatcher = Dispatcher(settings, pool, js, hot_index)
+        self.reaper = Reaper(settings, pool, hot_index)
+        self.cron = CronMaterializer(settings, pool, hot_index=hot_index)
+        self.maintenance = PartitionMaintenance(settings, pool)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        await ensure_stream(self.js, self.settings)
+        # Partitions first: a fresh database gets today's partition before the first claim.
+        try:
+            await self.maintenance.run_once()
+        except Exception as exc:
+            log.warning("initial partition maintenance failed: %s", exc)
+        tasks = {
+            asyncio.create_task(self.dispatcher.run(stop), name="dispatcher"),
+            asyncio.create_task(self.reaper.run(stop), name="reaper"),
+            asyncio.create_task(self.cron.run(stop), name="cron"),
+            asyncio.create_task(self.maintenance.run(stop), name="partitions"),
+        }
+        stopper = asyncio.create_task(stop.wait(), name="stop")
+        done, _ = await asyncio.wait(tasks | {stopper}, return_when=asyncio.FIRST_COMPLETED)
+        for task in done - {stopper}:
+            if task.exception() is not None:
+                log.error("engine task %s died: %r; stopping the engine", task.get_name(), task.exception())
+        stop.set()
+        # Each task finishes its current step (a publish in flight settles) before returning.
+        await asyncio.gather(*tasks, return_exceptions=True)
+        stopper.cancel()
+        for task in done - {stopper}:
+            if task.exception() is not None:
+                raise task.exception()  # type: ignore[misc]

@@ -1,0 +1,170 @@
+"""create_app(): the composition root of the API process (lifespan, routers, error handlers)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
+from prometheus_fastapi_instrumentator import Instrumentator
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from app.api import health, jobs, runs, tenants
+from app.api.deps import State
+from app.bus.hot_index import HotIndex
+from app.bus.jetstream import connect
+from app.config import Settings, get_settings
+from app.db.connection import create_pool
+from app.engine.supervisor import Engine
+from app.errors import AppError, PayloadTooLarge
+from app.services.submission import AdmissionControl
+from app.telemetry.tracing import setup_tracing
+
+log = logging.getLogger(__name__)
+
+
+def _field(loc: tuple[Any, ...]) -> str:
+    """('body', 'runs', 3, 'scheduled_at') -> 'runs[3].scheduled_at'."""
+    out = ""
+    for part in loc[1:] if loc and loc[0] in ("body", "query", "path", "header") else loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or (str(loc[0]) if loc else "body")
+
+
+def _error(status: int, error: str, message: str, field: str | None = None, headers: dict[str, str] | None = None) -> JSONResponse:
+    body: dict[str, Any] = {"error": error, "message": message}
+    if field is not None:
+        body["field"] = field
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
+async def _app_error(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, AppError)
+    return JSONResponse(exc.body(), status_code=exc.status_code, headers=exc.headers)
+
+
+async def _validation_error(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    first = exc.errors()[0]
+    field = _field(tuple(first.get("loc", ())))
+    if first.get("type") == "json_invalid":
+        return _error(422, "InvalidInput", "request body is not valid JSON", "body")
+    return _error(422, "InvalidInput", f"{field}: {first.get('msg', 'invalid')}", field)
+
+
+async def _http_error(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, StarletteHTTPException)
+    names = {404: "NotFound", 405: "MethodNotAllowed", 401: "Unauthorized"}
+    return _error(exc.status_code, names.get(exc.status_code, "HTTPError"), str(exc.detail), headers=exc.headers)
+
+
+async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
+    # Never leak internals (or secrets inside them) to the caller; the log has the details.
+    log.exception("unhandled error", exc_info=exc)
+    return _error(500, "InternalError", "internal error")
+
+
+class BodyLimit:
+    """Refuses request bodies over the limit, declared or streamed, before a route reads them."""
+
+    def __init__(self, app: ASGIApp, limit: int):
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        for name, value in scope.get("headers", []):
+            if name == b"content-length" and value.isdigit() and int(value) > self.limit:
+                await self._refuse(scope, receive, send)
+                return
+        seen = 0
+
+        async def limited() -> Message:
+            nonlocal seen
+            message = await receive()
+            seen += len(message.get("body", b""))
+            if seen > self.limit:
+                raise PayloadTooLarge(f"request body over {self.limit} bytes", field="body")
+            return message
+
+        await self.app(scope, limited, send)
+
+    async def _refuse(self, scope: Scope, receive: Receive, send: Send) -> None:
+        response = _error(413, "PayloadTooLarge", f"request body over {self.limit} bytes", "body")
+        await response(scope, receive, send)
+
+
+_instrumentator: Instrumentator | None = None
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    settings = settings or get_settings()
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        setup_tracing("scheduler-api")
+        if not settings.database_url or not settings.nats_url:
+            raise RuntimeError("SCHEDULER_DATABASE_URL and SCHEDULER_NATS_URL must be set (or use `scheduler dev`)")
+        pool = await create_pool(settings.database_url, min_size=2, max_size=20, name="scheduler-api")
+        nc = await connect(settings.nats_url, "scheduler-api")
+        hot_index = HotIndex(settings.redis_url, f"{settings.stream}:due") if (
+            settings.hot_index == "redis" and settings.redis_url
+        ) else None
+
+        async def postgres() -> None:
+            async with pool.acquire() as conn:
+                await conn.fetchval("SELECT 1")
+
+        async def nats() -> None:
+            if not nc.is_connected:
+                raise ConnectionError("nats disconnected")
+            await nc.flush(timeout=1)
+
+        state = State(settings, pool, AdmissionControl(settings.tenant_max_pending), hot_index)
+        state.checks = {"postgres": postgres, "nats": nats}
+        app.state.scheduler = state
+        stop = asyncio.Event()
+        engine_task = None
+        if settings.engine == "on":
+            engine = Engine(settings, pool, nc.jetstream(), hot_index)
+            engine_task = asyncio.create_task(engine.run(stop), name="engine")
+        try:
+            yield
+        finally:
+            stop.set()
+            if engine_task is not None:
+                await asyncio.gather(engine_task, return_exceptions=True)
+            if hot_index is not None:
+                await hot_index.close()
+            await nc.drain()
+            await pool.close()
+
+    app = FastAPI(
+        title="Scheduler",
+        version="0.1.0",
+        description="Multi-tenant distributed job scheduler. Postgres is the truth; NATS JetStream carries the work.",
+        lifespan=lifespan,
+    )
+    for router in (tenants.router, jobs.router, runs.router, health.router):
+        app.include_router(router)
+    app.add_exception_handler(AppError, _app_error)
+    app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(StarletteHTTPException, _http_error)
+    app.add_exception_handler(Exception, _unexpected)
+    app.add_middleware(BodyLimit, limit=settings.max_request_bytes)
+
+    global _instrumentator
+    if _instrumentator is None:  # its metrics live in the process-wide registry: register once
+        _instrumentator = Instrumentator(excluded_handlers=["/metrics", "/healthz", "/readyz"])
+    _instrumentator.instrument(app).expose(app, endpoint="/metrics", include_in_schema=False)
+    FastAPIInstrumentor.instrument_app(app, excluded_urls="/metrics,/healthz,/readyz")
+    return app

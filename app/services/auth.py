@@ -1,0 +1,76 @@
+"""API keys and principals.
+
+Keys are `sch_<key id>_<secret>`: the id finds the row, the secret is checked against a salted
+HMAC-SHA256 in constant time. A 256-bit random secret cannot be guessed, so a slow password KDF
+would only add latency to every request; the salt keeps equal hashes from revealing anything.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+import uuid
+from dataclasses import dataclass
+
+import asyncpg
+
+from app.db import tenants as tenant_repo
+from app.errors import NotFound, Unauthorized
+
+KEY_PREFIX = "sch_"
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who is calling: the admin (tenant_id None) or one tenant."""
+
+    tenant_id: str | None
+
+    @property
+    def is_admin(self) -> bool:
+        return self.tenant_id is None
+
+    def require_admin(self) -> None:
+        if not self.is_admin:
+            # A tenant key learns nothing about what the admin surface holds.
+            raise NotFound("not found")
+
+    def require_tenant(self, tenant_id: str) -> None:
+        """A tenant key acts on its own tenant only; anything else is 404, never 403 (no existence leak)."""
+        if self.tenant_id is not None and self.tenant_id != tenant_id:
+            raise NotFound(f"tenant {tenant_id!r} not found", field="tenant_id")
+
+
+def _digest(salt: bytes, secret: str) -> bytes:
+    return hmac.new(salt, secret.encode(), hashlib.sha256).digest()
+
+
+def new_signing_secret() -> str:
+    return "whsec_" + secrets.token_urlsafe(32)
+
+
+async def issue_key(conn: asyncpg.Connection, tenant_id: str) -> str:
+    key_id = uuid.uuid4()
+    secret = secrets.token_urlsafe(32)
+    salt = secrets.token_bytes(16)
+    await tenant_repo.insert_api_key(conn, key_id, tenant_id, salt, _digest(salt, secret))
+    return f"{KEY_PREFIX}{key_id.hex}_{secret}"
+
+
+async def authenticate(conn: asyncpg.Connection, token: str | None, admin_token: str | None) -> Principal:
+    if not token:
+        raise Unauthorized("missing bearer token", field="Authorization")
+    if admin_token and hmac.compare_digest(token.encode(), admin_token.encode()):
+        return Principal(tenant_id=None)
+    if token.startswith(KEY_PREFIX):
+        key_id_hex, _, secret = token.removeprefix(KEY_PREFIX).partition("_")
+        try:
+            key_id = uuid.UUID(hex=key_id_hex)
+        except ValueError:
+            key_id = None
+        if key_id is not None and secret:
+            row = await tenant_repo.get_api_key(conn, key_id)
+            if row is not None and hmac.compare_digest(_digest(row["salt"], secret), row["hash"]):
+                return Principal(tenant_id=row["tenant_id"])
+    raise Unauthorized("invalid bearer token", field="Authorization")

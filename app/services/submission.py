@@ -1,0 +1,182 @@
+"""Submitting runs: one or a batch, all-or-nothing, idempotent, under the tenant's backlog quota."""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+import asyncpg
+import orjson
+
+from app.db import runs as run_repo
+from app.errors import Conflict, InvalidInput, OverQuota
+
+IDEMPOTENCY_TTL_SECONDS = 24 * 3600
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    job: str
+    scheduled_at: datetime | None
+    payload: Any | None  # None: the job's default payload
+    idempotency_key: str | None
+    field: str  # where this request sits in the body, for error messages ("" or "runs[3].")
+
+    def body_hash(self) -> str:
+        body = {
+            "job": self.job,
+            "scheduled_at": self.scheduled_at.isoformat() if self.scheduled_at else None,
+            "payload": self.payload,
+        }
+        return hashlib.sha256(orjson.dumps(body, option=orjson.OPT_SORT_KEYS)).hexdigest()
+
+
+@dataclass(frozen=True)
+class Submitted:
+    run: asyncpg.Record
+    created: bool  # False: an idempotent replay of an earlier request
+
+
+class AdmissionControl:
+    """Refuses a tenant's submission once its pending backlog would pass the quota.
+
+    The count is bounded (quota + 1 rows at most) and cached per process for a second, so a flood
+    costs one count per second per tenant, not one per request. It is a backlog bound, not a rate
+    limit, and across API replicas it is approximate by up to a second's worth of submissions."""
+
+    def __init__(self, max_pending: int, ttl_seconds: float = 1.0):
+        self.max_pending = max_pending
+        self.ttl_seconds = ttl_seconds
+        self._counts: dict[str, tuple[int, float]] = {}
+
+    async def admit(self, conn: asyncpg.Connection, tenant_id: str, adding: int) -> None:
+        count, at = self._counts.get(tenant_id, (0, 0.0))
+        now = time.monotonic()
+        if now - at > self.ttl_seconds:
+            count = await run_repo.count_pending_runs(conn, tenant_id, self.max_pending + 1)
+            self._counts[tenant_id] = (count, now)
+        if count + adding > self.max_pending:
+            raise OverQuota(
+                f"tenant {tenant_id!r} has {count} pending runs; the backlog quota is {self.max_pending}",
+                field="tenant_id",
+                headers={"Retry-After": "5"},
+            )
+
+    def admitted(self, tenant_id: str, added: int) -> None:
+        count, at = self._counts.get(tenant_id, (0, 0.0))
+        self._counts[tenant_id] = (count + added, at)
+
+
+class _LostRace(Exception):
+    """A concurrent request committed the same idempotency key first; the transaction is retried."""
+
+
+async def submit(
+    pool: asyncpg.Pool,
+    admission: AdmissionControl,
+    tenant_id: str,
+    requests: list[RunRequest],
+    traceparent: str | None,
+) -> list[Submitted]:
+    for attempt in range(3):
+        try:
+            async with pool.acquire() as conn, conn.transaction():
+                return await _submit(conn, admission, tenant_id, requests, traceparent)
+        except _LostRace:
+            if attempt == 2:
+                raise Conflict("idempotency key is being used concurrently; retry", field="idempotency_key") from None
+    raise AssertionError("unreachable")
+
+
+async def _submit(
+    conn: asyncpg.Connection,
+    admission: AdmissionControl,
+    tenant_id: str,
+    requests: list[RunRequest],
+    traceparent: str | None,
+) -> list[Submitted]:
+    hashes = [r.body_hash() for r in requests]
+    replayed: dict[str, UUID] = {}  # idempotency key -> run id of an earlier request
+    first_with_key: dict[str, int] = {}
+    for i, r in enumerate(requests):
+        if r.idempotency_key is None:
+            continue
+        j = first_with_key.setdefault(r.idempotency_key, i)
+        if j != i and hashes[j] != hashes[i]:
+            raise InvalidInput("idempotency key repeated with a different body", field=f"{r.field}idempotency_key")
+    if first_with_key:
+        for row in await run_repo.find_idempotency_keys(conn, tenant_id, list(first_with_key)):
+            i = first_with_key[row["key"]]
+            if row["body_hash"] != hashes[i]:
+                raise Conflict(
+                    "idempotency key was already used with a different body",
+                    field=f"{requests[i].field}idempotency_key",
+                )
+            replayed[row["key"]] = row["run_id"]
+
+    # Requests that create a run: no key, or the first use of a key not seen before.
+    fresh = [
+        i
+        for i, r in enumerate(requests)
+        if r.idempotency_key is None or (r.idempotency_key not in replayed and first_with_key[r.idempotency_key] == i)
+    ]
+    if fresh:
+        await admission.admit(conn, tenant_id, len(fresh))
+    inserted = await run_repo.insert_runs(
+        conn,
+        tenant_id,
+        jobs=[requests[i].job for i in fresh],
+        scheduled_ats=[requests[i].scheduled_at for i in fresh],
+        payloads=[requests[i].payload for i in fresh],
+        idempotency_keys=[requests[i].idempotency_key for i in fresh],
+        traceparent=traceparent,
+    )
+    if len(inserted) != len(fresh):
+        found = {row["ord"] - 1 for row in inserted}
+        missing = next(fresh[k] for k in range(len(fresh)) if k not in found)
+        raise InvalidInput(f"job {requests[missing].job!r} does not exist", field=f"{requests[missing].field}job")
+    created: dict[int, asyncpg.Record] = {fresh[row["ord"] - 1]: row for row in inserted}
+
+    keyed = [i for i in fresh if requests[i].idempotency_key is not None]
+    if keyed:
+        won = await run_repo.insert_idempotency_keys(
+            conn,
+            tenant_id,
+            keys=[requests[i].idempotency_key for i in keyed],  # type: ignore[misc]
+            run_ids=[created[i]["id"] for i in keyed],
+            body_hashes=[hashes[i] for i in keyed],
+            ttl_seconds=IDEMPOTENCY_TTL_SECONDS,
+        )
+        if len(won) != len(keyed):
+            raise _LostRace
+        for i in keyed:
+            replayed[requests[i].idempotency_key] = created[i]["id"]  # type: ignore[index]
+
+    due_now = [row["scheduled_at"] for row in inserted if row["scheduled_at"] <= row["created_at"]]
+    if due_now:
+        await run_repo.notify_runs_due(conn, min(due_now))
+
+    earlier_ids = [
+        replayed[r.idempotency_key]
+        for i, r in enumerate(requests)
+        if i not in created and r.idempotency_key is not None
+    ]
+    earlier = {row["id"]: row for row in await run_repo.get_runs(conn, earlier_ids)} if earlier_ids else {}
+    if fresh:
+        admission.admitted(tenant_id, len(fresh))
+    out: list[Submitted] = []
+    for i, r in enumerate(requests):
+        if i in created:
+            out.append(Submitted(created[i], True))
+        else:
+            assert r.idempotency_key is not None
+            run_id = replayed[r.idempotency_key]
+            row = earlier.get(run_id)
+            if row is None:  # the run aged out with its partition while its key lived on
+                raise Conflict("idempotency key refers to a run that no longer exists", field=f"{r.field}idempotency_key")
+            out.append(Submitted(row, False))
+    return out

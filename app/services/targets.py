@@ -1,0 +1,121 @@
+"""What a job may call, checked the same way at job PUT (API) and before every request (worker).
+
+Tenants name python handlers, never import paths: only callables the deployment registered in the
+`scheduler.handlers` entry-point group can run, so no tenant can make a worker import arbitrary code.
+Webhook hosts are resolved and refused when any address is loopback, private, link-local, reserved
+or a cloud metadata address, unless the deployment allows private targets (dev and tests do).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import socket
+from functools import lru_cache
+from importlib.metadata import entry_points
+from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
+
+from pydantic import BaseModel, ConfigDict, Field, HttpUrl, TypeAdapter
+
+from app.errors import InvalidInput
+
+HANDLER_GROUP = "scheduler.handlers"
+# Headers the worker sets itself; a job may not forge them.
+RESERVED_HEADERS = frozenset(
+    h.lower()
+    for h in (
+        "Scheduler-Run-Id", "Scheduler-Attempt", "Scheduler-Epoch", "Scheduler-Signature",
+        "Scheduler-Timestamp", "traceparent", "tracestate", "Host", "Content-Length", "Content-Type",
+    )
+)
+
+
+class HttpTarget(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    type: Literal["http"]
+    url: HttpUrl
+    method: Literal["GET", "POST", "PUT", "PATCH", "DELETE"] = "POST"
+    headers: dict[Annotated[str, Field(max_length=256)], Annotated[str, Field(max_length=4096)]] = Field(
+        default_factory=dict, max_length=50
+    )
+
+
+class PythonTarget(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    type: Literal["python"]
+    handler: str = Field(min_length=1, max_length=200)
+
+
+class NoopTarget(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    type: Literal["noop"]
+
+
+Target = Annotated[HttpTarget | PythonTarget | NoopTarget, Field(discriminator="type")]
+_target_adapter: TypeAdapter[HttpTarget | PythonTarget | NoopTarget] = TypeAdapter(Target)
+
+
+@lru_cache
+def registered_handlers() -> frozenset[str]:
+    return frozenset(ep.name for ep in entry_points(group=HANDLER_GROUP))
+
+
+def _is_forbidden_address(address: str) -> bool:
+    ip = ipaddress.ip_address(address.split("%", 1)[0])
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return bool(
+        ip.is_loopback or ip.is_private or ip.is_link_local or ip.is_reserved or ip.is_multicast
+        or ip.is_unspecified or not ip.is_global
+    )
+
+
+async def resolve_allowed(host: str, port: int, *, allow_private: bool) -> list[str]:
+    """Addresses the worker may connect to for this host. Raises InvalidInput if none, or if any
+    resolved address is forbidden (a name that resolves to both public and private is refused)."""
+    try:
+        infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except socket.gaierror as exc:
+        raise InvalidInput(f"target host {host!r} does not resolve: {exc.strerror}", field="target.url") from exc
+    addresses = list(dict.fromkeys(str(info[4][0]) for info in infos))
+    if not allow_private:
+        forbidden = [a for a in addresses if _is_forbidden_address(a)]
+        if forbidden:
+            raise InvalidInput(
+                f"target host {host!r} resolves to a private, loopback, link-local or metadata address",
+                field="target.url",
+            )
+    return addresses
+
+
+async def validate_target(raw: Any, *, allow_private: bool) -> dict[str, Any]:
+    """Validate a job's target and return its normalized JSON form."""
+    from pydantic import ValidationError
+
+    try:
+        target = _target_adapter.validate_python(raw)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        # A discriminated union reports ("http", "url"): drop the tag, keep the field.
+        parts = [str(p) for p in err["loc"]]
+        if parts and parts[0] in ("http", "python", "noop"):
+            parts = parts[1:]
+        field = ".".join(["target", *parts])
+        raise InvalidInput(f"{field}: {err['msg']}", field=field) from exc
+    if isinstance(target, PythonTarget) and target.handler not in registered_handlers():
+        known = ", ".join(sorted(registered_handlers())) or "none"
+        raise InvalidInput(
+            f"python handler {target.handler!r} is not registered (registered: {known})", field="target.handler"
+        )
+    if isinstance(target, HttpTarget):
+        bad = sorted(h for h in target.headers if h.lower() in RESERVED_HEADERS)
+        if bad:
+            raise InvalidInput(f"target.headers may not set {', '.join(bad)}", field="target.headers")
+        parts = urlsplit(str(target.url))
+        if parts.username or parts.password:
+            raise InvalidInput("target.url must not carry credentials; use headers", field="target.url")
+        assert parts.hostname is not None
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        await resolve_allowed(parts.hostname, port, allow_private=allow_private)
+    return target.model_dump(mode="json")

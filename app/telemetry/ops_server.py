@@ -1,0 +1,53 @@
+"""The small HTTP server of the engine and worker processes: /metrics, /healthz, /readyz."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+
+import uvicorn
+from fastapi import FastAPI, Response
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+Check = Callable[[], Awaitable[object]]
+
+
+async def run_checks(checks: dict[str, Check]) -> tuple[bool, dict[str, str]]:
+    results: dict[str, str] = {}
+    ok = True
+    for name, check in checks.items():
+        try:
+            await asyncio.wait_for(check(), timeout=2.0)
+            results[name] = "ok"
+        except Exception as exc:
+            ok = False
+            results[name] = f"failing: {type(exc).__name__}"
+    return ok, results
+
+
+def ops_app(checks: dict[str, Check]) -> FastAPI:
+    app = FastAPI(openapi_url=None, docs_url=None, redoc_url=None)
+
+    @app.get("/metrics")
+    async def metrics() -> Response:
+        return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
+
+    @app.get("/healthz")
+    async def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.get("/readyz")
+    async def readyz(response: Response) -> dict[str, object]:
+        ok, results = await run_checks(checks)
+        response.status_code = 200 if ok else 503
+        return {"status": "ok" if ok else "unavailable", "checks": results}
+
+    return app
+
+
+async def serve(app: FastAPI, host: str, port: int, stop: asyncio.Event) -> None:
+    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="off"))
+    task = asyncio.create_task(server.serve())
+    await stop.wait()
+    server.should_exit = True
+    await task

@@ -1,0 +1,2 @@
+"""The worker: consume from JetStream, start the run (fenced), execute its target, record the
+outcome in a group commit, and only then ack."""

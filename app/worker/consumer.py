@@ -1,0 +1,284 @@
+"""The worker loop.
+
+Per fetch, one statement starts every delivery whose epoch still matches (the rest are duplicates,
+stale or cancelled: acked and dropped). Targets run concurrently, bounded by the concurrency
+setting. Outcomes go to a group commit: one statement records many, then their messages are acked,
+so a run's message is acked only after its outcome is durable. While a target runs, heartbeats
+tell JetStream (`in_progress`) and Postgres (lease) that the worker is alive.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import asyncpg
+import httpx
+from nats.aio.msg import Msg
+from nats.js import JetStreamContext
+from nats.js.errors import FetchTimeoutError
+from opentelemetry.trace import SpanKind, Status, StatusCode
+
+from app.bus.hot_index import HotIndex
+from app.bus.jetstream import ensure_consumer
+from app.bus.message import RunMessage, UnknownVersion
+from app.config import Settings
+from app.db import dispatch as dispatch_repo
+from app.db import tenants as tenant_repo
+from app.db.dispatch import Fence
+from app.telemetry import metrics
+from app.telemetry.tracing import current_traceparent, extract, tracer
+from app.worker.targets import AttemptFailed, Handler, RunContext, call_http, load_handlers
+
+log = logging.getLogger(__name__)
+_tracer = tracer(__name__)
+FLUSH_MAX = 500
+FLUSH_DELAY = 0.002  # seconds an outcome may wait for company in the group commit
+
+
+@dataclass
+class Delivery:
+    msg: Msg
+    run: RunMessage
+    attempt: int = 0
+    ok: bool = False
+    error: str | None = None
+
+    def fence(self) -> tuple[Any, Any, int]:
+        return (self.run.run_id, self.run.scheduled_at, self.run.epoch)
+
+
+class Worker:
+    def __init__(
+        self,
+        settings: Settings,
+        pool: asyncpg.Pool,
+        js: JetStreamContext,
+        hot_index: HotIndex | None = None,
+        handlers: dict[str, Handler] | None = None,
+    ):
+        self.settings = settings
+        self.pool = pool
+        self.js = js
+        self.hot_index = hot_index
+        self.handlers = load_handlers() if handlers is None else handlers
+        self.slots = asyncio.Semaphore(settings.worker_concurrency)
+        self.executing: dict[asyncio.Task[None], Delivery] = {}
+        self.outcomes: asyncio.Queue[Delivery] = asyncio.Queue()
+        self.unflushed: list[Delivery] = []
+        self._secrets: dict[str, tuple[str, float]] = {}
+        self.http = httpx.AsyncClient(limits=httpx.Limits(max_connections=settings.worker_concurrency))
+
+    # ── the loop ──
+
+    async def run(self, stop: asyncio.Event) -> None:
+        s = self.settings
+        await ensure_consumer(self.js, s)
+        sub = await self.js.pull_subscribe_bind(s.consumer, s.stream)
+        flusher = asyncio.create_task(self._flush_loop(), name="flusher")
+        heartbeat = asyncio.create_task(self._heartbeat_loop(), name="heartbeat")
+        try:
+            while not stop.is_set():
+                free = s.worker_concurrency - len(self.executing)
+                if free <= 0:
+                    await asyncio.wait(list(self.executing), timeout=0.5, return_when=asyncio.FIRST_COMPLETED)
+                    continue
+                try:
+                    msgs = await sub.fetch(min(free, s.worker_fetch_batch), timeout=1.0)
+                except (FetchTimeoutError, TimeoutError):
+                    continue
+                except Exception as exc:  # NATS reconnecting: wait it out
+                    log.warning("fetch: %s", exc)
+                    await asyncio.sleep(0.5)
+                    continue
+                await self._start(msgs)
+        finally:
+            await self._drain(s.worker_grace_seconds)
+            flusher.cancel()
+            heartbeat.cancel()
+            await asyncio.gather(flusher, heartbeat, return_exceptions=True)
+            await self.http.aclose()
+
+    async def _drain(self, grace: float) -> None:
+        """Stop taking work; let what runs finish within the grace period. What does not is naked
+        for redelivery and left to the reaper, exactly like a lost worker: nothing is lost."""
+        if self.executing:
+            await asyncio.wait(list(self.executing), timeout=grace)
+        for task, delivery in list(self.executing.items()):
+            task.cancel()
+            await _quietly(delivery.msg.nak())
+        await self._flush_all()
+
+    async def _start(self, msgs: list[Msg]) -> None:
+        deliveries: dict[tuple[Any, int], Delivery] = {}
+        for msg in msgs:
+            try:
+                run = RunMessage.decode(msg.data)
+            except UnknownVersion:
+                await _quietly(msg.nak(delay=5))  # for a newer replica to take
+                continue
+            except (ValueError, KeyError, TypeError):
+                log.error("dropping a malformed message on %s", msg.subject)
+                await _quietly(msg.term())
+                continue
+            key = (run.run_id, run.epoch)
+            if key in deliveries:  # the same (run, epoch) twice in one fetch: only one may start
+                metrics.stale_results_total.labels("start").inc()
+                await _quietly(msg.ack())
+                continue
+            deliveries[key] = Delivery(msg, run)
+        if not deliveries:
+            return
+        batch = list(deliveries.values())
+        while True:
+            try:
+                async with self.pool.acquire() as conn:
+                    started = await dispatch_repo.start_runs(
+                        conn,
+                        Fence([d.fence() for d in batch]),
+                        owner=self.settings.owner,
+                        lease_seconds=self.settings.lease_seconds,
+                    )
+                break
+            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+                log.warning("start: %s; retrying", exc)
+                for d in batch:
+                    await _quietly(d.msg.in_progress())
+                await asyncio.sleep(1.0)
+        for d in batch:
+            attempt = started.get(d.run.run_id)
+            if attempt is None:
+                # A duplicate delivery, a stale epoch (the run was rescued) or a cancelled run.
+                metrics.stale_results_total.labels("start").inc()
+                await _quietly(d.msg.ack())
+                continue
+            d.attempt = attempt
+            task = asyncio.create_task(self._execute(d))
+            self.executing[task] = d
+            task.add_done_callback(self._executed)
+
+    def _executed(self, task: asyncio.Task[None]) -> None:
+        delivery = self.executing.pop(task)
+        if not task.cancelled():
+            self.outcomes.put_nowait(delivery)
+
+    async def _execute(self, d: Delivery) -> None:
+        run = d.run
+        target_type = str(run.target.get("type"))
+        started = time.perf_counter()
+        with _tracer.start_as_current_span(
+            "execute_run", context=extract(d.msg.headers), kind=SpanKind.CONSUMER
+        ) as span:
+            span.set_attribute("scheduler.run_id", str(run.run_id))
+            span.set_attribute("scheduler.attempt", d.attempt)
+            span.set_attribute("scheduler.epoch", run.epoch)
+            context = RunContext(str(run.run_id), run.tenant_id, run.job, d.attempt, run.epoch, current_traceparent())
+            try:
+                await asyncio.wait_for(self._call(run, context), timeout=run.timeout_seconds)
+                d.ok = True
+            except TimeoutError:
+                d.error = f"timed out after {run.timeout_seconds:g}s"
+            except AttemptFailed as exc:
+                d.error = str(exc)
+            except Exception as exc:
+                d.error = f"{type(exc).__name__}: {exc}"
+            if not d.ok:
+                span.set_status(Status(StatusCode.ERROR, d.error))
+        metrics.execution_duration_seconds.labels(target_type).observe(time.perf_counter() - started)
+
+    async def _call(self, run: RunMessage, context: RunContext) -> None:
+        kind = run.target.get("type")
+        if kind == "noop":
+            return
+        if kind == "python":
+            handler = self.handlers.get(run.target["handler"])
+            if handler is None:
+                raise AttemptFailed(f"python handler {run.target['handler']!r} is not registered on this worker")
+            await handler(run.payload, context)
+            return
+        if kind == "http":
+            secret = await self._signing_secret(run.tenant_id)
+            await call_http(
+                self.http, run.target, run.payload, context, secret, run.timeout_seconds,
+                self.settings.allow_private_targets,
+            )
+            return
+        raise AttemptFailed(f"unknown target type {kind!r}")
+
+    async def _signing_secret(self, tenant_id: str) -> str:
+        cached = self._secrets.get(tenant_id)
+        if cached is not None and time.monotonic() - cached[1] < 60:
+            return cached[0]
+        async with self.pool.acquire() as conn:
+            secrets = await tenant_repo.get_signing_secrets(conn, [tenant_id])
+        if tenant_id not in secrets:
+            raise AttemptFailed(f"tenant {tenant_id!r} no longer exists")
+        self._secrets[tenant_id] = (secrets[tenant_id], time.monotonic())
+        return secrets[tenant_id]
+
+    # ── group commit of outcomes ──
+
+    async def _flush_loop(self) -> None:
+        while True:
+            self.unflushed.append(await self.outcomes.get())
+            await asyncio.sleep(FLUSH_DELAY)
+            await self._flush_all()
+
+    async def _flush_all(self) -> None:
+        while not self.outcomes.empty():
+            self.unflushed.append(self.outcomes.get_nowait())
+        while self.unflushed:
+            batch, self.unflushed = self.unflushed[:FLUSH_MAX], self.unflushed[FLUSH_MAX:]
+            try:
+                await self._record(batch)
+            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+                log.warning("recording %d outcomes failed: %s; retrying", len(batch), exc)
+                self.unflushed = batch + self.unflushed
+                await asyncio.sleep(1.0)
+
+    async def _record(self, batch: list[Delivery]) -> None:
+        async with self.pool.acquire() as conn:
+            rows = await dispatch_repo.finish_runs(
+                conn, Fence([d.fence() for d in batch]), [d.ok for d in batch], [d.error for d in batch]
+            )
+        recorded = {r["id"] for r in rows}
+        for row in rows:
+            metrics.run_outcomes_total.labels(row["status"]).inc()
+        stale = len(batch) - len(recorded)
+        if stale:
+            # The run was rescued while this worker ran it: the late result is discarded.
+            metrics.stale_results_total.labels("finish").inc(stale)
+        for d in batch:
+            await _quietly(d.msg.ack())
+        if self.hot_index is not None:
+            await self.hot_index.add([r for r in rows if r["status"] == "pending"])
+
+    # ── heartbeats ──
+
+    async def _heartbeat_loop(self) -> None:
+        interval = self.settings.lease_seconds / 3
+        while True:
+            await asyncio.sleep(interval)
+            alive = list(self.executing.values()) + list(self.unflushed)
+            if not alive:
+                continue
+            for d in alive:
+                await _quietly(d.msg.in_progress())
+            try:
+                async with self.pool.acquire() as conn:
+                    await dispatch_repo.heartbeat_runs(
+                        conn, Fence([d.fence() for d in alive]), self.settings.lease_seconds
+                    )
+            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+                log.warning("heartbeat: %s", exc)
+
+
+async def _quietly(awaitable: Any) -> None:
+    """Acks and naks are best effort: a lost ack means a redelivery, which the epoch fence drops."""
+    try:
+        await awaitable
+    except Exception as exc:
+        log.debug("nats ack/nak failed: %s", exc)

@@ -1,0 +1,85 @@
+"""Fixtures over real services (see tests/support.py). No mocks of Postgres, NATS or Redis."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+
+import asyncpg
+import httpx
+import pytest
+import pytest_asyncio
+
+from app.config import Settings
+from app.db.connection import create_pool
+from tests.support import (
+    ADMIN_TOKEN,
+    Services,
+    clone_database,
+    create_template,
+    create_tenant,
+    delete_stream,
+    drop_database,
+    running_api,
+    start_services,
+    stop_services,
+    make_settings,
+)
+
+
+@pytest.fixture(scope="session")
+def services() -> Iterator[Services]:
+    s = start_services()
+    yield s
+    stop_services(s)
+
+
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def template(services: Services) -> AsyncIterator[str]:
+    name = await create_template(services)
+    yield name
+    await drop_database(services, name)
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def database(services: Services, template: str) -> AsyncIterator[str]:
+    name = await clone_database(services, template)
+    yield name
+    await drop_database(services, name)
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def settings(services: Services, database: str) -> AsyncIterator[Settings]:
+    s = make_settings(services, database)
+    yield s
+    await delete_stream(s)
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def pool(settings: Settings) -> AsyncIterator[asyncpg.Pool]:
+    assert settings.database_url
+    p = await create_pool(settings.database_url, max_size=5)
+    yield p
+    await p.close()
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def api(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
+    """A client of the real app (engine off) over real HTTP."""
+    async with running_api(settings.model_copy(update={"engine": "off"})) as base:
+        async with httpx.AsyncClient(base_url=base, timeout=30) as client:
+            yield client
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def tenant(api: httpx.AsyncClient) -> dict[str, str]:
+    """A tenant `acme` with a job `hello` (noop); returns id, api_key, signing_secret and auth headers."""
+    created = await create_tenant(api, "acme")
+    headers = {"Authorization": f"Bearer {created['api_key']}"}
+    r = await api.put("/tenants/acme/jobs/hello", json={"target": {"type": "noop"}}, headers=headers)
+    assert r.status_code == 201, r.text
+    return {**created, "auth": headers}  # type: ignore[dict-item]
+
+
+@pytest.fixture
+def admin() -> dict[str, str]:
+    return {"Authorization": f"Bearer {ADMIN_TOKEN}"}

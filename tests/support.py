@@ -1,0 +1,173 @@
+"""Test infrastructure: real Postgres, NATS and Redis — the machine's (SCHEDULER_TEST_* URLs) or
+embedded ones from the PyPI wheels — and an isolated database, stream and key prefix per test."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import tempfile
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+import asyncpg
+import httpx
+import uvicorn
+
+from app.config import Settings
+from app.dev import EmbeddedNats, EmbeddedPostgres, EmbeddedRedis, free_port
+
+ADMIN_TOKEN = "admin-test-token"
+
+
+def with_database(url: str, database: str) -> str:
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(path="/" + database))
+
+
+@dataclass
+class Services:
+    postgres_url: str  # an admin database on the server, for CREATE DATABASE
+    nats_url: str
+    redis_url: str
+    embedded: list[object]
+    postgres: EmbeddedPostgres | None = None
+    nats: EmbeddedNats | None = None
+
+
+def start_services() -> Services:
+    """The machine's services when SCHEDULER_TEST_* say so, else embedded servers in a temp dir."""
+    root = Path(tempfile.mkdtemp(prefix="scheduler-test-"))
+    embedded: list[object] = []
+    pg = nats = None
+    postgres_url = os.environ.get("SCHEDULER_TEST_DATABASE_URL")
+    if not postgres_url:
+        pg = EmbeddedPostgres(root / "postgres")
+        postgres_url = pg.start()
+        embedded.append(pg)
+    nats_url = os.environ.get("SCHEDULER_TEST_NATS_URL")
+    if not nats_url:
+        nats = EmbeddedNats(root / "nats")
+        nats_url = nats.start()
+        embedded.append(nats)
+    redis_url = os.environ.get("SCHEDULER_TEST_REDIS_URL")
+    if not redis_url:
+        redis = EmbeddedRedis(root / "redis")
+        redis_url = redis.start()
+        embedded.append(redis)
+    return Services(postgres_url, nats_url, redis_url, embedded, pg, nats)
+
+
+def stop_services(services: Services) -> None:
+    for server in reversed(services.embedded):
+        server.stop()  # type: ignore[attr-defined]
+
+
+async def create_template(services: Services) -> str:
+    """A database migrated once (and given its partitions) that every test database is cloned from."""
+    from app.cli import migrate
+    from app.db.connection import create_pool
+    from app.engine.partitions import PartitionMaintenance
+
+    name = f"scheduler_tpl_{os.getpid()}"
+    conn = await asyncpg.connect(services.postgres_url)
+    try:
+        await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        await conn.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await conn.close()
+    url = with_database(services.postgres_url, name)
+    await asyncio.to_thread(migrate, url)
+    pool = await create_pool(url, max_size=2)
+    try:
+        await PartitionMaintenance(Settings(database_url=url), pool).run_once()
+    finally:
+        await pool.close()
+    return name
+
+
+async def clone_database(services: Services, template: str) -> str:
+    name = f"t_{uuid.uuid4().hex[:16]}"
+    conn = await asyncpg.connect(services.postgres_url)
+    try:
+        await conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
+    finally:
+        await conn.close()
+    return name
+
+
+async def drop_database(services: Services, name: str) -> None:
+    conn = await asyncpg.connect(services.postgres_url)
+    try:
+        await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    finally:
+        await conn.close()
+
+
+def make_settings(services: Services, database: str, **overrides: object) -> Settings:
+    uid = uuid.uuid4().hex[:10]
+    values: dict[str, object] = {
+        "database_url": with_database(services.postgres_url, database),
+        "nats_url": services.nats_url,
+        "redis_url": services.redis_url,
+        "admin_token": ADMIN_TOKEN,
+        "allow_private_targets": True,
+        "stream": f"RUNS_{uid}",
+        "subject_prefix": f"runs_{uid}",
+        "consumer": f"workers_{uid}",
+        "poll_interval_seconds": 0.1,
+        "reap_interval_seconds": 0.5,
+        "owner": f"test-{uid}",
+    }
+    values.update(overrides)
+    return Settings(**values)  # type: ignore[arg-type]
+
+
+def process_env(settings: Settings) -> dict[str, str]:
+    """The environment that makes a `scheduler` subprocess use these settings."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SCHEDULER_")}
+    for name, value in settings.model_dump().items():
+        if value is not None:
+            env[f"SCHEDULER_{name.upper()}"] = str(value).lower() if isinstance(value, bool) else str(value)
+    return env
+
+
+@contextlib.asynccontextmanager
+async def running_api(settings: Settings) -> AsyncIterator[str]:
+    """The real app under uvicorn on a free port, in this event loop; yields its base URL."""
+    from app.main import create_app
+
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="warning"))
+    server.install_signal_handlers = lambda: None  # type: ignore[method-assign]
+    task = asyncio.create_task(server.serve())
+    while not server.started:
+        if task.done():
+            await task
+            raise RuntimeError("the API did not start")
+        await asyncio.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        await task
+
+
+async def create_tenant(client: httpx.AsyncClient, tenant_id: str) -> dict[str, str]:
+    r = await client.post("/tenants", json={"id": tenant_id}, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})
+    assert r.status_code == 201, r.text
+    return dict(r.json())
+
+
+async def delete_stream(settings: Settings) -> None:
+    import nats
+
+    with contextlib.suppress(Exception):
+        nc = await nats.connect(settings.nats_url)
+        try:
+            await nc.jetstream().delete_stream(settings.stream)
+        finally:
+            await nc.close()
