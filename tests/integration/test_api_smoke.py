@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import httpx
+import pytest
 
 RUN_FIELDS = {
     "id", "tenant_id", "job", "status", "scheduled_at", "due_at", "attempt", "max_attempts", "epoch",
@@ -10,6 +11,7 @@ RUN_FIELDS = {
 }
 
 
+@pytest.mark.embedded_path
 async def test_submit_and_read_back(api: httpx.AsyncClient, tenant: dict) -> None:
     r = await api.post("/tenants/acme/runs", json={"job": "hello", "payload": {"n": 1}}, headers=tenant["auth"])
     assert r.status_code == 201, r.text

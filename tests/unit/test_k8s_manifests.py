@@ -1,0 +1,407 @@
+"""Offline checks of k8s/: every manifest against a schema, the scaling contract of DESIGN §7,
+and every metric a PromQL query names against what the app really exports on /metrics.
+
+Core kinds go through kubernetes-validate in strict mode (unknown fields fail). Its CLI only
+warns on a kind it has no schema for; here that is a failure, so nothing ships unchecked. The
+KEDA ScaledObject is checked against the CRD's openAPIV3Schema kept in k8s/crds/.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import kubernetes_validate
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+K8S = ROOT / "k8s"
+CRD_FILE = K8S / "crds" / "keda-scaledobject-crd.yaml"
+SECRET_EXAMPLE = K8S / "secret.example.yaml"
+# The oldest Kubernetes we deploy to and the newest the installed kubernetes-validate knows.
+K8S_VERSIONS = ("1.30.0", kubernetes_validate.latest_version())
+SECRET_NAME = "scheduler-secrets"
+REQUIRED_SECRET_KEYS = {"database-url", "nats-url", "admin-token"}
+METRICS_PORTS = {"engine": 9090, "worker": 9091}
+
+Doc = dict[str, Any]
+
+
+def _manifest_files() -> list[Path]:
+    return sorted(
+        p
+        for p in K8S.glob("*.yaml")
+        if p.name != "kustomization.yaml" and not p.name.endswith(".example.yaml")
+    )
+
+
+def _load(path: Path) -> list[Doc]:
+    return [doc for doc in yaml.safe_load_all(path.read_text()) if doc]
+
+
+DOCS = [(path.name, doc) for path in _manifest_files() for doc in _load(path)]
+
+
+def _id(item: tuple[str, Doc]) -> str:
+    name, doc = item
+    return f"{name}:{doc['kind']}/{doc['metadata']['name']}"
+
+
+def _of_kind(kind: str) -> list[Doc]:
+    return [doc for _, doc in DOCS if doc["kind"] == kind]
+
+
+def _one(kind: str, name: str) -> Doc:
+    (doc,) = [d for d in _of_kind(kind) if d["metadata"]["name"] == name]
+    return doc
+
+
+def _pod_specs() -> list[tuple[str, Doc]]:
+    return [
+        (d["metadata"]["name"], d["spec"]["template"]["spec"])
+        for d in _of_kind("Deployment") + _of_kind("Job")
+    ]
+
+
+def _containers(pod: Doc) -> list[Doc]:
+    return pod.get("initContainers", []) + pod["containers"]
+
+
+def _process(deployment: Doc) -> str:
+    return deployment["spec"]["template"]["spec"]["containers"][0]["args"][0]
+
+
+def _deployment_running(process: str) -> Doc:
+    (doc,) = [d for d in _of_kind("Deployment") if _process(d) == process]
+    return doc
+
+
+def _env(container: Doc) -> dict[str, Doc]:
+    return {e["name"]: e for e in container.get("env", [])}
+
+
+def _keda_schema() -> Doc:
+    (crd,) = _load(CRD_FILE)
+    (version,) = [v for v in crd["spec"]["versions"] if v["name"] == "v1alpha1"]
+    return _forbid_unknown_fields(copy.deepcopy(version["schema"]["openAPIV3Schema"]))
+
+
+def _forbid_unknown_fields(schema: Doc) -> Doc:
+    # The API server rejects unknown fields under kubectl's default strict field validation; the
+    # CRD leaves that implicit, so make it explicit wherever the schema lists its properties.
+    if "properties" in schema and "additionalProperties" not in schema:
+        schema["additionalProperties"] = False
+    for sub in [
+        *schema.get("properties", {}).values(),
+        schema.get("additionalProperties"),
+        schema.get("items"),
+    ]:
+        if isinstance(sub, dict):
+            _forbid_unknown_fields(sub)
+    return schema
+
+
+def _validate(doc: Doc, version: str) -> None:
+    """Every manifest passes through here; a kind without a schema is a failure, not a warning."""
+    if doc["kind"] == "ScaledObject":
+        jsonschema.Draft7Validator(_keda_schema()).validate(doc)
+        return
+    try:
+        kubernetes_validate.validate(doc, version, strict=True)
+    except kubernetes_validate.SchemaNotFoundError as exc:
+        pytest.fail(f"no schema, so nothing was checked: {exc.message}")
+    except kubernetes_validate.ValidationError as exc:
+        pytest.fail(f"{'.'.join(map(str, exc.path))}: {exc.message}")
+
+
+@pytest.mark.parametrize("version", K8S_VERSIONS)
+@pytest.mark.parametrize("item", DOCS, ids=_id)
+def test_manifest_is_valid(item: tuple[str, Doc], version: str) -> None:
+    _validate(item[1], version)
+
+
+def test_strict_validation_rejects_a_misspelled_field_and_an_unknown_kind() -> None:
+    deployment = copy.deepcopy(_deployment_running("api"))
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    container["livenesProbe"] = container.pop("livenessProbe")
+    with pytest.raises(pytest.fail.Exception, match="livenesProbe"):
+        _validate(deployment, K8S_VERSIONS[0])
+
+    monitor = {"apiVersion": "monitoring.coreos.com/v1", "kind": "ServiceMonitor", "metadata": {"name": "x"}}
+    with pytest.raises(pytest.fail.Exception, match="no schema"):
+        _validate(monitor, K8S_VERSIONS[0])
+
+
+def test_crd_fixture_rejects_a_misspelled_field_and_a_non_string_metadata_value() -> None:
+    scaled = _one("ScaledObject", "scheduler-engine")
+    misspelled = copy.deepcopy(scaled)
+    misspelled["spec"]["minReplicaCout"] = misspelled["spec"].pop("minReplicaCount")
+    numeric = copy.deepcopy(scaled)
+    numeric["spec"]["triggers"][0]["metadata"]["threshold"] = 2
+    for bad in (misspelled, numeric):
+        with pytest.raises(jsonschema.ValidationError):
+            _validate(bad, K8S_VERSIONS[0])
+
+
+@pytest.mark.parametrize("version", K8S_VERSIONS)
+def test_crd_fixture_is_a_crd_and_the_secret_example_is_valid(version: str) -> None:
+    (crd,) = _load(CRD_FILE)
+    assert crd["spec"]["names"]["kind"] == "ScaledObject"
+    for doc in [crd, *_load(SECRET_EXAMPLE)]:
+        _validate(doc, version)
+
+
+def test_kustomization_lists_every_manifest_and_sets_no_namespace() -> None:
+    kustomization = yaml.safe_load((K8S / "kustomization.yaml").read_text())
+    assert sorted(kustomization["resources"]) == [p.name for p in _manifest_files()]
+    assert "namespace" not in kustomization
+    assert not [p for p in K8S.rglob("*.yml")], "use .yaml so every manifest is checked"
+    assert all("namespace" not in doc["metadata"] for _, doc in DOCS)
+    assert [i["name"] for i in kustomization["images"]] == ["scheduler"]
+    images = {c["image"] for _, pod in _pod_specs() for c in _containers(pod)}
+    assert images == {"scheduler"}, "the kustomize `images` entry must rewrite every container"
+
+
+def test_engine_scaled_object_scales_on_due_lag_by_value() -> None:
+    (scaled,) = _of_kind("ScaledObject")
+    spec = scaled["spec"]
+    assert spec["scaleTargetRef"] == {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "name": _deployment_running("engine")["metadata"]["name"],
+    }
+    assert spec["minReplicaCount"] == 1
+    assert spec["maxReplicaCount"] > spec["minReplicaCount"]
+    assert "fallback" not in spec, "KEDA allows a fallback only on AverageValue triggers"
+    (trigger,) = spec["triggers"]
+    assert trigger["type"] == "prometheus"
+    assert trigger["metricType"] == "Value"
+    assert all(isinstance(v, str) for v in trigger["metadata"].values())
+    assert float(trigger["metadata"]["threshold"]) > 0
+    query = trigger["metadata"]["query"]
+    assert "scheduler_due_lag_seconds_bucket" in query
+    assert re.search(r"\)\s*>=\s*0\s*\)\s*or\s+vector\(0\)\s*$", query), "guard the NaN of an idle window"
+
+
+def test_hpa_and_scaled_object_never_share_a_target() -> None:
+    def target(doc: Doc) -> tuple[str, str]:
+        return doc["spec"]["scaleTargetRef"]["kind"], doc["spec"]["scaleTargetRef"]["name"]
+
+    hpa_targets = {target(d) for d in _of_kind("HorizontalPodAutoscaler")}
+    keda_targets = {target(d) for d in _of_kind("ScaledObject")}
+    assert not hpa_targets & keda_targets
+    worker, engine = _deployment_running("worker"), _deployment_running("engine")
+    assert hpa_targets == {("Deployment", worker["metadata"]["name"])}
+    assert ("Deployment", engine["metadata"]["name"]) not in hpa_targets
+    (hpa,) = _of_kind("HorizontalPodAutoscaler")
+    assert [m["resource"]["name"] for m in hpa["spec"]["metrics"]] == ["cpu"]
+    for autoscaled in (worker, engine):
+        assert "replicas" not in autoscaled["spec"], "an applied replica count fights the autoscaler"
+
+
+def test_owner_is_never_set() -> None:
+    for name, pod in _pod_specs():
+        for container in _containers(pod):
+            assert "SCHEDULER_OWNER" not in _env(container), name
+    for config in _of_kind("ConfigMap"):
+        assert "SCHEDULER_OWNER" not in config.get("data", {}), config["metadata"]["name"]
+
+
+@pytest.mark.parametrize("deployment", _of_kind("Deployment"), ids=lambda d: d["metadata"]["name"])
+def test_deployment_probes_ports_resources_and_shutdown(deployment: Doc) -> None:
+    pod = deployment["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    process, env = _process(deployment), _env(container)
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    for probe, path in (("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")):
+        assert container[probe]["httpGet"]["path"] == path
+        assert container[probe]["httpGet"]["port"] in ports
+    (port,) = ports.values()
+    annotations = deployment["spec"]["template"]["metadata"]["annotations"]
+    assert annotations["prometheus.io/scrape"] == "true"
+    assert annotations["prometheus.io/path"] == "/metrics"
+    assert annotations["prometheus.io/port"] == str(port)
+    if process == "api":
+        assert env["SCHEDULER_ENGINE"]["value"] == "off", "engines run in their own Deployment"
+        assert env["SCHEDULER_PORT"]["value"] == str(port) == "8000"
+    else:
+        assert env["SCHEDULER_METRICS_PORT"]["value"] == str(port) == str(METRICS_PORTS[process])
+    for kind in ("requests", "limits"):
+        assert {"cpu", "memory"} <= set(container["resources"][kind])
+    assert pod["terminationGracePeriodSeconds"] >= 30
+    if process == "worker":
+        (config,) = [cm for cm in _of_kind("ConfigMap") if cm["metadata"]["name"] == "scheduler-config"]
+        drain = float(config["data"]["SCHEDULER_WORKER_GRACE_SECONDS"])
+        assert pod["terminationGracePeriodSeconds"] >= drain + 10
+
+
+@pytest.mark.parametrize(("name", "pod"), _pod_specs(), ids=[n for n, _ in _pod_specs()])
+def test_pods_run_unprivileged(name: str, pod: Doc) -> None:
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["runAsUser"] != 0
+    assert pod["automountServiceAccountToken"] is False
+    # Service links would add SCHEDULER_<SERVICE>_PORT=tcp://… variables to a SCHEDULER_ config.
+    assert pod["enableServiceLinks"] is False
+    for container in _containers(pod):
+        ctx = container["securityContext"]
+        assert ctx["allowPrivilegeEscalation"] is False
+        assert ctx["readOnlyRootFilesystem"] is True
+        assert ctx["capabilities"]["drop"] == ["ALL"]
+
+
+def test_selectors_match_their_pods() -> None:
+    labels = {
+        d["metadata"]["name"]: d["spec"]["template"]["metadata"]["labels"] for d in _of_kind("Deployment")
+    }
+    for deployment in _of_kind("Deployment"):
+        assert (
+            deployment["spec"]["selector"]["matchLabels"].items()
+            <= labels[deployment["metadata"]["name"]].items()
+        )
+    for pdb in _of_kind("PodDisruptionBudget"):
+        selector = pdb["spec"]["selector"]["matchLabels"].items()
+        assert len([n for n, pod_labels in labels.items() if selector <= pod_labels.items()]) == 1
+    assert len(_of_kind("PodDisruptionBudget")) == len(labels)
+    (service,) = _of_kind("Service")
+    api = _deployment_running("api")
+    assert service["spec"]["selector"].items() <= api["spec"]["template"]["metadata"]["labels"].items()
+    port_names = {p["name"] for p in api["spec"]["template"]["spec"]["containers"][0]["ports"]}
+    assert {p["targetPort"] for p in service["spec"]["ports"]} <= port_names
+
+
+def test_migrations_run_only_in_the_job() -> None:
+    (job,) = _of_kind("Job")
+    pod = job["spec"]["template"]["spec"]
+    assert [c["args"] for c in pod["containers"]] == [["migrate"]]
+    assert pod["restartPolicy"] == "Never"
+    assert {_process(d) for d in _of_kind("Deployment")} == {"api", "engine", "worker"}
+    assert not [d for d in _of_kind("Deployment") if d["spec"]["template"]["spec"].get("initContainers")]
+
+
+def test_secrets_are_referenced_never_shipped() -> None:
+    assert not _of_kind("Secret")
+    refs = [
+        e["valueFrom"]["secretKeyRef"]
+        for _, pod in _pod_specs()
+        for c in _containers(pod)
+        for e in c.get("env", [])
+        if "secretKeyRef" in e.get("valueFrom", {})
+    ]
+    assert {r["name"] for r in refs} == {SECRET_NAME}
+    assert {r["key"] for r in refs if not r.get("optional")} == REQUIRED_SECRET_KEYS
+    (example,) = _load(SECRET_EXAMPLE)
+    assert example["metadata"]["name"] == SECRET_NAME
+    assert {r["key"] for r in refs} <= set(example["stringData"])
+
+
+def _run_app(code: str) -> str:
+    # A fresh interpreter in the repo root: the app as a process sees it, whatever this one imported.
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+@pytest.fixture(scope="module")
+def exported_families() -> dict[str, str]:
+    """`# TYPE` lines of the engine/worker /metrics payload: metric family name -> type."""
+    text = _run_app(
+        "import sys, prometheus_client\nfrom app.telemetry import metrics\n"
+        "sys.stdout.write(prometheus_client.generate_latest().decode())"
+    )
+    return dict(re.findall(r"^# TYPE (\S+) (\S+)$", text, flags=re.MULTILINE))
+
+
+def test_every_scheduler_setting_in_the_manifests_exists() -> None:
+    fields = set(
+        json.loads(
+            _run_app(
+                "import json; from app.config import Settings; print(json.dumps(list(Settings.model_fields)))"
+            )
+        )
+    )
+    names = {e for _, pod in _pod_specs() for c in _containers(pod) for e in _env(c)}
+    names |= {key for cm in _of_kind("ConfigMap") for key in cm.get("data", {})}
+    unknown = {
+        n for n in names if n.startswith("SCHEDULER_") and n.removeprefix("SCHEDULER_").lower() not in fields
+    }
+    assert not unknown, f"pydantic-settings would silently ignore {sorted(unknown)}"
+
+
+PROMQL_WORDS = frozenset(
+    {"and", "or", "unless", "by", "without", "on", "ignoring", "group_left", "group_right", "bool", "offset"}
+    | {"inf", "nan"}
+)
+
+
+def _promql_metric_names(expr: str) -> set[str]:
+    expr = re.sub(r'"(?:\\.|[^"\\])*"|\'(?:\\.|[^\'\\])*\'', '""', expr)  # label values
+    expr = re.sub(r"\{[^}]*\}", "{}", expr)  # label matchers
+    expr = re.sub(r"\[[^\]]*\]", "[]", expr)  # ranges and subqueries
+    # Label lists of aggregations and vector matching.
+    expr = re.sub(r"\b(?:by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)", " ", expr)
+    # What is left: functions (followed by "("), keywords, numbers and metric names.
+    return {
+        m[1]
+        for m in re.finditer(r"(?<![\w.:])([A-Za-z_:][\w:]*)\s*(\()?", expr)
+        if not m[2] and m[1].lower() not in PROMQL_WORDS
+    }
+
+
+def _queries() -> list[str]:
+    queries = [
+        t["metadata"]["query"]
+        for so in _of_kind("ScaledObject")
+        for t in so["spec"]["triggers"]
+        if t["type"] == "prometheus"
+    ]
+    for cm in _of_kind("ConfigMap"):
+        for text in cm.get("data", {}).values():
+            rules = yaml.safe_load(text)
+            if isinstance(rules, dict) and "groups" in rules:
+                queries += [rule["expr"] for group in rules["groups"] for rule in group["rules"]]
+    return queries
+
+
+def _is_exported(name: str, families: dict[str, str]) -> bool:
+    if name in families:
+        return True
+    base, _, suffix = name.rpartition("_")
+    return suffix in {"bucket", "sum", "count"} and families.get(base) in {"histogram", "summary"}
+
+
+@pytest.mark.parametrize(
+    ("expr", "names"),
+    [
+        (
+            "(histogram_quantile(0.99, sum(rate(scheduler_due_lag_seconds_bucket[2m])) by (le)) >= 0)"
+            " or vector(0)",
+            {"scheduler_due_lag_seconds_bucket"},
+        ),
+        (
+            'sum by (status) (rate(a_total{status="x", le="1"}[5m] offset 1h)) / ignoring(x) b > 1e3',
+            {"a_total", "b"},
+        ),
+        ("max(c:rate5m) > bool 300 and on(pod) d", {"c:rate5m", "d"}),
+    ],
+)
+def test_promql_metric_names(expr: str, names: set[str]) -> None:
+    assert _promql_metric_names(expr) == names
+
+
+def test_every_queried_metric_is_exported(exported_families: dict[str, str]) -> None:
+    assert _is_exported("scheduler_due_lag_seconds_bucket", exported_families)
+    assert not _is_exported("scheduler_due_lag_seconds_total", exported_families)
+    queries = _queries()
+    assert len(queries) > 1
+    for query in queries:
+        names = _promql_metric_names(query)
+        assert names, query
+        missing = {n for n in names if not _is_exported(n, exported_families)}
+        assert not missing, f"{query!r} reads metrics the app does not export: {sorted(missing)}"
