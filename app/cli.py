@@ -63,7 +63,7 @@ def _run_until_signal(main: Callable[[asyncio.Event], Awaitable[None]]) -> None:
 async def _process(settings: Settings, role: str, stop: asyncio.Event) -> None:
     """`scheduler engine` / `scheduler worker`: the role's loop plus its ops server."""
     from app.bus.hot_index import HotIndex
-    from app.bus.jetstream import connect
+    from app.bus.jetstream import connect, jetstream_context
     from app.db.connection import create_pool
     from app.telemetry.ops_server import ops_app, serve
     from app.telemetry.tracing import setup_tracing
@@ -90,11 +90,11 @@ async def _process(settings: Settings, role: str, stop: asyncio.Event) -> None:
         if role == "engine":
             from app.engine.supervisor import Engine
 
-            await Engine(settings, pool, nc.jetstream(), hot_index).run(stop)
+            await Engine(settings, pool, jetstream_context(nc, settings), hot_index).run(stop)
         else:
             from app.worker.consumer import Worker
 
-            await Worker(settings, pool, nc.jetstream(), hot_index).run(stop)
+            await Worker(settings, pool, jetstream_context(nc, settings), hot_index).run(stop)
     finally:
         stop.set()
         await ops

@@ -33,13 +33,18 @@ class Settings(BaseSettings):
     # Claim and leases.
     batch_size: int = Field(default=500, ge=1, le=10_000)
     per_tenant_cap: int = Field(default=100, ge=1)
-    claim_lease_seconds: float = Field(default=15.0, gt=0)  # claimed, not yet acked by NATS
-    dispatch_lease_seconds: float = Field(default=600.0, gt=0)  # acked by NATS, waiting for a worker
+    # Claimed and published, not yet started by a worker. If the engine dies before publishing, the
+    # run waits this long; the engine's backpressure keeps a queued message's wait well below it.
+    dispatch_lease_seconds: float = Field(default=60.0, gt=0)
     lease_seconds: float = Field(default=30.0, gt=0)  # running; heartbeats extend it
     poll_interval_seconds: float = Field(default=0.5, gt=0)
     reap_interval_seconds: float = Field(default=2.0, gt=0)
     publish_timeout_seconds: float = Field(default=5.0, gt=0)
     max_inflight_publishes: int = Field(default=4000, ge=1)
+    # Claimed batches whose PubAcks are still awaited while the next batch is claimed.
+    dispatch_batches_in_flight: int = Field(default=2, ge=1, le=16)
+    # Backpressure: stop claiming while this many messages wait in the stream for a worker.
+    max_queued_messages: int = Field(default=50_000, ge=1)
     hot_index: Literal["off", "redis"] = "off"
 
     # JetStream names; tests and benches isolate themselves by changing them.

@@ -19,7 +19,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from app.api import health, jobs, runs, tenants
 from app.api.deps import State
 from app.bus.hot_index import HotIndex
-from app.bus.jetstream import connect
+from app.bus.jetstream import connect, jetstream_context
 from app.config import Settings, get_settings
 from app.db.connection import create_pool
 from app.engine.supervisor import Engine
@@ -59,8 +59,14 @@ async def _validation_error(_: Request, exc: Exception) -> JSONResponse:
     return _error(422, "InvalidInput", f"{field}: {first.get('msg', 'invalid')}", field)
 
 
-async def _http_error(_: Request, exc: Exception) -> JSONResponse:
+async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
+    # FastAPI answers any failure to read a body other than a JSON syntax error with a bare 400
+    # "There was an error parsing the body", chained to the real cause: answer the cause instead.
+    if isinstance(exc.__cause__, AppError):  # BodyLimit refused a streamed (chunked) body mid-read
+        return await _app_error(request, exc.__cause__)
+    if isinstance(exc.__cause__, UnicodeDecodeError):
+        return _error(422, "InvalidInput", "request body is not valid UTF-8", "body")
     names = {404: "NotFound", 405: "MethodNotAllowed", 401: "Unauthorized"}
     return _error(exc.status_code, names.get(exc.status_code, "HTTPError"), str(exc.detail), headers=exc.headers)
 
@@ -135,7 +141,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         stop = asyncio.Event()
         engine_task = None
         if settings.engine == "on":
-            engine = Engine(settings, pool, nc.jetstream(), hot_index)
+            engine = Engine(settings, pool, jetstream_context(nc, settings), hot_index)
             engine_task = asyncio.create_task(engine.run(stop), name="engine")
         try:
             yield

@@ -45,7 +45,9 @@ async def list_jobs(
     state: StateDep,
     principal: PrincipalDep,
     limit: Annotated[int, Query(ge=1, le=500)] = 100,
-    cursor: Annotated[str | None, Query(max_length=128)] = None,
+    # The cursor is the last job name of the previous page; the pattern also keeps a NUL (which
+    # Postgres text refuses: a 500) out of the query.
+    cursor: Annotated[str | None, Query(pattern=JOB_NAME_PATTERN)] = None,
 ) -> JobList:
     principal.require_tenant(tenant_id)
     async with state.pool.acquire() as conn:

@@ -13,7 +13,9 @@ JOB_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$"
 RunStatus = Literal["pending", "dispatched", "running", "succeeded", "failed", "cancelled"]
 
 JobName = Annotated[str, Field(pattern=JOB_NAME_PATTERN, examples=["send-report"])]
-IdempotencyKey = Annotated[str, Field(min_length=1, max_length=255)]
+# No control characters: the header form cannot carry them, so neither may the body form, and a
+# NUL cannot be stored in a Postgres text column (it was a 500).
+IdempotencyKey = Annotated[str, Field(min_length=1, max_length=255, pattern=r"^[^\x00-\x1f\x7f]+$")]
 
 
 class Strict(BaseModel):

@@ -33,12 +33,20 @@ class Fence:
 
 
 async def claim_due_runs(
-    conn: asyncpg.Connection, *, floor: datetime, per_tenant_cap: int, batch_size: int, owner: str, lease_seconds: float
+    conn: asyncpg.Connection,
+    *,
+    floor: datetime,
+    ceiling: datetime,
+    per_tenant_cap: int,
+    batch_size: int,
+    owner: str,
+    lease_seconds: float,
 ) -> list[asyncpg.Record]:
     return await q.fetch(
         conn,
         "claim_due_runs",
         floor=floor,
+        ceiling=ceiling,
         per_tenant_cap=per_tenant_cap,
         batch_size=batch_size,
         owner=owner,
@@ -47,11 +55,16 @@ async def claim_due_runs(
 
 
 async def claim_due_runs_ranked(
-    conn: asyncpg.Connection, *, floor: datetime, per_tenant_cap: int, batch_size: int
+    conn: asyncpg.Connection, *, floor: datetime, ceiling: datetime, per_tenant_cap: int, batch_size: int
 ) -> list[asyncpg.Record]:
     """The reference form (selects, claims nothing): what tests and the bench compare against."""
     return await q.fetch(
-        conn, "claim_due_runs_ranked", floor=floor, per_tenant_cap=per_tenant_cap, batch_size=batch_size
+        conn,
+        "claim_due_runs_ranked",
+        floor=floor,
+        ceiling=ceiling,
+        per_tenant_cap=per_tenant_cap,
+        batch_size=batch_size,
     )
 
 
@@ -76,17 +89,15 @@ async def pending_among(conn: asyncpg.Connection, ids: list[UUID]) -> list[async
     return await q.fetch(conn, "pending_among", ids=ids, lo=lo, hi=hi)
 
 
-async def mark_runs_published(conn: asyncpg.Connection, fence: Fence, lease_seconds: float) -> None:
-    await q.execute(conn, "mark_runs_published", lease_seconds=lease_seconds, **fence.binds())
-
-
 async def release_unpublished_runs(conn: asyncpg.Connection, fence: Fence) -> list[asyncpg.Record]:
     return await q.fetch(conn, "release_unpublished_runs", **fence.binds())
 
 
-async def claim_floor(conn: asyncpg.Connection) -> datetime:
-    value: datetime = await q.fetchval(conn, "claim_floor")
-    return value
+async def claim_floor(conn: asyncpg.Connection) -> tuple[datetime, datetime]:
+    """(oldest unfinished run's scheduled_at, the database's now())."""
+    row = await q.fetchrow(conn, "claim_floor")
+    assert row is not None
+    return row["floor"], row["db_now"]
 
 
 async def oldest_due_pending_age(conn: asyncpg.Connection) -> float:

@@ -7,6 +7,7 @@ from datetime import datetime
 from typing import Any
 
 import asyncpg
+import orjson
 
 from app.db import queries as q
 from app.db.run_ids import bounds_of, scheduled_bounds
@@ -29,7 +30,9 @@ async def insert_runs(
         tenant_id=tenant_id,
         jobs=jobs,
         scheduled_ats=scheduled_ats,
-        payloads=payloads,
+        # JSON text, not Python values: asyncpg encodes a list inside an array parameter as another
+        # array dimension, which turned a payload [1, 2] into 1 (or failed on mixed shapes).
+        payloads=[None if p is None else orjson.dumps(p).decode() for p in payloads],
         idempotency_keys=idempotency_keys,
         traceparent=traceparent,
     )

@@ -1,5 +1,12 @@
-"""The claim loop: claim a batch, publish it pipelined, mark what JetStream acked, release the rest.
+"""The claim loop: claim a batch, send it to JetStream, and while its PubAcks come back claim the
+next one; a settler releases to pending whatever JetStream did not ack.
 
+The claim itself gives each run its dispatch lease, so an acked batch needs no second write: a
+separate "mark published" UPDATE was a fifth of the loop's time (measured; see docs/bench.md), and
+the only case it served, an engine dying between claim and publish, the reaper covers after the lease.
+
+Overlapping the batches keeps the database and NATS busy at once: in a strict claim -> publish ->
+mark loop the process waited on one or the other half of the time (measured; see docs/bench.md).
 A run due now is dispatched within a second: submissions NOTIFY idle engines, and the loop polls
 with a short jittered sleep otherwise (the jitter keeps replicas from synchronizing their claims).
 """
@@ -16,22 +23,24 @@ from typing import Any
 
 import asyncpg
 from nats.js import JetStreamContext
+from opentelemetry import trace
 from opentelemetry.trace import SpanKind
 
 from app.bus.hot_index import HotIndex
-from app.bus.jetstream import Outgoing, publish_pipelined
+from app.bus.jetstream import Outgoing, acked, send
 from app.bus.message import RunMessage
 from app.config import Settings
 from app.db import dispatch as dispatch_repo
 from app.db.dispatch import Fence
 from app.db.runs import DUE_CHANNEL
-from app.engine.floor import ClaimFloor
+from app.engine.floor import ClaimBounds
 from app.engine.loop import sleep_or_stop
 from app.telemetry import metrics
 from app.telemetry.tracing import inject, link_to, tracer
 
 log = logging.getLogger(__name__)
 _tracer = tracer(__name__)
+DB_ERRORS = (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError)
 
 
 class Dispatcher:
@@ -42,47 +51,100 @@ class Dispatcher:
         self.pool = pool
         self.js = js
         self.hot_index = hot_index
-        self.floor = ClaimFloor()
+        self.bounds = ClaimBounds()
         self.wake = asyncio.Event()
-        # Phase timings of the loop, read by the bench: claim SQL, publish, mark.
-        self.phase_seconds = {"claim": 0.0, "publish": 0.0, "mark": 0.0}
+        # Busy time of each phase, read by the bench: claim SQL, publish (send + PubAcks), and
+        # settle (releasing what was not acked).
+        self.phase_seconds = {"claim": 0.0, "publish": 0.0, "settle": 0.0}
 
     def _on_notify(self, _conn: Any, _pid: int, _channel: str, payload: str) -> None:
         try:
-            self.floor.lower(datetime.fromisoformat(payload))
+            self.bounds.lower(datetime.fromisoformat(payload))
         except ValueError:
             pass
         self.wake.set()
 
-    async def run(self, stop: asyncio.Event) -> None:
-        listener: asyncpg.Connection | None = None
-        while not stop.is_set():
-            try:
-                if listener is None or listener.is_closed():
-                    listener = await self.pool.acquire()
-                    await listener.add_listener(DUE_CHANNEL, self._on_notify)
-                claimed = await self.dispatch_once()
-                if claimed >= self.settings.batch_size:
-                    continue  # more is due: no sleep
-            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, asyncio.TimeoutError) as exc:
-                log.warning("dispatch: %s; retrying", exc)
-                if listener is not None:
-                    await self._drop_listener(listener)
-                    listener = None
-                await sleep_or_stop(stop, 1.0)
-                continue
-            interval = self.settings.poll_interval_seconds * random.uniform(0.8, 1.2)
-            self.wake.clear()
-            await _first_of(stop, self.wake, timeout=interval)
-        if listener is not None:
-            await self._drop_listener(listener)
+    # ── the loop ──
 
-    async def _drop_listener(self, listener: asyncpg.Connection) -> None:
+    async def run(self, stop: asyncio.Event) -> None:
+        slots = asyncio.Semaphore(self.settings.dispatch_batches_in_flight)
+        settling: set[asyncio.Task[None]] = set()
+        listener: asyncpg.Connection | None = None
         try:
-            await listener.remove_listener(DUE_CHANNEL, self._on_notify)
+            while not stop.is_set():
+                if listener is None or listener.is_closed():
+                    listener = await self._listen(stop)
+                    continue
+                await slots.acquire()
+                try:
+                    claimed, futures = await self.claim_and_send()
+                except DB_ERRORS as exc:
+                    slots.release()
+                    log.warning("dispatch: %s; retrying", exc)
+                    await self._unlisten(listener)
+                    listener = None
+                    await sleep_or_stop(stop, 1.0)
+                    continue
+                if claimed:
+                    task = asyncio.create_task(self.settle(claimed, futures))
+                    settling.add(task)
+                    task.add_done_callback(lambda t: (settling.discard(t), slots.release()))
+                    if len(claimed) >= self.settings.batch_size:
+                        continue  # more is due: no sleep
+                else:
+                    slots.release()
+                interval = self.settings.poll_interval_seconds * random.uniform(0.8, 1.2)
+                self.wake.clear()
+                await _first_of(stop, self.wake, timeout=interval)
+        finally:
+            # Graceful stop: no new claims; the batches in flight settle (acked runs are marked,
+            # the rest released to pending), so no lease is left to lapse.
+            if settling:
+                await asyncio.gather(*settling, return_exceptions=True)
+            if listener is not None:
+                await self._unlisten(listener)
+
+    async def _listen(self, stop: asyncio.Event) -> asyncpg.Connection | None:
+        try:
+            conn: asyncpg.Connection = await self.pool.acquire()
+            await conn.add_listener(DUE_CHANNEL, self._on_notify)
+            return conn
+        except DB_ERRORS as exc:
+            log.warning("dispatch: cannot listen: %s; retrying", exc)
+            await sleep_or_stop(stop, 1.0)
+            return None
+
+    async def _unlisten(self, conn: asyncpg.Connection) -> None:
+        try:
+            await conn.remove_listener(DUE_CHANNEL, self._on_notify)
         except Exception:  # noqa: S110 - the connection may already be gone
             pass
-        await self.pool.release(listener)
+        await self.pool.release(conn)
+
+    async def dispatch_once(self) -> int:
+        """Claim, publish and settle one batch without overlap; returns how many runs were claimed."""
+        claimed, futures = await self.claim_and_send()
+        if claimed:
+            await self.settle(claimed, futures)
+        return len(claimed)
+
+    # ── phases ──
+
+    async def claim_and_send(self) -> tuple[list[asyncpg.Record], list[asyncio.Future[object] | None]]:
+        t0 = time.perf_counter()
+        async with self.pool.acquire() as conn:
+            claimed = await self.claim(conn)
+        t1 = time.perf_counter()
+        self.phase_seconds["claim"] += t1 - t0
+        if not claimed:
+            return [], []
+        metrics.claim_batch_size.observe(len(claimed))
+        metrics.runs_claimed_total.inc(len(claimed))
+        for row in claimed:
+            metrics.due_lag_seconds.observe(max(0.0, float(row["lag"])))
+        futures = await send(self.js, self.outgoing(claimed))
+        self.phase_seconds["publish"] += time.perf_counter() - t1
+        return claimed, futures
 
     async def claim(self, conn: asyncpg.Connection) -> list[asyncpg.Record]:
         s = self.settings
@@ -91,13 +153,15 @@ class Dispatcher:
             if claimed is not None:
                 return claimed
         started = time.perf_counter()
+        floor, ceiling = await self.bounds.get(conn)
         rows = await dispatch_repo.claim_due_runs(
             conn,
-            floor=await self.floor.get(conn),
+            floor=floor,
+            ceiling=ceiling,
             per_tenant_cap=s.per_tenant_cap,
             batch_size=s.batch_size,
             owner=s.owner,
-            lease_seconds=s.claim_lease_seconds,
+            lease_seconds=s.dispatch_lease_seconds,
         )
         metrics.claim_duration_seconds.labels("scan").observe(time.perf_counter() - started)
         return rows
@@ -112,7 +176,7 @@ class Dispatcher:
             metrics.hot_index_events_total.labels("empty" if ids is not None else "fallback").inc()
             return None
         rows = await dispatch_repo.claim_hinted_runs(
-            conn, ids, per_tenant_cap=s.per_tenant_cap, owner=s.owner, lease_seconds=s.claim_lease_seconds
+            conn, ids, per_tenant_cap=s.per_tenant_cap, owner=s.owner, lease_seconds=s.dispatch_lease_seconds
         )
         metrics.claim_duration_seconds.labels("hot").observe(time.perf_counter() - started)
         metrics.hot_index_events_total.labels("hit").inc(len(rows))
@@ -124,56 +188,45 @@ class Dispatcher:
             await self.hot_index.add(still_pending)
         return rows
 
-    async def dispatch_once(self) -> int:
-        """One turn of the loop; returns how many runs were claimed."""
-        t0 = time.perf_counter()
-        async with self.pool.acquire() as conn:
-            claimed = await self.claim(conn)
-            t1 = time.perf_counter()
-            self.phase_seconds["claim"] += t1 - t0
-            if not claimed:
-                return 0
-            metrics.claim_batch_size.observe(len(claimed))
-            metrics.runs_claimed_total.inc(len(claimed))
-            for row in claimed:
-                metrics.due_lag_seconds.observe(max(0.0, float(row["lag"])))
-            acked = await self.publish(claimed)
-            t2 = time.perf_counter()
-            self.phase_seconds["publish"] += t2 - t1
-            metrics.publish_duration_seconds.observe(t2 - t1)
-            await self.settle(conn, claimed, acked)
-            self.phase_seconds["mark"] += time.perf_counter() - t2
-        return len(claimed)
-
-    async def publish(self, claimed: Sequence[asyncpg.Record]) -> list[bool]:
-        s = self.settings
-        outgoing = []
+    def outgoing(self, claimed: Sequence[asyncpg.Record]) -> list[Outgoing]:
+        out = []
         for row in claimed:
             message = RunMessage.from_claimed(row)
             # One producer span per run, linked to the request that submitted it; its context
             # travels in the message headers so the worker's execution span is its child.
-            with _tracer.start_as_current_span(
-                "dispatch_run", kind=SpanKind.PRODUCER, links=link_to(row["traceparent"])
-            ) as span:
-                span.set_attribute("scheduler.run_id", str(message.run_id))
-                span.set_attribute("scheduler.epoch", message.epoch)
-                headers = inject({"Nats-Msg-Id": message.msg_id})
-            outgoing.append(Outgoing(s.subject_for(message.tenant_id), message.encode(), headers))
-        return await publish_pipelined(self.js, outgoing, s.publish_timeout_seconds)
+            span = _tracer.start_span(
+                "dispatch_run",
+                kind=SpanKind.PRODUCER,
+                links=link_to(row["traceparent"]),
+                attributes={"scheduler.run_id": str(message.run_id), "scheduler.epoch": message.epoch},
+            )
+            headers = inject({"Nats-Msg-Id": message.msg_id}, trace.set_span_in_context(span))
+            span.end()
+            out.append(Outgoing(self.settings.subject_for(message.tenant_id), message.encode(), headers))
+        return out
 
-    async def settle(self, conn: asyncpg.Connection, claimed: Sequence[asyncpg.Record], acked: list[bool]) -> None:
-        """Acked runs get the dispatch lease; the rest go back to pending now, not after a lease."""
-        ok = [(r["id"], r["scheduled_at"], r["epoch"]) for r, a in zip(claimed, acked, strict=True) if a]
-        failed = [(r["id"], r["scheduled_at"], r["epoch"]) for r, a in zip(claimed, acked, strict=True) if not a]
-        if ok:
-            await dispatch_repo.mark_runs_published(conn, Fence(ok), self.settings.dispatch_lease_seconds)
-            metrics.runs_published_total.inc(len(ok))
-        if failed:
-            released = await dispatch_repo.release_unpublished_runs(conn, Fence(failed))
-            metrics.publish_failures_total.inc(len(failed))
+    async def settle(self, claimed: Sequence[asyncpg.Record], futures: list[asyncio.Future[object] | None]) -> None:
+        """Runs JetStream did not ack go back to pending now, not after their lease. If the
+        database is unreachable here, the lease lapses and the reaper does the same."""
+        t0 = time.perf_counter()
+        ok_flags = await acked(futures, self.settings.publish_timeout_seconds)
+        t1 = time.perf_counter()
+        self.phase_seconds["publish"] += t1 - t0
+        metrics.publish_duration_seconds.observe(t1 - t0)
+        failed = [(r["id"], r["scheduled_at"], r["epoch"]) for r, a in zip(claimed, ok_flags, strict=True) if not a]
+        metrics.runs_published_total.inc(len(claimed) - len(failed))
+        if not failed:
+            return
+        metrics.publish_failures_total.inc(len(failed))
+        try:
+            async with self.pool.acquire() as conn:
+                released = await dispatch_repo.release_unpublished_runs(conn, Fence(failed))
             log.warning("publish failed for %d runs; released %d to pending", len(failed), len(released))
             if self.hot_index is not None:
                 await self.hot_index.add(released)
+        except DB_ERRORS as exc:
+            log.warning("releasing %d unpublished runs failed (%s); the reaper rescues them", len(failed), exc)
+        self.phase_seconds["settle"] += time.perf_counter() - t1
 
 
 async def _first_of(stop: asyncio.Event, wake: asyncio.Event, timeout: float) -> None:
@@ -183,4 +236,3 @@ async def _first_of(stop: asyncio.Event, wake: asyncio.Event, timeout: float) ->
     finally:
         for w in waiters:
             w.cancel()
-

@@ -1,23 +1,30 @@
-"""The claim floor: the scheduled_at of the oldest unfinished run, the claim's lower partition bound.
+"""The claim's partition bounds: from the oldest unfinished run (the floor) to the database's clock
+plus a margin (the ceiling).
 
-Without it a due scan probes DEFAULT and every older partition, whose count grows with history.
-The floor is re-read from Postgres every second; a NOTIFY from a submission of an older run lowers
-it at once, and a lowering that races a re-read is not lost (the smaller of the two wins)."""
+Without a floor a due scan probes DEFAULT and every older partition, whose count grows with history;
+without a plan-time ceiling it keeps DEFAULT and every premade future day in the plan, and holds
+locks on them that block partition DDL. Both are read from Postgres every second (one clock: the
+ceiling is the database's now() advanced by this process's monotonic clock). A NOTIFY from a
+submission of an older run lowers the floor at once, and a lowering that races a re-read is not
+lost (the smaller of the two wins)."""
 
 from __future__ import annotations
 
 import time
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import asyncpg
 
 from app.db import dispatch as dispatch_repo
 
+CEILING_MARGIN = timedelta(seconds=2)
 
-class ClaimFloor:
+
+class ClaimBounds:
     def __init__(self, refresh_seconds: float = 1.0):
         self.refresh_seconds = refresh_seconds
         self._floor: datetime | None = None
+        self._db_now: datetime | None = None
         self._read_at = 0.0
         self._lowered_during_read: datetime | None = None
 
@@ -27,11 +34,15 @@ class ClaimFloor:
         if self._lowered_during_read is None or at < self._lowered_during_read:
             self._lowered_during_read = at
 
-    async def get(self, conn: asyncpg.Connection) -> datetime:
+    async def get(self, conn: asyncpg.Connection) -> tuple[datetime, datetime]:
+        """(floor, ceiling) for the next claim."""
         if self._floor is None or time.monotonic() - self._read_at > self.refresh_seconds:
             self._lowered_during_read = None
-            read = await dispatch_repo.claim_floor(conn)
+            read_at = time.monotonic()
+            floor, self._db_now = await dispatch_repo.claim_floor(conn)
             lowered = self._lowered_during_read
-            self._floor = min(read, lowered) if lowered is not None else read
-            self._read_at = time.monotonic()
-        return self._floor
+            self._floor = min(floor, lowered) if lowered is not None else floor
+            self._read_at = read_at
+        assert self._floor is not None and self._db_now is not None
+        elapsed = timedelta(seconds=time.monotonic() - self._read_at)
+        return self._floor, self._db_now + elapsed + CEILING_MARGIN

@@ -9,7 +9,7 @@ import asyncpg
 from app.db import jobs as job_repo
 from app.services import cron
 from app.services.targets import validate_target
-from app.services.validation import check_payload_size
+from app.services.validation import check_payload
 
 
 async def put_job(
@@ -23,7 +23,7 @@ async def put_job(
 ) -> tuple[asyncpg.Record, bool]:
     """Upsert a job; returns (row, created). Changing the schedule recomputes next_fire_at."""
     target = await validate_target(fields["target"], allow_private=allow_private_targets)
-    check_payload_size(fields["payload"], max_payload_bytes, field="payload")
+    check_payload(fields["payload"], max_payload_bytes, field="payload")
     schedule = fields["schedule"]
     cron.validate_timezone(fields["timezone"])
     if schedule is not None:

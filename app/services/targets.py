@@ -31,14 +31,18 @@ RESERVED_HEADERS = frozenset(
 )
 
 
+# Header names are RFC 9110 tokens and values hold no control characters but tab: a CR/LF would
+# let a tenant inject headers into the worker's request, and a NUL cannot be stored in jsonb.
+HeaderName = Annotated[str, Field(min_length=1, max_length=256, pattern=r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")]
+HeaderValue = Annotated[str, Field(max_length=4096, pattern=r"^[^\x00-\x08\x0a-\x1f\x7f]*$")]
+
+
 class HttpTarget(BaseModel):
     model_config = ConfigDict(extra="forbid")
     type: Literal["http"]
     url: HttpUrl
     method: Literal["GET", "POST", "PUT", "PATCH", "DELETE"] = "POST"
-    headers: dict[Annotated[str, Field(max_length=256)], Annotated[str, Field(max_length=4096)]] = Field(
-        default_factory=dict, max_length=50
-    )
+    headers: dict[HeaderName, HeaderValue] = Field(default_factory=dict, max_length=50)
 
 
 class PythonTarget(BaseModel):
@@ -101,6 +105,9 @@ async def validate_target(raw: Any, *, allow_private: bool) -> dict[str, Any]:
         parts = [str(p) for p in err["loc"]]
         if parts and parts[0] in ("http", "python", "noop"):
             parts = parts[1:]
+        if parts[:1] == ["headers"] and len(parts) > 1:
+            # A header's name is the tenant's data, not a field of ours: name the field, quote the header.
+            raise InvalidInput(f"target.headers[{parts[1]!r}]: {err['msg']}", field="target.headers") from exc
         field = ".".join(["target", *parts])
         raise InvalidInput(f"{field}: {err['msg']}", field=field) from exc
     if isinstance(target, PythonTarget) and target.handler not in registered_handlers():

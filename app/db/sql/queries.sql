@@ -67,12 +67,14 @@ SELECT now();
 -- One statement for one run or a batch of 1000: the ids are minted first (their leading 48 bits are
 -- scheduled_at, so the id names the partition), the job's settings are snapshot onto each run, and
 -- the input's ordinal comes back so the caller can answer in request order. A run for an unknown
--- job finds no jobs row and is not inserted; the caller compares counts and rolls back.
+-- job finds no jobs row and is not inserted; the caller compares counts and rolls back. Payloads
+-- arrive as JSON text, not jsonb[]: an array parameter would read a payload that is itself a JSON
+-- array as one more dimension of the parameter.
 WITH input AS (
     SELECT i.ord,
            COALESCE(i.scheduled_at, now()) AS scheduled_at,
-           i.job, i.payload, i.idempotency_key
-    FROM unnest(CAST(:jobs AS text[]), CAST(:scheduled_ats AS timestamptz[]), CAST(:payloads AS jsonb[]),
+           i.job, CAST(i.payload AS jsonb) AS payload, i.idempotency_key
+    FROM unnest(CAST(:jobs AS text[]), CAST(:scheduled_ats AS timestamptz[]), CAST(:payloads AS text[]),
                 CAST(:idempotency_keys AS text[]))
          WITH ORDINALITY AS i(job, scheduled_at, payload, idempotency_key, ord)
 ),
@@ -150,52 +152,76 @@ RETURNING *;
 -- ──────────────────────────── claim and dispatch ────────────────────────────
 
 -- name: claim_due_runs
--- The claim. Semantics are those of claim_due_runs_ranked (each tenant's `cap` oldest due runs, then
--- the oldest `batch_size` of those), but only what can win is ranked, so the cost follows the number
--- of tenants with work, not the size of the backlog. `:floor` (the oldest unfinished run's day) and
--- `scheduled_at <= now()` bound the partitions scanned on both sides.
-WITH RECURSIVE due_tenants AS (
-    -- A loose index scan: one probe of (tenant_id, due_at) per tenant with pending runs, instead of
-    -- reading every pending row to find the distinct tenants.
+-- The claim. It selects what claim_due_runs_ranked selects (each tenant's `cap` oldest due runs,
+-- then the oldest `batch_size` of those) without ranking the whole due set, whose cost grows with the
+-- backlog. Fast path: lock the oldest `batch_size` due runs; if no tenant has more than `cap` of them,
+-- they are exactly the ranked answer (a row's rank counts only older rows of its tenant, all inside
+-- this set). Only when one tenant crowds the batch does the fair path run: one index probe per tenant
+-- with pending work, each taking its oldest `cap`. `:floor`..`:ceiling` (the oldest unfinished run,
+-- and the database clock plus a margin) let the planner prune partitions on both sides, DEFAULT
+-- included, so a claim neither reads old days nor holds locks that would block partition DDL.
+WITH RECURSIVE oldest AS (
+    -- The fast path: the oldest due runs, locked; rows another engine holds are skipped.
+    SELECT id, scheduled_at, tenant_id FROM job_runs
+    WHERE status = 'pending' AND due_at <= now()
+      AND scheduled_at >= :floor AND scheduled_at <= :ceiling AND scheduled_at <= now()
+    ORDER BY due_at
+    LIMIT :batch_size
+    FOR UPDATE SKIP LOCKED
+),
+crowded AS (
+    -- Does one tenant hold more than its cap of the fast path's batch?
+    SELECT EXISTS (SELECT 1 FROM oldest GROUP BY tenant_id HAVING count(*) > :per_tenant_cap) AS yes
+),
+due_tenants AS (
+    -- A loose index scan of (tenant_id, due_at): one probe per tenant with pending runs.
     (SELECT tenant_id FROM job_runs
-     WHERE status = 'pending' AND scheduled_at >= :floor AND scheduled_at <= now()
+     WHERE status = 'pending' AND scheduled_at >= :floor AND scheduled_at <= :ceiling
+       AND scheduled_at <= now()
      ORDER BY tenant_id LIMIT 1)
     UNION ALL
     SELECT (SELECT r.tenant_id FROM job_runs r
-            WHERE r.status = 'pending' AND r.scheduled_at >= :floor AND r.scheduled_at <= now()
-              AND r.tenant_id > d.tenant_id
+            WHERE r.status = 'pending' AND r.scheduled_at >= :floor AND r.scheduled_at <= :ceiling
+              AND r.scheduled_at <= now() AND r.tenant_id > d.tenant_id
             ORDER BY r.tenant_id LIMIT 1)
     FROM due_tenants d
     WHERE d.tenant_id IS NOT NULL
 ),
-candidates AS (
-    -- Each tenant's oldest `cap` due runs (the per-tenant cap), then the oldest `batch_size` overall.
+fair AS (
+    -- The fair path, evaluated only when crowded: each tenant's oldest `cap`, then the oldest overall.
     SELECT c.id, c.scheduled_at
     FROM due_tenants d
     CROSS JOIN LATERAL (
         SELECT r.id, r.scheduled_at, r.due_at FROM job_runs r
         WHERE r.tenant_id = d.tenant_id AND r.status = 'pending' AND r.due_at <= now()
-          AND r.scheduled_at >= :floor AND r.scheduled_at <= now()
+          AND r.scheduled_at >= :floor AND r.scheduled_at <= :ceiling AND r.scheduled_at <= now()
         ORDER BY r.due_at
         LIMIT :per_tenant_cap
     ) AS c
-    WHERE d.tenant_id IS NOT NULL
+    WHERE d.tenant_id IS NOT NULL AND (SELECT yes FROM crowded)
     ORDER BY c.due_at
     LIMIT :batch_size
 ),
-locked AS (
-    -- Locking is its own step: Postgres forbids FOR UPDATE beside a window or aggregate, and the
+fair_locked AS (
+    -- Locking is its own step (Postgres forbids FOR UPDATE beside LIMIT-per-group ranking), and the
     -- re-check of status makes a row another engine took in the meantime simply not match.
     SELECT r.id, r.scheduled_at FROM job_runs r
-    JOIN candidates c ON r.id = c.id AND r.scheduled_at = c.scheduled_at
-    WHERE r.status = 'pending' AND r.due_at <= now() AND r.scheduled_at >= :floor AND r.scheduled_at <= now()
+    JOIN fair f ON r.id = f.id AND r.scheduled_at = f.scheduled_at
+    WHERE r.status = 'pending' AND r.due_at <= now()
+      AND r.scheduled_at >= :floor AND r.scheduled_at <= :ceiling AND r.scheduled_at <= now()
     FOR UPDATE OF r SKIP LOCKED
+),
+chosen AS (
+    SELECT id, scheduled_at FROM oldest WHERE NOT (SELECT yes FROM crowded)
+    UNION ALL
+    SELECT id, scheduled_at FROM fair_locked
 )
 UPDATE job_runs r
 SET status = 'dispatched', epoch = r.epoch + 1, lease_owner = :owner,
     lease_expires_at = now() + make_interval(secs => :lease_seconds), dispatched_at = now()
-FROM locked l
-WHERE r.id = l.id AND r.scheduled_at = l.scheduled_at
+FROM chosen c
+WHERE r.id = c.id AND r.scheduled_at = c.scheduled_at
+  AND r.scheduled_at >= :floor AND r.scheduled_at <= :ceiling
 RETURNING r.id, r.scheduled_at, r.tenant_id, r.job, r.payload, r.target, r.attempt, r.max_attempts,
           r.timeout_seconds, r.epoch, r.due_at, r.traceparent, extract(epoch FROM now() - r.due_at) AS lag;
 
@@ -208,7 +234,8 @@ WITH ranked AS (
     SELECT r.id, r.scheduled_at, r.due_at,
            ROW_NUMBER() OVER (PARTITION BY r.tenant_id ORDER BY r.due_at) AS rank
     FROM job_runs r
-    WHERE r.status = 'pending' AND r.due_at <= now() AND r.scheduled_at >= :floor AND r.scheduled_at <= now()
+    WHERE r.status = 'pending' AND r.due_at <= now()
+      AND r.scheduled_at >= :floor AND r.scheduled_at <= :ceiling AND r.scheduled_at <= now()
 )
 SELECT id, scheduled_at FROM ranked
 WHERE rank <= :per_tenant_cap
@@ -249,15 +276,6 @@ RETURNING r.id, r.scheduled_at, r.tenant_id, r.job, r.payload, r.target, r.attem
 SELECT id, due_at FROM job_runs
 WHERE id = ANY(CAST(:ids AS uuid[])) AND status = 'pending' AND scheduled_at >= :lo AND scheduled_at < :hi;
 
--- name: mark_runs_published
--- JetStream acked these: the short claim lease becomes the dispatch lease, long enough for the
--- message to wait its turn at a worker. A run a worker already started is left alone.
-UPDATE job_runs r SET lease_expires_at = now() + make_interval(secs => :lease_seconds)
-FROM unnest(CAST(:ids AS uuid[]), CAST(:scheduled_ats AS timestamptz[]), CAST(:epochs AS bigint[]))
-     AS m(id, scheduled_at, epoch)
-WHERE r.id = m.id AND r.scheduled_at = m.scheduled_at AND r.epoch = m.epoch AND r.status = 'dispatched'
-  AND r.scheduled_at >= :lo AND r.scheduled_at <= :hi;
-
 -- name: release_unpublished_runs
 -- A publish that failed or timed out: back to pending at once, nothing marked sent that was not acked.
 -- The epoch stays bumped, so a message that did reach the stream after all is stale on arrival.
@@ -270,8 +288,10 @@ RETURNING r.id, r.scheduled_at, r.due_at;
 
 -- name: claim_floor
 -- The oldest unfinished run's scheduled_at: the claim's lower partition bound. Pending, dispatched
--- and running all count, since the reaper can send the latter two back to pending.
-SELECT COALESCE(min(scheduled_at), now()) FROM job_runs WHERE status IN ('pending', 'dispatched', 'running');
+-- and running all count, since the reaper can send the latter two back to pending. The database's
+-- now() comes along, so the claim's upper bound is on the database's clock too.
+SELECT COALESCE(min(scheduled_at), now()) AS floor, now() AS db_now
+FROM job_runs WHERE status IN ('pending', 'dispatched', 'running');
 
 -- name: oldest_due_pending_age
 -- Read from the database, not from claims, so it keeps rising when every engine is stalled.
