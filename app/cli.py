@@ -63,6 +63,7 @@ def _run_until_signal(main: Callable[[asyncio.Event], Awaitable[None]]) -> None:
 async def _process(settings: Settings, role: str, stop: asyncio.Event) -> None:
     """`scheduler engine` / `scheduler worker`: the role's loop plus its ops server."""
     from app.bus.hot_index import HotIndex
+    from app.bus.jetstream import close as close_nats
     from app.bus.jetstream import connect, jetstream_context
     from app.db.connection import create_pool
     from app.telemetry.ops_server import ops_app, serve
@@ -100,7 +101,7 @@ async def _process(settings: Settings, role: str, stop: asyncio.Event) -> None:
         await ops
         if hot_index is not None:
             await hot_index.close()
-        await nc.drain()
+        await close_nats(nc)
         await pool.close()
 
 

@@ -16,6 +16,7 @@ import uvicorn
 
 from app.config import Settings
 from app.dev import EmbeddedNats, EmbeddedPostgres, EmbeddedRedis
+from app.telemetry.ops_server import HostedServer
 
 log = logging.getLogger("scheduler.dev")
 DEMO_TENANT = "demo"
@@ -76,6 +77,7 @@ def run_dev(settings: Settings, host: str | None = None, port: int | None = None
 
 
 async def _serve(settings: Settings, host: str, port: int) -> None:
+    from app.bus.jetstream import close as close_nats
     from app.bus.jetstream import connect, jetstream_context
     from app.db.connection import create_pool
     from app.main import create_app
@@ -85,8 +87,7 @@ async def _serve(settings: Settings, host: str, port: int) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    server = uvicorn.Server(uvicorn.Config(create_app(settings), host=host, port=port, log_level="warning"))
-    server.install_signal_handlers = lambda: None  # type: ignore[method-assign]
+    server = HostedServer(uvicorn.Config(create_app(settings), host=host, port=port, log_level="warning"))
     api = asyncio.create_task(server.serve())
     while not server.started:
         if api.done():
@@ -104,7 +105,7 @@ async def _serve(settings: Settings, host: str, port: int) -> None:
     print("\nstopping…")
     server.should_exit = True
     await asyncio.gather(api, worker, return_exceptions=True)
-    await nc.drain()
+    await close_nats(nc)
     await pool.close()
 
 

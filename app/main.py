@@ -19,6 +19,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from app.api import health, jobs, runs, tenants
 from app.api.deps import State
 from app.bus.hot_index import HotIndex
+from app.bus.jetstream import close as close_nats
 from app.bus.jetstream import connect, jetstream_context
 from app.config import Settings, get_settings
 from app.db.connection import create_pool
@@ -151,7 +152,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 await asyncio.gather(engine_task, return_exceptions=True)
             if hot_index is not None:
                 await hot_index.close()
-            await nc.drain()
+            await close_nats(nc)
             await pool.close()
 
     app = FastAPI(

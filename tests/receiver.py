@@ -16,6 +16,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from app.dev import free_port
+from app.telemetry.ops_server import HostedServer
 
 
 @dataclass
@@ -61,8 +62,7 @@ async def running_receiver() -> AsyncIterator[Receiver]:
     app = Starlette(routes=[Route("/hook", _handle, methods=["POST", "PUT", "GET"])])
     app.state.receiver = receiver
     port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    server.install_signal_handlers = lambda: None  # type: ignore[method-assign]
+    server = HostedServer(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
     task = asyncio.create_task(server.serve())
     while not server.started:
         await asyncio.sleep(0.02)

@@ -36,6 +36,16 @@ async def connect(url: str, name: str) -> NATS:
     )
 
 
+async def close(nc: NATS) -> None:
+    """Flush what is written (acks, naks), then close. Not drain(): a pull subscription's queue is
+    never marked done, so drain() waits out its whole timeout."""
+    try:
+        await nc.flush(timeout=2)
+    except Exception as exc:
+        log.info("nats: final flush failed: %s", exc)
+    await nc.close()
+
+
 def jetstream_context(nc: NATS, settings: Settings) -> JetStreamContext:
     # Room for every batch the dispatcher keeps in flight, so publish_async never waits for a slot.
     limit = max(settings.max_inflight_publishes, settings.batch_size * (settings.dispatch_batches_in_flight + 1))

@@ -23,4 +23,4 @@ def check_payload(payload: Any, limit: int, *, field: str) -> None:
     if len(encoded) > limit:
         raise PayloadTooLarge(f"{field} is {len(encoded)} bytes; the limit is {limit}", field=field)
     if _NUL.search(encoded):
-        raise InvalidInput(f"{field} contains a NUL character (\\u0000), which jsonb cannot store", field=field)
+        raise InvalidInput(f"{field} contains a NUL character (\\u0000); jsonb cannot store it", field=field)

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+import contextlib
+from collections.abc import Awaitable, Callable, Iterator
 
 import uvicorn
 from fastapi import FastAPI, Response
@@ -45,8 +46,17 @@ def ops_app(checks: dict[str, Check]) -> FastAPI:
     return app
 
 
+class HostedServer(uvicorn.Server):
+    """A uvicorn server inside a process that owns its signals: uvicorn would otherwise take over
+    SIGTERM/SIGINT for itself, and the host's graceful shutdown would never start."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
 async def serve(app: FastAPI, host: str, port: int, stop: asyncio.Event) -> None:
-    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="off"))
+    server = HostedServer(uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="off"))
     task = asyncio.create_task(server.serve())
     await stop.wait()
     server.should_exit = True

@@ -1,0 +1,174 @@
+"""The claim: per-tenant cap, equivalence with the plain ROW_NUMBER form, its plan, and two engines."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from datetime import timedelta
+
+import asyncpg
+import nats
+import pytest
+
+from app.bus.jetstream import ensure_stream, jetstream_context
+from app.config import Settings
+from app.db import dispatch as repo
+from app.db.connection import create_pool
+from app.db.queries import QUERIES
+from app.engine.dispatcher import Dispatcher
+from tests import factories
+
+
+async def bounds(conn: asyncpg.Connection) -> tuple:
+    floor, now = await repo.claim_floor(conn)
+    return floor, now + timedelta(seconds=5)
+
+
+async def claim(conn: asyncpg.Connection, cap: int, batch: int, owner: str = "t") -> list[asyncpg.Record]:
+    floor, ceiling = await bounds(conn)
+    return await repo.claim_due_runs(
+        conn, floor=floor, ceiling=ceiling, per_tenant_cap=cap, batch_size=batch, owner=owner, lease_seconds=30
+    )
+
+
+async def test_a_starved_tenant_gets_into_the_first_batch(pool: asyncpg.Pool) -> None:
+    async with pool.acquire() as conn:
+        now = await conn.fetchval("SELECT now()")
+        await factories.runs(conn, 1000, tenant_id="big", start=now - timedelta(hours=1))
+        small = await factories.runs(conn, 5, tenant_id="small", start=now - timedelta(seconds=10))
+        claimed = await claim(conn, cap=10, batch=100)
+    tenants = [r["tenant_id"] for r in claimed]
+    assert {r["id"] for r in small} <= {r["id"] for r in claimed}
+    assert tenants.count("big") == 10 and tenants.count("small") == 5
+    assert all(r["epoch"] == 1 for r in claimed)
+
+
+async def test_uncrowded_batch_is_the_oldest_runs(pool: asyncpg.Pool) -> None:
+    async with pool.acquire() as conn:
+        rows = []
+        for t in range(10):
+            rows += await factories.runs(conn, 30, tenant_id=f"t{t}", step=timedelta(milliseconds=7 + t))
+        claimed = await claim(conn, cap=100, batch=50)
+    oldest = sorted(rows, key=lambda r: r["due_at"])[:50]
+    assert {r["id"] for r in claimed} == {r["id"] for r in oldest}
+
+
+@pytest.mark.parametrize("seed", range(6))
+async def test_claim_selects_what_the_row_number_form_selects(pool: asyncpg.Pool, seed: int) -> None:
+    rnd = random.Random(seed)
+    async with pool.acquire() as conn:
+        now = await conn.fetchval("SELECT now()")
+        for t in range(rnd.randint(1, 12)):
+            await factories.runs(
+                conn,
+                rnd.randint(1, 120),
+                tenant_id=f"t{t}",
+                start=now - timedelta(minutes=rnd.randint(1, 600)),
+                step=timedelta(milliseconds=rnd.randint(1, 5000)),
+                due_shift=timedelta(seconds=rnd.choice([0, 0, 5, 300])),  # some retried: due_at moved
+            )
+        # Some runs not due yet, some already finished: neither may be selected.
+        await factories.runs(conn, 20, tenant_id="future", start=now + timedelta(minutes=5))
+        await factories.runs(conn, 20, tenant_id="done", status="succeeded", start=now - timedelta(hours=2))
+        cap, batch = rnd.choice([1, 3, 10, 50]), rnd.choice([5, 40, 200])
+        floor, ceiling = await bounds(conn)
+        expected = await repo.claim_due_runs_ranked(conn, floor=floor, ceiling=ceiling, per_tenant_cap=cap, batch_size=batch)
+        got = await claim(conn, cap, batch)
+    assert {r["id"] for r in got} == {r["id"] for r in expected}
+    assert len(got) == min(batch, len(expected)) or len(expected) < batch
+
+
+async def test_skip_locked_lets_two_claims_split_the_work(pool: asyncpg.Pool) -> None:
+    async with pool.acquire() as conn:
+        await factories.runs(conn, 200, tenant_id="a")
+    async with pool.acquire() as c1, pool.acquire() as c2:
+        t1 = c1.transaction()
+        await t1.start()
+        first = await claim(c1, cap=1000, batch=120, owner="e1")
+        second = await claim(c2, cap=1000, batch=120, owner="e2")  # does not wait for c1's locks
+        await t1.commit()
+    assert len(first) == 120 and len(second) == 80
+    assert not {r["id"] for r in first} & {r["id"] for r in second}
+
+
+def _plan_relations(node: dict, out: set[str], indexes: set[str], executed_only: bool = True) -> None:
+    if not (executed_only and node.get("Actual Loops") == 0):
+        if "Relation Name" in node:
+            out.add(node["Relation Name"])
+        if "Index Name" in node:
+            indexes.add(node["Index Name"])
+    for child in node.get("Plans", []):
+        _plan_relations(child, out, indexes, executed_only)
+
+
+async def test_claim_plan_uses_the_partial_index_and_prunes_partitions(pool: asyncpg.Pool) -> None:
+    async with pool.acquire() as conn:
+        await factories.runs(conn, 500, tenant_id="a")
+        await factories.runs(conn, 10, tenant_id="a", start=await conn.fetchval("SELECT now() + interval '3 days'"))
+        await conn.execute("ANALYZE job_runs")
+        floor, ceiling = await bounds(conn)
+        q = QUERIES["claim_due_runs"]
+        async with conn.transaction():
+            args = {"floor": floor, "ceiling": ceiling, "per_tenant_cap": 10, "batch_size": 100,
+                    "owner": "t", "lease_seconds": 30}
+            plan = (await conn.fetchval("EXPLAIN (FORMAT JSON) " + q.sql, *q.args(args)))[0]["Plan"]
+        partitions = await conn.fetch(
+            "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
+            "WHERE i.inhparent = 'job_runs'::regclass"
+        )
+    relations: set[str] = set()
+    indexes: set[str] = set()
+    _plan_relations(plan, relations, indexes, executed_only=False)
+    today = floor.strftime("job_runs_p%Y%m%d")
+    # Planned: only the days between the floor and the ceiling. Future days and DEFAULT are pruned
+    # at plan time, so a claim holds no lock that could block partition DDL on them.
+    relations.discard("job_runs")  # the UPDATE's target names the parent
+    assert relations <= {today, (floor + timedelta(days=1)).strftime("job_runs_p%Y%m%d")}, relations
+    assert "job_runs_default" not in relations and len(partitions) >= 9
+    assert any(i.endswith("_due_at_idx") for i in indexes), indexes  # the pending partial index
+
+
+async def test_two_engines_publish_every_run_exactly_once(settings: Settings, pool: asyncpg.Pool) -> None:
+    n = 3000
+    async with pool.acquire() as conn:
+        for t in range(6):
+            await factories.runs(conn, n // 6, tenant_id=f"t{t}")
+    s = settings.model_copy(update={"batch_size": 100, "per_tenant_cap": 40})
+    pools = [await create_pool(s.database_url, max_size=3) for _ in range(2)]
+    ncs = [await nats.connect(s.nats_url) for _ in range(2)]
+    await ensure_stream(jetstream_context(ncs[0], s), s)
+    engines = [
+        Dispatcher(s.model_copy(update={"owner": f"engine-{i}"}), pools[i], jetstream_context(ncs[i], s))
+        for i in range(2)
+    ]
+    stop = asyncio.Event()
+    tasks = [asyncio.create_task(e.run(stop)) for e in engines]
+    js = ncs[0].jetstream()
+    try:
+        for _ in range(300):
+            if (await js.stream_info(s.stream)).state.messages >= n:
+                break
+            await asyncio.sleep(0.1)
+    finally:
+        stop.set()
+        await asyncio.gather(*tasks)
+    sub = await js.pull_subscribe(f"{s.subject_prefix}.>", durable="audit", stream=s.stream)
+    msg_ids: list[str] = []
+    while True:
+        try:
+            msgs = await sub.fetch(500, timeout=1)
+        except (nats.errors.TimeoutError, TimeoutError):
+            break
+        for m in msgs:
+            msg_ids.append(m.headers["Nats-Msg-Id"])
+            await m.ack()
+    async with pool.acquire() as conn:
+        owners = await conn.fetch("SELECT lease_owner, count(*) FROM job_runs GROUP BY 1")
+        statuses = await conn.fetch("SELECT DISTINCT status, epoch FROM job_runs")
+    for p in pools:
+        await p.close()
+    for c in ncs:
+        await c.close()
+    assert len(msg_ids) == n and len(set(msg_ids)) == n
+    assert {r["status"] for r in statuses} == {"dispatched"} and {r["epoch"] for r in statuses} == {1}
+    assert {r["lease_owner"] for r in owners} == {"engine-0", "engine-1"}  # both took a share
