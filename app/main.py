@@ -69,7 +69,8 @@ async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     if isinstance(exc.__cause__, UnicodeDecodeError):
         return _error(422, "InvalidInput", "request body is not valid UTF-8", "body")
     names = {404: "NotFound", 405: "MethodNotAllowed", 401: "Unauthorized"}
-    return _error(exc.status_code, names.get(exc.status_code, "HTTPError"), str(exc.detail), headers=exc.headers)
+    headers = dict(exc.headers) if exc.headers else None
+    return _error(exc.status_code, names.get(exc.status_code, "HTTPError"), str(exc.detail), headers=headers)
 
 
 async def _unexpected(_: Request, exc: Exception) -> JSONResponse:

@@ -43,6 +43,17 @@ class HotIndex:
             metrics.hot_index_events_total.labels("error").inc()
             log.warning("hot index: add failed, the scan will find these runs: %s", exc)
 
+    async def discard(self, run_ids: Iterable[Any]) -> None:
+        """Forget hints of runs claimed by the scan, so they do not come back as stale pops."""
+        members = [str(i) for i in run_ids]
+        if not members:
+            return
+        try:
+            await self.client.zrem(self.key, *members)
+        except (RedisError, OSError) as exc:
+            metrics.hot_index_events_total.labels("error").inc()
+            log.warning("hot index: discard failed (the hints will be dropped as stale): %s", exc)
+
     async def pop_due(self, now: float, limit: int) -> list[UUID] | None:
         """Due ids, removed from the index; None when Redis failed (the caller scans instead)."""
         try:

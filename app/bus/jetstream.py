@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import nats
 from nats.aio.client import Client as NATS
 from nats.js import JetStreamContext
-from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, RetentionPolicy, StorageType, StreamConfig
+from nats.js.api import AckPolicy, PubAck, ConsumerConfig, DeliverPolicy, RetentionPolicy, StorageType, StreamConfig
 from nats.js.errors import BadRequestError
 
 from app.config import Settings
@@ -97,10 +97,10 @@ class Outgoing:
     headers: dict[str, str]
 
 
-async def send(js: JetStreamContext, messages: Sequence[Outgoing]) -> list[asyncio.Future[object] | None]:
+async def send(js: JetStreamContext, messages: Sequence[Outgoing]) -> list[asyncio.Future[PubAck] | None]:
     """Hand every message to the connection without waiting for its PubAck; a None future is a
     message that could not even be sent (stalled or closed connection)."""
-    futures: list[asyncio.Future[object] | None] = []
+    futures: list[asyncio.Future[PubAck] | None] = []
     for m in messages:
         try:
             # No wait_stall: a timed wait per message costs a task and a timer each. It cannot stall
@@ -112,7 +112,7 @@ async def send(js: JetStreamContext, messages: Sequence[Outgoing]) -> list[async
     return futures
 
 
-async def acked(futures: Sequence[asyncio.Future[object] | None], timeout: float) -> list[bool]:
+async def acked(futures: Sequence[asyncio.Future[PubAck] | None], timeout: float) -> list[bool]:
     """Wait for the PubAcks; True where JetStream acked within `timeout`. Late ones are cancelled,
     so their run is released, never marked sent."""
     pending = [f for f in futures if f is not None]

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from importlib import resources
-from typing import Any
+from typing import Any, TypeAlias
 
 import asyncpg
 from sqlalchemy import text
@@ -33,7 +33,7 @@ class Query:
 
 
 def parse(source: str) -> dict[str, Query]:
-    dialect = asyncpg_dialect.dialect()
+    dialect = asyncpg_dialect.dialect()  # type: ignore[no-untyped-call]
     parts = _BLOCK.split(source)
     queries: dict[str, Query] = {}
     for name, body in zip(parts[1::2], parts[2::2], strict=True):
@@ -47,12 +47,14 @@ def parse(source: str) -> dict[str, Query]:
 
 QUERIES = parse(resources.files("app.db").joinpath("sql/queries.sql").read_text())
 
-Conn = asyncpg.Connection | asyncpg.pool.PoolConnectionProxy
+# A pooled connection proxies a Connection; both run statements the same way.
+Conn: TypeAlias = asyncpg.Connection
 
 
 async def fetch(conn: Conn, name: str, /, **values: Any) -> list[asyncpg.Record]:
     q = QUERIES[name]
-    return await conn.fetch(q.sql, *q.args(values))  # type: ignore[no-any-return]
+    rows: list[asyncpg.Record] = await conn.fetch(q.sql, *q.args(values))
+    return rows
 
 
 async def fetchrow(conn: Conn, name: str, /, **values: Any) -> asyncpg.Record | None:
@@ -67,4 +69,5 @@ async def fetchval(conn: Conn, name: str, /, **values: Any) -> Any:
 
 async def execute(conn: Conn, name: str, /, **values: Any) -> str:
     q = QUERIES[name]
-    return await conn.execute(q.sql, *q.args(values))  # type: ignore[no-any-return]
+    status: str = await conn.execute(q.sql, *q.args(values))
+    return status

@@ -23,6 +23,7 @@ from typing import Any
 
 import asyncpg
 from nats.js import JetStreamContext
+from nats.js.api import PubAck
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind
 
@@ -41,6 +42,7 @@ from app.telemetry.tracing import inject, link_to, tracer
 log = logging.getLogger(__name__)
 _tracer = tracer(__name__)
 DB_ERRORS = (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError)
+SCAN_EVERY_SECONDS = 1.0
 
 
 class Dispatcher:
@@ -52,6 +54,7 @@ class Dispatcher:
         self.js = js
         self.hot_index = hot_index
         self.bounds = ClaimBounds()
+        self._last_scan = 0.0
         self.wake = asyncio.Event()
         # Busy time of each phase, read by the bench: claim SQL, publish (send + PubAcks), and
         # settle (releasing what was not acked).
@@ -88,7 +91,8 @@ class Dispatcher:
                 if claimed:
                     task = asyncio.create_task(self.settle(claimed, futures))
                     settling.add(task)
-                    task.add_done_callback(lambda t: (settling.discard(t), slots.release()))
+                    task.add_done_callback(settling.discard)
+                    task.add_done_callback(lambda _: slots.release())
                     if len(claimed) >= self.settings.batch_size:
                         continue  # more is due: no sleep
                 else:
@@ -130,7 +134,7 @@ class Dispatcher:
 
     # ── phases ──
 
-    async def claim_and_send(self) -> tuple[list[asyncpg.Record], list[asyncio.Future[object] | None]]:
+    async def claim_and_send(self) -> tuple[list[asyncpg.Record], list[asyncio.Future[PubAck] | None]]:
         t0 = time.perf_counter()
         async with self.pool.acquire() as conn:
             claimed = await self.claim(conn)
@@ -148,10 +152,13 @@ class Dispatcher:
 
     async def claim(self, conn: asyncpg.Connection) -> list[asyncpg.Record]:
         s = self.settings
-        if self.hot_index is not None:
+        # With the hot index on, the scan still runs once a second: runs whose hint was lost (Redis
+        # down or wiped when they were submitted) would otherwise wait until the index ran dry.
+        if self.hot_index is not None and time.monotonic() - self._last_scan < SCAN_EVERY_SECONDS:
             claimed = await self._claim_hinted(conn)
             if claimed is not None:
                 return claimed
+        self._last_scan = time.monotonic()
         started = time.perf_counter()
         floor, ceiling = await self.bounds.get(conn)
         rows = await dispatch_repo.claim_due_runs(
@@ -164,10 +171,13 @@ class Dispatcher:
             lease_seconds=s.dispatch_lease_seconds,
         )
         metrics.claim_duration_seconds.labels("scan").observe(time.perf_counter() - started)
+        if self.hot_index is not None:
+            await self.hot_index.discard(r["id"] for r in rows)
         return rows
 
     async def _claim_hinted(self, conn: asyncpg.Connection) -> list[asyncpg.Record] | None:
-        """The hot path; None sends the caller to the scan (index empty, wiped or unreachable)."""
+        """The hot path. None sends the caller to the scan: the index is empty, wiped or unreachable,
+        or one tenant crowds the hinted batch (the scan's fair path then applies the cap)."""
         assert self.hot_index is not None
         s = self.settings
         started = time.perf_counter()
@@ -180,12 +190,15 @@ class Dispatcher:
         )
         metrics.claim_duration_seconds.labels("hot").observe(time.perf_counter() - started)
         metrics.hot_index_events_total.labels("hit").inc(len(rows))
-        if len(rows) < len(ids):
-            taken = {r["id"] for r in rows}
-            leftovers = [i for i in ids if i not in taken]
-            still_pending = await dispatch_repo.pending_among(conn, leftovers)
-            metrics.hot_index_events_total.labels("stale").inc(len(leftovers) - len(still_pending))
-            await self.hot_index.add(still_pending)
+        if len(rows) == len(ids):
+            return rows
+        # Hints not claimed: stale ones (no longer pending) are forgotten, live ones go back.
+        taken = {r["id"] for r in rows}
+        still_pending = await dispatch_repo.pending_among(conn, [i for i in ids if i not in taken])
+        metrics.hot_index_events_total.labels("stale").inc(len(ids) - len(rows) - len(still_pending))
+        await self.hot_index.add(still_pending)
+        if not rows:  # all stale, or one tenant crowds the batch: the scan decides this turn
+            return None
         return rows
 
     def outgoing(self, claimed: Sequence[asyncpg.Record]) -> list[Outgoing]:
@@ -205,7 +218,7 @@ class Dispatcher:
             out.append(Outgoing(self.settings.subject_for(message.tenant_id), message.encode(), headers))
         return out
 
-    async def settle(self, claimed: Sequence[asyncpg.Record], futures: list[asyncio.Future[object] | None]) -> None:
+    async def settle(self, claimed: Sequence[asyncpg.Record], futures: list[asyncio.Future[PubAck] | None]) -> None:
         """Runs JetStream did not ack go back to pending now, not after their lease. If the
         database is unreachable here, the lease lapses and the reaper does the same."""
         t0 = time.perf_counter()

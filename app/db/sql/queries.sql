@@ -244,29 +244,26 @@ LIMIT :batch_size;
 
 -- name: claim_hinted_runs
 -- The hot-index path: claim exactly the ids Redis suggested, under the same predicates as the scan.
--- An id that is no longer pending and due (a stale hint) matches nothing and is dropped. The per-tenant
--- cap still holds: at most `cap` of the hinted runs per tenant, oldest first. [lo, hi] are the days
--- the ids name, so only those partitions are read.
+-- An id that is no longer pending and due (a stale hint) matches nothing and is dropped. Like the
+-- scan's fast path, it claims nothing when one tenant holds more than `cap` of the hinted runs: the
+-- caller then takes the scan's fair path, so the per-tenant cap holds on both paths. What it claims
+-- is a prefix, oldest first, of what the scan would: stale hints shorten a batch, never change it.
+-- [lo, hi) are the days the ids name, so only those partitions are read.
 WITH hinted AS (
-    -- Rank the hinted runs within their tenant; few rows, since they are only the hints.
-    SELECT r.id, r.scheduled_at, r.due_at,
-           ROW_NUMBER() OVER (PARTITION BY r.tenant_id ORDER BY r.due_at) AS rank
-    FROM job_runs r
-    WHERE r.id = ANY(CAST(:ids AS uuid[])) AND r.status = 'pending' AND r.due_at <= now()
-      AND r.scheduled_at >= :lo AND r.scheduled_at < :hi
+    SELECT id, scheduled_at, tenant_id FROM job_runs
+    WHERE id = ANY(CAST(:ids AS uuid[])) AND status = 'pending' AND due_at <= now()
+      AND scheduled_at >= :lo AND scheduled_at < :hi
+    FOR UPDATE SKIP LOCKED
 ),
-locked AS (
-    SELECT r.id, r.scheduled_at FROM job_runs r
-    JOIN hinted h ON r.id = h.id AND r.scheduled_at = h.scheduled_at
-    WHERE h.rank <= :per_tenant_cap AND r.status = 'pending' AND r.due_at <= now()
-      AND r.scheduled_at >= :lo AND r.scheduled_at < :hi
-    FOR UPDATE OF r SKIP LOCKED
+crowded AS (
+    SELECT EXISTS (SELECT 1 FROM hinted GROUP BY tenant_id HAVING count(*) > :per_tenant_cap) AS yes
 )
 UPDATE job_runs r
 SET status = 'dispatched', epoch = r.epoch + 1, lease_owner = :owner,
     lease_expires_at = now() + make_interval(secs => :lease_seconds), dispatched_at = now()
-FROM locked l
-WHERE r.id = l.id AND r.scheduled_at = l.scheduled_at
+FROM hinted h
+WHERE r.id = h.id AND r.scheduled_at = h.scheduled_at AND NOT (SELECT yes FROM crowded)
+  AND r.scheduled_at >= :lo AND r.scheduled_at < :hi
 RETURNING r.id, r.scheduled_at, r.tenant_id, r.job, r.payload, r.target, r.attempt, r.max_attempts,
           r.timeout_seconds, r.epoch, r.due_at, r.traceparent, extract(epoch FROM now() - r.due_at) AS lag;
 
