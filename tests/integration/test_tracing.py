@@ -1,0 +1,66 @@
+"""One trace from dispatch to execution, across the NATS message (real NATS, in-memory exporter)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import asyncpg
+import httpx
+import nats
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanKind
+
+from app.bus.jetstream import jetstream_context
+from app.config import Settings
+from app.engine.supervisor import Engine
+from app.telemetry.tracing import setup_tracing
+from app.worker.consumer import Worker
+from tests.e2e.conftest import wait_for
+from tests.receiver import running_receiver
+
+
+async def test_dispatch_and_execution_are_one_trace(
+    api: httpx.AsyncClient, tenant: dict, settings: Settings, pool: asyncpg.Pool
+) -> None:
+    exporter = InMemorySpanExporter()
+    setup_tracing("scheduler-test", SimpleSpanProcessor(exporter))
+    nc = await nats.connect(settings.nats_url)
+    js = jetstream_context(nc, settings)
+    stop = asyncio.Event()
+    tasks = [
+        asyncio.create_task(Engine(settings, pool, js).run(stop)),
+        asyncio.create_task(Worker(settings, pool, js).run(stop)),
+    ]
+    try:
+        async with running_receiver() as receiver:
+            r = await api.put(
+                "/tenants/acme/jobs/traced", json={"target": {"type": "http", "url": receiver.url}}, headers=tenant["auth"]
+            )
+            assert r.status_code == 201
+            run = (await api.post("/tenants/acme/runs", json={"job": "traced"}, headers=tenant["auth"])).json()
+            assert (await wait_for(api, run["id"], tenant["auth"], {"succeeded", "failed"}))["status"] == "succeeded"
+            [call] = receiver.for_run(run["id"])
+    finally:
+        stop.set()
+        await asyncio.gather(*tasks)
+        await nc.close()
+
+    spans = exporter.get_finished_spans()
+
+    def one(name: str):
+        matching = [s for s in spans if s.name == name and s.attributes.get("scheduler.run_id") == run["id"]]
+        assert len(matching) == 1, [s.name for s in spans]
+        return matching[0]
+
+    dispatch, execute = one("dispatch_run"), one("execute_run")
+    assert dispatch.kind == SpanKind.PRODUCER and execute.kind == SpanKind.CONSUMER
+    assert execute.context.trace_id == dispatch.context.trace_id
+    assert execute.parent is not None and execute.parent.span_id == dispatch.context.span_id
+    # The webhook receives the execution span's context: same trace, the execute span as parent.
+    _, trace_id, parent_id, _ = call.headers["traceparent"].split("-")
+    assert int(trace_id, 16) == dispatch.context.trace_id and int(parent_id, 16) == execute.context.span_id
+    # The dispatch span links to the submitting request's span, whose traceparent the run stored.
+    submit = [s for s in spans if s.kind == SpanKind.SERVER and "/runs" in s.name and s.context.trace_id != dispatch.context.trace_id]
+    linked = {link.context.span_id for link in dispatch.links}
+    assert any(s.context.span_id in linked for s in submit), (linked, [s.name for s in submit])
