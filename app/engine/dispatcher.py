@@ -55,6 +55,8 @@ class Dispatcher:
         self.hot_index = hot_index
         self.bounds = ClaimBounds()
         self._last_scan = 0.0
+        self._queue_checked_at = 0.0
+        self._room = 0  # messages this engine may still add to the workers' queue before asking again
         self.wake = asyncio.Event()
         # Busy time of each phase, read by the bench: claim SQL, publish (send + PubAcks), and
         # settle (releasing what was not acked).
@@ -78,6 +80,9 @@ class Dispatcher:
                 if listener is None or listener.is_closed():
                     listener = await self._listen(stop)
                     continue
+                if await self._workers_behind():
+                    await _first_of(stop, self.wake, timeout=self.settings.poll_interval_seconds)
+                    continue
                 await slots.acquire()
                 try:
                     claimed, futures = await self.claim_and_send()
@@ -89,6 +94,7 @@ class Dispatcher:
                     await sleep_or_stop(stop, 1.0)
                     continue
                 if claimed:
+                    self._room -= len(claimed)
                     task = asyncio.create_task(self.settle(claimed, futures))
                     settling.add(task)
                     task.add_done_callback(settling.discard)
@@ -107,6 +113,28 @@ class Dispatcher:
                 await asyncio.gather(*settling, return_exceptions=True)
             if listener is not None:
                 await self._unlisten(listener)
+
+    async def _workers_behind(self) -> bool:
+        """Backpressure: pause claiming while the workers' queue is deep. Claimed-but-queued runs
+        only age their dispatch lease; leaving them pending keeps the lease meaningful and lets the
+        due-lag metric (which scales engines) and the worker CPU (which scales workers) tell apart
+        "engines are behind" from "workers are behind". The stream is asked once a second, or sooner
+        when this engine has used up the room it had."""
+        now = time.monotonic()
+        if self._room > 0 and now - self._queue_checked_at < 1.0:
+            return False
+        self._queue_checked_at = now
+        try:
+            info = await self.js.consumer_info(self.settings.stream, self.settings.consumer, timeout=1)
+        except Exception:  # no consumer yet (no worker ever started) or NATS away: do not block on it
+            self._room = self.settings.max_queued_messages
+            return False
+        queued = info.num_pending + info.num_ack_pending
+        self._room = self.settings.max_queued_messages - queued
+        if self._room <= 0:
+            log.info("workers are %d messages behind; pausing claims", queued)
+            return True
+        return False
 
     async def _listen(self, stop: asyncio.Event) -> asyncpg.Connection | None:
         try:

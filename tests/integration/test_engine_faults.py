@@ -173,3 +173,26 @@ async def test_a_due_run_wakes_an_idle_engine(settings: Settings, pool: asyncpg.
         await engine
         await nc.close()
 
+
+
+async def test_engine_pauses_while_workers_are_behind(settings: Settings, pool: asyncpg.Pool) -> None:
+    """Backpressure: with the workers' queue past max_queued_messages, runs stay pending."""
+    from app.bus.jetstream import ensure_consumer
+
+    async with pool.acquire() as conn:
+        await factories.runs(conn, 1000)
+    s = settings.model_copy(update={"batch_size": 50, "max_queued_messages": 100})
+    nc = await nats.connect(s.nats_url)
+    js = jetstream_context(nc, s)
+    await ensure_consumer(js, s)  # a consumer exists, but no worker drains it
+    stop = asyncio.Event()
+    engine = asyncio.create_task(Dispatcher(s, pool, js).run(stop))
+    try:
+        await asyncio.sleep(3)
+    finally:
+        stop.set()
+        await engine
+        await nc.close()
+    counts = await statuses(pool)
+    # Claims stop once the queue reaches the bound (give or take the batch that crossed it).
+    assert 100 <= counts["dispatched"] < 100 + 50 and counts["pending"] == 1000 - counts["dispatched"]
