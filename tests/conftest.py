@@ -19,10 +19,10 @@ from tests.support import (
     create_tenant,
     delete_stream,
     drop_database,
+    make_settings,
     running_api,
     start_services,
     stop_services,
-    make_settings,
 )
 
 

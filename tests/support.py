@@ -19,6 +19,7 @@ import uvicorn
 
 from app.config import Settings
 from app.dev import EmbeddedNats, EmbeddedPostgres, EmbeddedRedis, free_port
+from app.telemetry.ops_server import HostedServer
 
 ADMIN_TOKEN = "admin-test-token"
 
@@ -141,8 +142,7 @@ async def running_api(settings: Settings) -> AsyncIterator[str]:
     from app.main import create_app
 
     port = free_port()
-    server = uvicorn.Server(uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="warning"))
-    server.install_signal_handlers = lambda: None  # type: ignore[method-assign]
+    server = HostedServer(uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="warning"))
     task = asyncio.create_task(server.serve())
     while not server.started:
         if task.done():
@@ -171,3 +171,75 @@ async def delete_stream(settings: Settings) -> None:
             await nc.jetstream().delete_stream(settings.stream)
         finally:
             await nc.close()
+
+
+# ───────────────────────────── API test helpers ─────────────────────────────
+# Shared by the tests/integration/test_api_*.py suites: an app with settings overrides, bearer
+# headers, error-shape assertions and a snapshot of every table to prove "nothing was written".
+
+TABLE_ORDER = {
+    "tenants": "id",
+    "api_keys": "id",
+    "jobs": "tenant_id, name",
+    "job_runs": "id",
+    "idempotency_keys": "tenant_id, key",
+}
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+@contextlib.asynccontextmanager
+async def api_client(settings: Settings, **overrides: object) -> AsyncIterator[httpx.AsyncClient]:
+    """A client of the real app (engine off) built with these settings overrides."""
+    async with (
+        running_api(settings.model_copy(update={"engine": "off", **overrides})) as base,
+        httpx.AsyncClient(base_url=base, timeout=30) as client,
+    ):
+        yield client
+
+
+async def snapshot(pool: asyncpg.Pool) -> dict[str, list[dict[str, object]]]:
+    """Every row of every table the API writes, in a stable order."""
+    async with pool.acquire() as conn:
+        return {
+            table: [dict(r) for r in await conn.fetch(f"SELECT * FROM {table} ORDER BY {order}")]
+            for table, order in TABLE_ORDER.items()
+        }
+
+
+async def count_rows(pool: asyncpg.Pool, table: str) -> int:
+    assert table in TABLE_ORDER
+    return int(await pool.fetchval(f"SELECT count(*) FROM {table}"))
+
+
+def assert_error(
+    response: httpx.Response, status: int, error: str, field: str | None = None
+) -> dict[str, object]:
+    """The API's error shape: {"error": <class name>, "message": ..., "field": ...}."""
+    assert response.status_code == status, f"{response.status_code} {response.text}"
+    assert response.headers["content-type"].startswith("application/json"), response.headers
+    body = dict(response.json())
+    assert body["error"] == error, body
+    assert isinstance(body["message"], str) and body["message"], body
+    if field is not None:
+        assert body.get("field") == field, body
+    return body
+
+
+async def put_job(
+    client: httpx.AsyncClient, tenant_id: str, name: str, auth: dict[str, str], **fields: object
+) -> dict[str, object]:
+    fields.setdefault("target", {"type": "noop"})
+    r = await client.put(f"/tenants/{tenant_id}/jobs/{name}", json=fields, headers=auth)
+    assert r.status_code in (200, 201), r.text
+    return dict(r.json())
+
+
+async def submit_run(
+    client: httpx.AsyncClient, tenant_id: str, auth: dict[str, str], **body: object
+) -> dict[str, object]:
+    r = await client.post(f"/tenants/{tenant_id}/runs", json=body, headers=auth)
+    assert r.status_code == 201, r.text
+    return dict(r.json())

@@ -1,0 +1,124 @@
+"""Auth over every route: bad credentials are 401; another tenant's key is 404 and changes nothing.
+
+The routes come from the app itself, so a route added without a case here fails these tests."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import asyncpg
+import httpx
+import pytest
+from fastapi.routing import iter_route_contexts
+
+from app.config import Settings
+from app.main import create_app
+from tests.support import ADMIN_TOKEN, assert_error, bearer, create_tenant, put_job, snapshot, submit_run
+
+NOT_API = {"/metrics", "/healthz", "/readyz", "/docs", "/docs/oauth2-redirect", "/openapi.json", "/redoc"}
+# iter_route_contexts flattens included routers (app.routes holds the routers, not their routes).
+ROUTES = sorted(
+    (method, route.path)
+    for route in iter_route_contexts(create_app(Settings()).routes)
+    if route.path not in NOT_API
+    for method in (route.methods or set()) - {"HEAD"}
+)
+
+
+@dataclass(frozen=True)
+class Victim:
+    """Tenant `alpha` with a job and a pending run, as another tenant would try to reach them."""
+
+    tenant: str
+    job: str
+    run_id: str
+    auth: dict[str, str]
+
+
+Request = tuple[str, dict | None]  # (url, json body)
+CASES: dict[tuple[str, str], Callable[[Victim], Request]] = {
+    ("POST", "/tenants"): lambda v: ("/tenants", {"id": "mallory"}),
+    ("POST", "/tenants/{tenant_id}/keys"): lambda v: (f"/tenants/{v.tenant}/keys", None),
+    ("GET", "/tenants/{tenant_id}/jobs"): lambda v: (f"/tenants/{v.tenant}/jobs", None),
+    ("PUT", "/tenants/{tenant_id}/jobs/{name}"): lambda v: (
+        f"/tenants/{v.tenant}/jobs/{v.job}",
+        {"target": {"type": "noop"}, "payload": {"owned": "by bravo"}},
+    ),
+    ("GET", "/tenants/{tenant_id}/jobs/{name}"): lambda v: (f"/tenants/{v.tenant}/jobs/{v.job}", None),
+    ("DELETE", "/tenants/{tenant_id}/jobs/{name}"): lambda v: (f"/tenants/{v.tenant}/jobs/{v.job}", None),
+    ("POST", "/tenants/{tenant_id}/runs"): lambda v: (f"/tenants/{v.tenant}/runs", {"job": v.job}),
+    ("POST", "/tenants/{tenant_id}/runs/batch"): lambda v: (
+        f"/tenants/{v.tenant}/runs/batch",
+        {"runs": [{"job": v.job}, {"job": v.job}]},
+    ),
+    ("GET", "/tenants/{tenant_id}/runs"): lambda v: (f"/tenants/{v.tenant}/runs", None),
+    ("GET", "/runs/{run_id}"): lambda v: (f"/runs/{v.run_id}", None),
+    ("POST", "/runs/{run_id}/cancel"): lambda v: (f"/runs/{v.run_id}/cancel", None),
+}
+
+
+def test_every_route_has_a_case() -> None:
+    assert set(ROUTES) == set(CASES), "a route was added or removed: give it a case in CASES"
+
+
+@pytest.fixture
+async def victim(api: httpx.AsyncClient) -> Victim:
+    created = await create_tenant(api, "alpha")
+    auth = bearer(created["api_key"])
+    await put_job(api, "alpha", "hello", auth, payload={"owned": "by alpha"})
+    run = await submit_run(api, "alpha", auth, job="hello")
+    return Victim("alpha", "hello", str(run["id"]), auth)
+
+
+async def _send(
+    api: httpx.AsyncClient, method: str, request: Request, auth: dict[str, str]
+) -> httpx.Response:
+    url, body = request
+    return await api.request(method, url, json=body, headers=auth)
+
+
+@pytest.mark.parametrize(("method", "path"), ROUTES)
+async def test_bad_credentials_are_401(
+    api: httpx.AsyncClient, victim: Victim, pool: asyncpg.Pool, method: str, path: str
+) -> None:
+    key_id = victim.auth["Authorization"].removeprefix("Bearer sch_").split("_", 1)[0]
+    variants = {
+        "no header": {},
+        "bearer without a token": {"Authorization": "Bearer"},
+        "wrong scheme": {"Authorization": f"Basic {ADMIN_TOKEN}"},
+        "no scheme": {"Authorization": ADMIN_TOKEN},
+        "garbage token": bearer("garbage"),
+        "unknown key id": bearer(f"sch_{uuid.uuid4().hex}_{'x' * 43}"),
+        "real key id, wrong secret": bearer(f"sch_{key_id}_{'x' * 43}"),
+        "admin token with a suffix": bearer(ADMIN_TOKEN + "x"),
+    }
+    request = CASES[(method, path)](victim)
+    before = await snapshot(pool)
+    for name, headers in variants.items():
+        r = await _send(api, method, request, headers)
+        assert r.status_code == 401, f"{name}: {r.status_code} {r.text}"
+        assert_error(r, 401, "Unauthorized")
+    assert await snapshot(pool) == before
+
+
+@pytest.mark.parametrize(("method", "path"), ROUTES)
+async def test_another_tenants_key_gets_404_and_changes_nothing(
+    api: httpx.AsyncClient, victim: Victim, pool: asyncpg.Pool, method: str, path: str
+) -> None:
+    intruder = bearer((await create_tenant(api, "bravo"))["api_key"])
+    request = CASES[(method, path)](victim)
+    before = await snapshot(pool)
+
+    r = await _send(api, method, request, intruder)
+    assert_error(r, 404, "NotFound")
+    assert "alpha" not in r.text or path.startswith("/tenants/{tenant_id}"), r.text  # no leak of the owner
+    assert await snapshot(pool) == before
+    run = await api.get(f"/runs/{victim.run_id}", headers=victim.auth)
+    assert run.json()["status"] == "pending"
+
+    # The very same request from the owner succeeds: the 404 was about ownership, not the request.
+    owner = bearer(ADMIN_TOKEN) if path == "/tenants" else victim.auth
+    r = await _send(api, method, request, owner)
+    assert 200 <= r.status_code < 300, r.text
