@@ -20,6 +20,8 @@ import httpx
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 from nats.js.errors import FetchTimeoutError
+from opentelemetry import context as otel_context
+from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from app.bus.hot_index import HotIndex
@@ -30,13 +32,14 @@ from app.db import dispatch as dispatch_repo
 from app.db import tenants as tenant_repo
 from app.db.dispatch import Fence
 from app.telemetry import metrics
-from app.telemetry.tracing import current_traceparent, extract, tracer
+from app.telemetry.tracing import extract, inject, tracer
 from app.worker.targets import AttemptFailed, Handler, RunContext, call_http, load_handlers
 
 log = logging.getLogger(__name__)
 _tracer = tracer(__name__)
 FLUSH_MAX = 500
 FLUSH_DELAY = 0.002  # seconds an outcome may wait for company in the group commit
+_EXECUTION_DURATION: dict[str, Any] = {}  # histogram children by target type, looked up once
 
 
 @dataclass
@@ -113,7 +116,7 @@ class Worker:
         await self._flush_all()
 
     async def _start(self, msgs: list[Msg]) -> None:
-        deliveries: dict[tuple[Any, int], Delivery] = {}
+        deliveries: dict[Any, Delivery] = {}  # by run id
         for msg in msgs:
             try:
                 run = RunMessage.decode(msg.data)
@@ -124,12 +127,19 @@ class Worker:
                 log.error("dropping a malformed message on %s", msg.subject)
                 await _quietly(msg.term())
                 continue
-            key = (run.run_id, run.epoch)
-            if key in deliveries:  # the same (run, epoch) twice in one fetch: only one may start
+            # One delivery per run per fetch. start_runs answers by run id, so two deliveries of one run
+            # (a redelivered old epoch next to the current one) would both have executed under the
+            # attempt of the one that matched: the same (run, epoch) called twice (found by the fault
+            # harness). The higher epoch is the only one that can match: an older epoch can never
+            # start once a newer one was claimed, so it is acked and dropped here.
+            earlier = deliveries.get(run.run_id)
+            if earlier is not None:
                 metrics.stale_results_total.labels("start").inc()
-                await _quietly(msg.ack())
-                continue
-            deliveries[key] = Delivery(msg, run)
+                if earlier.run.epoch >= run.epoch:
+                    await _quietly(msg.ack())
+                    continue
+                await _quietly(earlier.msg.ack())
+            deliveries[run.run_id] = Delivery(msg, run)
         if not deliveries:
             return
         batch = list(deliveries.values())
@@ -156,6 +166,11 @@ class Worker:
                 await _quietly(d.msg.ack())
                 continue
             d.attempt = attempt
+            if d.run.target.get("type") == "noop":
+                # Nothing to call and nothing to wait for: record it now rather than pay for a task.
+                self._finish_span(d, self._start_span(d), time.perf_counter())
+                self.outcomes.put_nowait(d)
+                continue
             task = asyncio.create_task(self._execute(d))
             self.executing[task] = d
             task.add_done_callback(self._executed)
@@ -165,44 +180,75 @@ class Worker:
         if not task.cancelled():
             self.outcomes.put_nowait(delivery)
 
+    def _start_span(self, d: Delivery) -> trace.Span:
+        # The execution span is the child of the engine's dispatch span, whose context came in
+        # the message headers.
+        run = d.run
+        d.ok = run.target.get("type") == "noop"
+        return _tracer.start_span(
+            "execute_run",
+            context=extract(d.msg.headers),
+            kind=SpanKind.CONSUMER,
+            attributes={
+                "scheduler.run_id": str(run.run_id),
+                "scheduler.attempt": d.attempt,
+                "scheduler.epoch": run.epoch,
+            },
+        )
+
+    def _finish_span(self, d: Delivery, span: trace.Span, started: float) -> None:
+        if not d.ok:
+            span.set_status(Status(StatusCode.ERROR, d.error))
+        span.end()
+        target_type = str(d.run.target.get("type"))
+        duration = _EXECUTION_DURATION.get(target_type) or metrics.execution_duration_seconds.labels(
+            target_type
+        )
+        _EXECUTION_DURATION[target_type] = duration
+        duration.observe(time.perf_counter() - started)
+
     async def _execute(self, d: Delivery) -> None:
         run = d.run
-        target_type = str(run.target.get("type"))
         started = time.perf_counter()
-        with _tracer.start_as_current_span(
-            "execute_run", context=extract(d.msg.headers), kind=SpanKind.CONSUMER
-        ) as span:
-            span.set_attribute("scheduler.run_id", str(run.run_id))
-            span.set_attribute("scheduler.attempt", d.attempt)
-            span.set_attribute("scheduler.epoch", run.epoch)
-            context = RunContext(str(run.run_id), run.tenant_id, run.job, d.attempt, run.epoch, current_traceparent())
-            try:
-                await asyncio.wait_for(self._call(run, context), timeout=run.timeout_seconds)
-                d.ok = True
-            except TimeoutError:
-                d.error = f"timed out after {run.timeout_seconds:g}s"
-            except AttemptFailed as exc:
-                d.error = str(exc)
-            except Exception as exc:
-                d.error = f"{type(exc).__name__}: {exc}"
-            if not d.ok:
-                span.set_status(Status(StatusCode.ERROR, d.error))
-        metrics.execution_duration_seconds.labels(target_type).observe(time.perf_counter() - started)
+        span = self._start_span(d)
+        # The target gets this span's traceparent; the span is current only around the call itself
+        # (a python handler may open children), not around the bookkeeping.
+        span_context = trace.set_span_in_context(span)
+        traceparent = inject({}, span_context).get("traceparent")
+        context = RunContext(str(run.run_id), run.tenant_id, run.job, d.attempt, run.epoch, traceparent)
+        token = otel_context.attach(span_context)
+        try:
+            async with asyncio.timeout(run.timeout_seconds):
+                await self._call(run, context)
+            d.ok = True
+        except TimeoutError:
+            d.error = f"timed out after {run.timeout_seconds:g}s"
+        except AttemptFailed as exc:
+            d.error = str(exc)
+        except Exception as exc:
+            d.error = f"{type(exc).__name__}: {exc}"
+        finally:
+            otel_context.detach(token)
+        self._finish_span(d, span, started)
 
     async def _call(self, run: RunMessage, context: RunContext) -> None:
         kind = run.target.get("type")
-        if kind == "noop":
-            return
         if kind == "python":
             handler = self.handlers.get(run.target["handler"])
             if handler is None:
-                raise AttemptFailed(f"python handler {run.target['handler']!r} is not registered on this worker")
+                name = run.target["handler"]
+                raise AttemptFailed(f"python handler {name!r} is not registered on this worker")
             await handler(run.payload, context)
             return
         if kind == "http":
             secret = await self._signing_secret(run.tenant_id)
             await call_http(
-                self.http, run.target, run.payload, context, secret, run.timeout_seconds,
+                self.http,
+                run.target,
+                run.payload,
+                context,
+                secret,
+                run.timeout_seconds,
                 self.settings.allow_private_targets,
             )
             return
