@@ -6,40 +6,25 @@ import argparse
 import asyncio
 import logging
 import os
-import secrets
 import signal
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from app.config import Settings, get_settings
+from app.db.migrations import alembic_config, migrate
+
+__all__ = ["alembic_config", "main", "migrate"]
 
 log = logging.getLogger("scheduler")
 
 
 def _setup_logging(settings: Settings) -> None:
     logging.basicConfig(
-        level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
+        level=settings.log_level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
     )
-
-
-def alembic_config(database_url: str):  # type: ignore[no-untyped-def]
-    from alembic.config import Config
-
-    from app.db.connection import sqlalchemy_url
-
-    root = Path(__file__).resolve().parent.parent
-    ini = root / "alembic.ini" if (root / "alembic.ini").exists() else Path("alembic.ini")
-    config = Config(str(ini))
-    config.set_main_option("script_location", str(ini.parent / "alembic"))
-    config.set_main_option("sqlalchemy.url", sqlalchemy_url(database_url))
-    return config
-
-
-def migrate(database_url: str) -> None:
-    from alembic import command
-
-    command.upgrade(alembic_config(database_url), "head")
 
 
 def _require(settings: Settings, *names: str) -> None:
@@ -86,7 +71,9 @@ async def _process(settings: Settings, role: str, stop: asyncio.Event) -> None:
     async def nats() -> None:
         await nc.flush(timeout=1)
 
-    ops = asyncio.create_task(serve(ops_app({"postgres": postgres, "nats": nats}), "0.0.0.0", settings.metrics_port, stop))
+    ops = asyncio.create_task(
+        serve(ops_app({"postgres": postgres, "nats": nats}), "0.0.0.0", settings.metrics_port, stop)
+    )
     try:
         if role == "engine":
             from app.engine.supervisor import Engine
@@ -112,8 +99,11 @@ def cmd_api(settings: Settings, args: argparse.Namespace) -> None:
 
     _require(settings, "database_url", "nats_url")
     uvicorn.run(
-        create_app(settings), host=args.host or settings.host, port=args.port or settings.port,
-        log_level=settings.log_level.lower(), access_log=False,
+        create_app(settings),
+        host=args.host or settings.host,
+        port=args.port or settings.port,
+        log_level=settings.log_level.lower(),
+        access_log=False,
     )
 
 
@@ -167,10 +157,6 @@ def main(argv: list[str] | None = None) -> None:
         cmd_dev(settings, args)
     else:
         cmd_role(settings, args.command)
-
-
-def new_admin_token() -> str:
-    return "adm_" + secrets.token_urlsafe(24)
 
 
 if __name__ == "__main__":  # pragma: no cover

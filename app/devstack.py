@@ -9,12 +9,14 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import secrets
 import signal
 from pathlib import Path
 
 import uvicorn
 
 from app.config import Settings
+from app.db.migrations import migrate
 from app.dev import EmbeddedNats, EmbeddedPostgres, EmbeddedRedis
 from app.telemetry.ops_server import HostedServer
 
@@ -34,8 +36,6 @@ async def _ensure_database(admin_url: str, name: str) -> None:
 
 
 def run_dev(settings: Settings, host: str | None = None, port: int | None = None) -> None:
-    from app.cli import migrate, new_admin_token
-
     data = Path(settings.data_dir).resolve()
     data.mkdir(parents=True, exist_ok=True)
     started: list[EmbeddedPostgres | EmbeddedNats | EmbeddedRedis] = []
@@ -61,7 +61,7 @@ def run_dev(settings: Settings, host: str | None = None, port: int | None = None
         if not settings.admin_token:
             token_file = data / "admin_token"
             if not token_file.exists():
-                token_file.write_text(new_admin_token())
+                token_file.write_text("adm_" + secrets.token_urlsafe(24))
                 token_file.chmod(0o600)
             updates["admin_token"] = token_file.read_text().strip()
         # Webhooks to localhost are the point of a dev stack; production refuses them by default.
@@ -120,7 +120,9 @@ async def _print_welcome(settings: Settings, base: str) -> None:
         else:  # the demo tenant exists from an earlier run: issue a fresh key for it
             key = (await client.post(f"/tenants/{DEMO_TENANT}/keys", headers=admin)).json()["api_key"]
         auth = {"Authorization": f"Bearer {key}"}
-        await client.put(f"/tenants/{DEMO_TENANT}/jobs/hello", json={"target": {"type": "noop"}}, headers=auth)
+        await client.put(
+            f"/tenants/{DEMO_TENANT}/jobs/hello", json={"target": {"type": "noop"}}, headers=auth
+        )
     body = json.dumps({"job": "hello", "payload": {"name": "world"}})
     print(
         f"""

@@ -69,7 +69,7 @@ def stop_services(services: Services) -> None:
 
 async def create_template(services: Services) -> str:
     """A database migrated once (and given its partitions) that every test database is cloned from."""
-    from app.cli import migrate
+    from app.db.migrations import migrate
     from app.db.connection import create_pool
     from app.engine.partitions import PartitionMaintenance
 

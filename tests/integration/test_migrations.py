@@ -12,7 +12,7 @@ import pytest
 from alembic.script import ScriptDirectory
 
 from alembic import command
-from app.cli import alembic_config
+from app.db.migrations import alembic_config
 from tests.support import Services, drop_database, with_database
 
 TABLES = {"tenants", "api_keys", "jobs", "job_runs", "job_runs_default", "idempotency_keys"}
