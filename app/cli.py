@@ -9,7 +9,6 @@ import os
 import signal
 import sys
 from collections.abc import Awaitable, Callable
-from pathlib import Path
 
 from app.config import Settings, get_settings
 from app.db.migrations import alembic_config, migrate

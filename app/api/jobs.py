@@ -7,20 +7,29 @@ from typing import Annotated
 from fastapi import APIRouter, Path, Query, Response
 
 from app.api.deps import PrincipalDep, StateDep
-from app.api.schemas import JOB_NAME_PATTERN, Error, Job, JobList, JobPut, job_out
+from app.api.schemas import JOB_NAME_PATTERN, Job, JobList, JobPut, error_responses, job_out
 from app.db import jobs as job_repo
 from app.db import tenants as tenant_repo
 from app.errors import NotFound
 from app.services.jobs import put_job
 
 router = APIRouter(tags=["jobs"])
-ERRORS = {401: {"model": Error}, 404: {"model": Error}, 413: {"model": Error}, 422: {"model": Error}}
+ERRORS = error_responses(401, 404, 413, 422)
 JobNamePath = Annotated[str, Path(pattern=JOB_NAME_PATTERN)]
 
 
-@router.put("/tenants/{tenant_id}/jobs/{name}", response_model=Job, responses={201: {"model": Job}, **ERRORS})
+@router.put(
+    "/tenants/{tenant_id}/jobs/{name}",
+    response_model=Job,
+    responses=error_responses(401, 404, 413, 422, success={201: Job}),
+)
 async def upsert_job(
-    tenant_id: str, name: JobNamePath, body: JobPut, state: StateDep, principal: PrincipalDep, response: Response
+    tenant_id: str,
+    name: JobNamePath,
+    body: JobPut,
+    state: StateDep,
+    principal: PrincipalDep,
+    response: Response,
 ) -> Job:
     """Create (201) or replace (200) a job. A schedule makes it a cron job; next_fire_at shows when."""
     principal.require_tenant(tenant_id)
@@ -52,7 +61,9 @@ async def list_jobs(
     principal.require_tenant(tenant_id)
     async with state.pool.acquire() as conn:
         rows = await job_repo.list_jobs(conn, tenant_id, cursor or "", limit)
-    return JobList(jobs=[job_out(r) for r in rows], next_cursor=rows[-1]["name"] if len(rows) == limit else None)
+    return JobList(
+        jobs=[job_out(r) for r in rows], next_cursor=rows[-1]["name"] if len(rows) == limit else None
+    )
 
 
 @router.get("/tenants/{tenant_id}/jobs/{name}", response_model=Job, responses=ERRORS)

@@ -13,7 +13,6 @@ from fastapi import APIRouter, Header, Query, Response
 from app.api.deps import PrincipalDep, State, StateDep
 from app.api.schemas import (
     JOB_NAME_PATTERN,
-    Error,
     IdempotencyKey,
     Run,
     RunBatch,
@@ -21,6 +20,7 @@ from app.api.schemas import (
     RunList,
     RunStatus,
     RunSubmit,
+    error_responses,
     run_out,
 )
 from app.db import runs as run_repo
@@ -30,14 +30,7 @@ from app.services.validation import check_payload
 from app.telemetry.tracing import current_traceparent
 
 router = APIRouter(tags=["runs"])
-ERRORS = {
-    401: {"model": Error},
-    404: {"model": Error},
-    409: {"model": Error},
-    413: {"model": Error},
-    422: {"model": Error},
-    429: {"model": Error},
-}
+ERRORS = error_responses(401, 404, 409, 413, 422, 429)
 
 
 def _request(state: State, body: RunSubmit, field: str, header_key: str | None = None) -> RunRequest:
@@ -60,7 +53,9 @@ def _request(state: State, body: RunSubmit, field: str, header_key: str | None =
     key = body.idempotency_key
     if header_key is not None:
         if key is not None and key != header_key:
-            raise InvalidInput("Idempotency-Key header and body idempotency_key differ", field="idempotency_key")
+            raise InvalidInput(
+                "Idempotency-Key header and body idempotency_key differ", field="idempotency_key"
+            )
         key = header_key
     return RunRequest(body.job, body.scheduled_at, body.payload, key, field)
 
@@ -72,7 +67,12 @@ async def _submit(state: State, tenant_id: str, requests: list[RunRequest]) -> l
     return submitted
 
 
-@router.post("/tenants/{tenant_id}/runs", status_code=201, response_model=Run, responses={200: {"model": Run}, **ERRORS})
+@router.post(
+    "/tenants/{tenant_id}/runs",
+    status_code=201,
+    response_model=Run,
+    responses=error_responses(401, 404, 409, 413, 422, 429, success={200: Run}),
+)
 async def submit_run(
     tenant_id: str,
     body: RunSubmit,
@@ -90,7 +90,9 @@ async def submit_run(
 
 
 @router.post("/tenants/{tenant_id}/runs/batch", status_code=201, response_model=RunBatch, responses=ERRORS)
-async def submit_batch(tenant_id: str, body: RunBatchSubmit, state: StateDep, principal: PrincipalDep) -> RunBatch:
+async def submit_batch(
+    tenant_id: str, body: RunBatchSubmit, state: StateDep, principal: PrincipalDep
+) -> RunBatch:
     """Submit up to SCHEDULER_MAX_BATCH runs, validated all-or-nothing: one bad item writes nothing."""
     principal.require_tenant(tenant_id)
     if len(body.runs) > state.settings.max_batch:
@@ -158,5 +160,8 @@ async def cancel_run(run_id: UUID, state: StateDep, principal: PrincipalDep) -> 
         row = await run_repo.cancel_run(conn, run_id)
     if row is None:
         latest = await _visible_run(state, run_id, principal)
-        raise Conflict(f"run {run_id} is {latest.status}; only pending or dispatched runs can be cancelled", field="status")
+        raise Conflict(
+            f"run {run_id} is {latest.status}; only pending or dispatched runs can be cancelled",
+            field="status",
+        )
     return run_out(row)

@@ -121,6 +121,17 @@ class Error(BaseModel):
     field: str | None = None
 
 
+def error_responses(
+    *codes: int, success: dict[int, type[BaseModel]] | None = None
+) -> dict[int | str, dict[str, Any]]:
+    """The OpenAPI `responses` of a route: its error answers all share the Error body; `success`
+    adds the other successful answers a route gives (200 beside 201, say)."""
+    responses: dict[int | str, dict[str, Any]] = {code: {"model": Error} for code in codes}
+    for code, model in (success or {}).items():
+        responses[code] = {"model": model}
+    return responses
+
+
 class Health(BaseModel):
     status: str
     checks: dict[str, str] = Field(default_factory=dict)

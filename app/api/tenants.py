@@ -5,13 +5,13 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from app.api.deps import PrincipalDep, StateDep
-from app.api.schemas import Error, KeyCreated, TenantCreate, TenantCreated
+from app.api.schemas import KeyCreated, TenantCreate, TenantCreated, error_responses
 from app.db import tenants as tenant_repo
 from app.errors import Conflict, NotFound
 from app.services.auth import issue_key, new_signing_secret
 
 router = APIRouter(tags=["tenants"])
-ERRORS = {401: {"model": Error}, 404: {"model": Error}, 409: {"model": Error}, 422: {"model": Error}}
+ERRORS = error_responses(401, 404, 409, 422)
 
 
 @router.post("/tenants", status_code=201, response_model=TenantCreated, responses=ERRORS)

@@ -10,7 +10,15 @@ from dataclasses import dataclass
 import nats
 from nats.aio.client import Client as NATS
 from nats.js import JetStreamContext
-from nats.js.api import AckPolicy, PubAck, ConsumerConfig, DeliverPolicy, RetentionPolicy, StorageType, StreamConfig
+from nats.js.api import (
+    AckPolicy,
+    ConsumerConfig,
+    DeliverPolicy,
+    PubAck,
+    RetentionPolicy,
+    StorageType,
+    StreamConfig,
+)
 from nats.js.errors import BadRequestError
 
 from app.config import Settings
@@ -48,7 +56,9 @@ async def close(nc: NATS) -> None:
 
 def jetstream_context(nc: NATS, settings: Settings) -> JetStreamContext:
     # Room for every batch the dispatcher keeps in flight, so publish_async never waits for a slot.
-    limit = max(settings.max_inflight_publishes, settings.batch_size * (settings.dispatch_batches_in_flight + 1))
+    limit = max(
+        settings.max_inflight_publishes, settings.batch_size * (settings.dispatch_batches_in_flight + 1)
+    )
     return nc.jetstream(publish_async_max_pending=limit)
 
 

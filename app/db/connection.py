@@ -30,7 +30,9 @@ async def _init(conn: asyncpg.Connection) -> None:
     await conn.set_type_codec("json", encoder=_dumps, decoder=orjson.loads, schema="pg_catalog")
 
 
-async def create_pool(dsn: str, *, min_size: int = 1, max_size: int = 10, name: str = "scheduler") -> asyncpg.Pool:
+async def create_pool(
+    dsn: str, *, min_size: int = 1, max_size: int = 10, name: str = "scheduler"
+) -> asyncpg.Pool:
     pool = await asyncpg.create_pool(
         dsn,
         min_size=min_size,

@@ -112,7 +112,9 @@ async def reap_running_runs(conn: asyncpg.Connection, limit: int) -> list[asyncp
     return await q.fetch(conn, "reap_running_runs", limit=limit)
 
 
-async def start_runs(conn: asyncpg.Connection, fence: Fence, *, owner: str, lease_seconds: float) -> dict[UUID, int]:
+async def start_runs(
+    conn: asyncpg.Connection, fence: Fence, *, owner: str, lease_seconds: float
+) -> dict[UUID, int]:
     """Fenced dispatched -> running; returns run id -> attempt for the deliveries that may execute."""
     rows = await q.fetch(conn, "start_runs", owner=owner, lease_seconds=lease_seconds, **fence.binds())
     return {r["id"]: r["attempt"] for r in rows}

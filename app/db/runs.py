@@ -42,7 +42,9 @@ async def notify_runs_due(conn: asyncpg.Connection, floor: datetime) -> None:
     await q.execute(conn, "notify_runs_due", channel=DUE_CHANNEL, floor=floor.isoformat())
 
 
-async def find_idempotency_keys(conn: asyncpg.Connection, tenant_id: str, keys: list[str]) -> list[asyncpg.Record]:
+async def find_idempotency_keys(
+    conn: asyncpg.Connection, tenant_id: str, keys: list[str]
+) -> list[asyncpg.Record]:
     return await q.fetch(conn, "find_idempotency_keys", tenant_id=tenant_id, keys=keys)
 
 

@@ -14,6 +14,7 @@ with a short jittered sleep otherwise (the jitter keeps replicas from synchroniz
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import random
 import time
@@ -63,10 +64,8 @@ class Dispatcher:
         self.phase_seconds = {"claim": 0.0, "publish": 0.0, "settle": 0.0}
 
     def _on_notify(self, _conn: Any, _pid: int, _channel: str, payload: str) -> None:
-        try:
+        with contextlib.suppress(ValueError):
             self.bounds.lower(datetime.fromisoformat(payload))
-        except ValueError:
-            pass
         self.wake.set()
 
     # ── the loop ──
@@ -147,10 +146,8 @@ class Dispatcher:
             return None
 
     async def _unlisten(self, conn: asyncpg.Connection) -> None:
-        try:
+        with contextlib.suppress(Exception):  # the connection may already be gone
             await conn.remove_listener(DUE_CHANNEL, self._on_notify)
-        except Exception:  # noqa: S110 - the connection may already be gone
-            pass
         await self.pool.release(conn)
 
     async def dispatch_once(self) -> int:
@@ -246,7 +243,9 @@ class Dispatcher:
             out.append(Outgoing(self.settings.subject_for(message.tenant_id), message.encode(), headers))
         return out
 
-    async def settle(self, claimed: Sequence[asyncpg.Record], futures: list[asyncio.Future[PubAck] | None]) -> None:
+    async def settle(
+        self, claimed: Sequence[asyncpg.Record], futures: list[asyncio.Future[PubAck] | None]
+    ) -> None:
         """Runs JetStream did not ack go back to pending now, not after their lease. If the
         database is unreachable here, the lease lapses and the reaper does the same."""
         t0 = time.perf_counter()
@@ -254,7 +253,9 @@ class Dispatcher:
         t1 = time.perf_counter()
         self.phase_seconds["publish"] += t1 - t0
         metrics.publish_duration_seconds.observe(t1 - t0)
-        failed = [(r["id"], r["scheduled_at"], r["epoch"]) for r, a in zip(claimed, ok_flags, strict=True) if not a]
+        failed = [
+            (r["id"], r["scheduled_at"], r["epoch"]) for r, a in zip(claimed, ok_flags, strict=True) if not a
+        ]
         metrics.runs_published_total.inc(len(claimed) - len(failed))
         if not failed:
             return
@@ -266,7 +267,9 @@ class Dispatcher:
             if self.hot_index is not None:
                 await self.hot_index.add(released)
         except DB_ERRORS as exc:
-            log.warning("releasing %d unpublished runs failed (%s); the reaper rescues them", len(failed), exc)
+            log.warning(
+                "releasing %d unpublished runs failed (%s); the reaper rescues them", len(failed), exc
+            )
         self.phase_seconds["settle"] += time.perf_counter() - t1
 
 

@@ -4,6 +4,7 @@ Postgres is an outage to wait out, not a reason for the process to die)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import random
 from collections.abc import Awaitable, Callable
@@ -13,10 +14,8 @@ log = logging.getLogger(__name__)
 
 
 async def sleep_or_stop(stop: asyncio.Event, seconds: float) -> None:
-    try:
+    with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(stop.wait(), timeout=seconds)
-    except TimeoutError:
-        pass
 
 
 async def every(stop: asyncio.Event, interval: float, step: Callable[[], Awaitable[Any]], name: str) -> None:

@@ -1,1 +1,3 @@
-"""Rules of the scheduler: submission, idempotency, cron next-fire, auth, targets. No FastAPI, no NATS here."""
+"""Rules of the scheduler: submission, idempotency, cron next-fire, auth, targets.
+
+No FastAPI and no NATS here."""

@@ -88,7 +88,9 @@ async def submit(
                 return await _submit(conn, admission, tenant_id, requests, traceparent)
         except _LostRace:
             if attempt == 2:
-                raise Conflict("idempotency key is being used concurrently; retry", field="idempotency_key") from None
+                raise Conflict(
+                    "idempotency key is being used concurrently; retry", field="idempotency_key"
+                ) from None
     raise AssertionError("unreachable")
 
 
@@ -107,7 +109,9 @@ async def _submit(
             continue
         j = first_with_key.setdefault(r.idempotency_key, i)
         if j != i and hashes[j] != hashes[i]:
-            raise InvalidInput("idempotency key repeated with a different body", field=f"{r.field}idempotency_key")
+            raise InvalidInput(
+                "idempotency key repeated with a different body", field=f"{r.field}idempotency_key"
+            )
     if first_with_key:
         for row in await run_repo.find_idempotency_keys(conn, tenant_id, list(first_with_key)):
             i = first_with_key[row["key"]]
@@ -122,7 +126,8 @@ async def _submit(
     fresh = [
         i
         for i, r in enumerate(requests)
-        if r.idempotency_key is None or (r.idempotency_key not in replayed and first_with_key[r.idempotency_key] == i)
+        if r.idempotency_key is None
+        or (r.idempotency_key not in replayed and first_with_key[r.idempotency_key] == i)
     ]
     if fresh:
         await admission.admit(conn, tenant_id, len(fresh))
@@ -138,7 +143,9 @@ async def _submit(
     if len(inserted) != len(fresh):
         found = {row["ord"] - 1 for row in inserted}
         missing = next(fresh[k] for k in range(len(fresh)) if k not in found)
-        raise InvalidInput(f"job {requests[missing].job!r} does not exist", field=f"{requests[missing].field}job")
+        raise InvalidInput(
+            f"job {requests[missing].job!r} does not exist", field=f"{requests[missing].field}job"
+        )
     created: dict[int, asyncpg.Record] = {fresh[row["ord"] - 1]: row for row in inserted}
 
     keyed = [i for i in fresh if requests[i].idempotency_key is not None]
@@ -177,6 +184,8 @@ async def _submit(
             run_id = replayed[r.idempotency_key]
             row = earlier.get(run_id)
             if row is None:  # the run aged out with its partition while its key lived on
-                raise Conflict("idempotency key refers to a run that no longer exists", field=f"{r.field}idempotency_key")
+                raise Conflict(
+                    "idempotency key refers to a run that no longer exists", field=f"{r.field}idempotency_key"
+                )
             out.append(Submitted(row, False))
     return out

@@ -25,8 +25,16 @@ HANDLER_GROUP = "scheduler.handlers"
 RESERVED_HEADERS = frozenset(
     h.lower()
     for h in (
-        "Scheduler-Run-Id", "Scheduler-Attempt", "Scheduler-Epoch", "Scheduler-Signature",
-        "Scheduler-Timestamp", "traceparent", "tracestate", "Host", "Content-Length", "Content-Type",
+        "Scheduler-Run-Id",
+        "Scheduler-Attempt",
+        "Scheduler-Epoch",
+        "Scheduler-Signature",
+        "Scheduler-Timestamp",
+        "traceparent",
+        "tracestate",
+        "Host",
+        "Content-Length",
+        "Content-Type",
     )
 )
 
@@ -70,8 +78,13 @@ def _is_forbidden_address(address: str) -> bool:
     if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
         ip = ip.ipv4_mapped
     return bool(
-        ip.is_loopback or ip.is_private or ip.is_link_local or ip.is_reserved or ip.is_multicast
-        or ip.is_unspecified or not ip.is_global
+        ip.is_loopback
+        or ip.is_private
+        or ip.is_link_local
+        or ip.is_reserved
+        or ip.is_multicast
+        or ip.is_unspecified
+        or not ip.is_global
     )
 
 
@@ -81,7 +94,9 @@ async def resolve_allowed(host: str, port: int, *, allow_private: bool) -> list[
     try:
         infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except socket.gaierror as exc:
-        raise InvalidInput(f"target host {host!r} does not resolve: {exc.strerror}", field="target.url") from exc
+        raise InvalidInput(
+            f"target host {host!r} does not resolve: {exc.strerror}", field="target.url"
+        ) from exc
     addresses = list(dict.fromkeys(str(info[4][0]) for info in infos))
     if not allow_private:
         forbidden = [a for a in addresses if _is_forbidden_address(a)]
@@ -113,16 +128,17 @@ async def validate_target(raw: Any, *, allow_private: bool) -> dict[str, Any]:
     if isinstance(target, PythonTarget) and target.handler not in registered_handlers():
         known = ", ".join(sorted(registered_handlers())) or "none"
         raise InvalidInput(
-            f"python handler {target.handler!r} is not registered (registered: {known})", field="target.handler"
+            f"python handler {target.handler!r} is not registered (registered: {known})",
+            field="target.handler",
         )
     if isinstance(target, HttpTarget):
         bad = sorted(h for h in target.headers if h.lower() in RESERVED_HEADERS)
         if bad:
             raise InvalidInput(f"target.headers may not set {', '.join(bad)}", field="target.headers")
-        parts = urlsplit(str(target.url))
-        if parts.username or parts.password:
+        url = urlsplit(str(target.url))
+        if url.username or url.password:
             raise InvalidInput("target.url must not carry credentials; use headers", field="target.url")
-        assert parts.hostname is not None
-        port = parts.port or (443 if parts.scheme == "https" else 80)
-        await resolve_allowed(parts.hostname, port, allow_private=allow_private)
+        assert url.hostname is not None
+        port = url.port or (443 if url.scheme == "https" else 80)
+        await resolve_allowed(url.hostname, port, allow_private=allow_private)
     return target.model_dump(mode="json")
