@@ -29,7 +29,7 @@ from app.services.submission import AdmissionControl
 from app.telemetry.tracing import setup_tracing
 
 log = logging.getLogger(__name__)
-DESCRIPTION = "Multi-tenant distributed job scheduler. Postgres is the truth; NATS JetStream carries the work."
+DESCRIPTION = "Multi-tenant distributed job scheduler: Postgres is the truth, NATS JetStream carries work."
 
 
 def _field(loc: tuple[Any, ...]) -> str:
