@@ -11,7 +11,9 @@ from app.db import queries as q
 MAINTENANCE_LOCK_KEY = 0x5C4ED01E  # pg advisory lock id of the partition maintenance leader
 
 
-async def lock_due_cron_jobs(conn: asyncpg.Connection, horizon_seconds: float, limit: int) -> list[asyncpg.Record]:
+async def lock_due_cron_jobs(
+    conn: asyncpg.Connection, horizon_seconds: float, limit: int
+) -> list[asyncpg.Record]:
     return await q.fetch(conn, "lock_due_cron_jobs", horizon_seconds=horizon_seconds, limit=limit)
 
 
@@ -21,7 +23,9 @@ async def insert_cron_runs(
     return await q.fetch(conn, "insert_cron_runs", tenant_id=tenant_id, name=name, occurrences=occurrences)
 
 
-async def set_next_fire(conn: asyncpg.Connection, tenant_id: str, name: str, next_fire_at: datetime | None) -> None:
+async def set_next_fire(
+    conn: asyncpg.Connection, tenant_id: str, name: str, next_fire_at: datetime | None
+) -> None:
     await q.execute(conn, "set_next_fire", tenant_id=tenant_id, name=name, next_fire_at=next_fire_at)
 
 

@@ -24,11 +24,16 @@ from app.telemetry import metrics
 log = logging.getLogger(__name__)
 JOBS_PER_TICK = 200
 OCCURRENCES_PER_JOB = 1000
+_TICK = timedelta(microseconds=1)  # Postgres timestamps' resolution
 
 
 class CronMaterializer:
     def __init__(
-        self, settings: Settings, pool: asyncpg.Pool, hot_index: HotIndex | None = None, tick_seconds: float = 1.0
+        self,
+        settings: Settings,
+        pool: asyncpg.Pool,
+        hot_index: HotIndex | None = None,
+        tick_seconds: float = 1.0,
     ):
         self.settings = settings
         self.pool = pool
@@ -44,19 +49,24 @@ class CronMaterializer:
             for job in await repo.lock_due_cron_jobs(conn, horizon.total_seconds(), JOBS_PER_TICK):
                 now = job["db_now"]
                 missed, _ = cron.due_occurrences(
-                    job["schedule"], job["timezone"], job["next_fire_at"], now, job["misfire"], catchup,
+                    job["schedule"],
+                    job["timezone"],
+                    job["next_fire_at"],
+                    now,
+                    job["misfire"],
+                    catchup,
                     OCCURRENCES_PER_JOB,
                 )
-                upcoming = [
-                    at
-                    for at in cron.occurrences_between(
-                        job["schedule"], job["timezone"], now, now + horizon, OCCURRENCES_PER_JOB
-                    )
-                    if at >= job["next_fire_at"]
-                ]
+                # From the stored next fire when it is still ahead (it is included), else from now.
+                start = max(now, job["next_fire_at"] - _TICK)
+                upcoming = cron.occurrences_between(
+                    job["schedule"], job["timezone"], start, now + horizon, OCCURRENCES_PER_JOB
+                )
                 occurrences = missed + upcoming
-                last = max(occurrences, default=now + horizon)
-                next_fire_at = cron.next_fire(job["schedule"], job["timezone"], max(last, now + horizon))
+                # A capped list stops short of the horizon: the next tick continues where this one
+                # stopped, rather than jumping past the horizon and losing the rest.
+                until = upcoming[-1] if len(upcoming) == OCCURRENCES_PER_JOB else now + horizon
+                next_fire_at = cron.next_fire(job["schedule"], job["timezone"], until)
                 inserted = await repo.insert_cron_runs(conn, job["tenant_id"], job["name"], occurrences)
                 await repo.set_next_fire(conn, job["tenant_id"], job["name"], next_fire_at)
                 inserted_total += len(inserted)

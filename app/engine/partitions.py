@@ -3,7 +3,11 @@
 Premakes daily partitions ahead, moves rows stranded in DEFAULT into their day's new partition, and
 ages out days past retention with DETACH + DROP, never a DELETE, and only days whose runs are all
 terminal. A day that still holds unfinished runs is kept and reported (metric + log): nothing is lost.
-DDL runs with a short lock_timeout and is retried, so it never queues behind, and then blocks, claims.
+
+A new day is a standalone table ATTACHed to the parent (migration 0002), which claims neither wait
+for nor block: they prune DEFAULT and future days at plan time. Moving stranded rows and retiring a
+day need the parent exclusively. All DDL runs with a short lock_timeout and is retried, so a DDL
+waiting for a lock holds the claims queued behind it up for at most that long.
 """
 
 from __future__ import annotations
@@ -22,25 +26,44 @@ from app.engine.loop import every
 from app.telemetry import metrics
 
 log = logging.getLogger(__name__)
-LOCK_TIMEOUT = "2s"
+# A DDL waiting for a lock queues every later conflicting statement behind it (every claim, when it
+# waits for the parent): it waits at most this long, then steps aside and tries again.
+LOCK_TIMEOUT_SECONDS = 2.0
 DDL_TRIES = 5
+# Conditions that pass, so the step is simply tried again: a lock another session holds, a row that
+# reached DEFAULT for the very day being attached (ATTACH refuses; the retry moves it), a deadlock
+# with an ad-hoc session.
+TRANSIENT = (asyncpg.LockNotAvailableError, asyncpg.DeadlockDetectedError, asyncpg.CheckViolationError)
 
 
 class PartitionMaintenance:
-    def __init__(self, settings: Settings, pool: asyncpg.Pool):
+    def __init__(
+        self,
+        settings: Settings,
+        pool: asyncpg.Pool,
+        *,
+        lock_timeout_seconds: float = LOCK_TIMEOUT_SECONDS,
+        ddl_tries: int = DDL_TRIES,
+    ):
         self.settings = settings
         self.pool = pool
+        self.lock_timeout = f"{round(lock_timeout_seconds * 1000)}ms"
+        self.ddl_tries = ddl_tries
 
-    async def _ddl(self, conn: asyncpg.Connection, step: Callable[[], Awaitable[str]], what: str) -> str | None:
-        for attempt in range(DDL_TRIES):
+    async def _ddl(
+        self, conn: asyncpg.Connection, step: Callable[[], Awaitable[str]], what: str
+    ) -> str | None:
+        for attempt in range(1, self.ddl_tries + 1):
             try:
                 async with conn.transaction():
-                    await repo.set_lock_timeout(conn, LOCK_TIMEOUT)
+                    await repo.set_lock_timeout(conn, self.lock_timeout)
                     return await step()
-            except asyncpg.LockNotAvailableError:
-                log.info("partition %s: lock not available (try %d); retrying", what, attempt + 1)
-                await asyncio.sleep(0.2 * 2**attempt)
-        log.warning("partition %s: gave up after %d tries; next pass will retry", what, DDL_TRIES)
+            except TRANSIENT as exc:
+                if attempt == self.ddl_tries:
+                    break
+                log.info("partition %s: %s (try %d); retrying", what, _reason(exc), attempt)
+                await asyncio.sleep(0.2 * 2 ** (attempt - 1))
+        log.warning("partition %s: gave up after %d tries; next pass will retry", what, self.ddl_tries)
         return None
 
     async def run_once(self) -> dict[str, list[str]]:
@@ -90,5 +113,11 @@ class PartitionMaintenance:
         await every(stop, self.settings.maintenance_interval_seconds, self.run_once, "partition maintenance")
 
 
-def _bind(fn: Callable[[asyncpg.Connection, date], Awaitable[str]], conn: asyncpg.Connection, day: date) -> Callable[[], Awaitable[str]]:
+def _reason(exc: Exception) -> str:
+    return "lock not available" if isinstance(exc, asyncpg.LockNotAvailableError) else type(exc).__name__
+
+
+def _bind(
+    fn: Callable[[asyncpg.Connection, date], Awaitable[str]], conn: asyncpg.Connection, day: date
+) -> Callable[[], Awaitable[str]]:
     return lambda: fn(conn, day)
