@@ -10,7 +10,7 @@ from fastapi import Depends, Request
 
 from app.bus.hot_index import HotIndex
 from app.config import Settings
-from app.services.auth import Principal, authenticate
+from app.services.auth import KeyCache, Principal, authenticate
 from app.services.submission import AdmissionControl
 
 
@@ -22,10 +22,11 @@ class State:
     pool: asyncpg.Pool
     admission: AdmissionControl
     hot_index: HotIndex | None = None
+    keys: KeyCache = field(default_factory=KeyCache)
     checks: dict[str, object] = field(default_factory=dict)  # readiness probes by name
 
 
-def get_state(request: Request) -> State:
+async def get_state(request: Request) -> State:  # async: a sync dependency runs in a thread pool
     state: State = request.app.state.scheduler
     return state
 
@@ -33,10 +34,12 @@ def get_state(request: Request) -> State:
 async def get_principal(request: Request, state: Annotated[State, Depends(get_state)]) -> Principal:
     header = request.headers.get("authorization", "")
     scheme, _, token = header.partition(" ")
-    async with state.pool.acquire() as conn:
-        return await authenticate(
-            conn, token.strip() if scheme.lower() == "bearer" else None, state.settings.admin_token
-        )
+    return await authenticate(
+        state.pool,
+        state.keys,
+        token.strip() if scheme.lower() == "bearer" else None,
+        state.settings.admin_token,
+    )
 
 
 StateDep = Annotated[State, Depends(get_state)]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 import binascii
 from datetime import UTC, datetime, timedelta
-from typing import Annotated
+from typing import Annotated, Any
 from uuid import UUID
 
 from fastapi import APIRouter, Header, Query, Response
@@ -21,6 +21,7 @@ from app.api.schemas import (
     RunStatus,
     RunSubmit,
     error_responses,
+    json_response,
     run_out,
 )
 from app.db import runs as run_repo
@@ -78,30 +79,29 @@ async def submit_run(
     body: RunSubmit,
     state: StateDep,
     principal: PrincipalDep,
-    response: Response,
     idempotency_key: Annotated[IdempotencyKey | None, Header(alias="Idempotency-Key")] = None,
-) -> Run:
+) -> Response:
     """Submit one run of a job. A repeated idempotency key with the same body answers 200 with the
     same run; with another body, 409."""
     principal.require_tenant(tenant_id)
     [result] = await _submit(state, tenant_id, [_request(state, body, "", idempotency_key)])
-    response.status_code = 201 if result.created else 200
-    return run_out(result.run)
+    return json_response(run_out(result.run), 201 if result.created else 200)
 
 
 @router.post("/tenants/{tenant_id}/runs/batch", status_code=201, response_model=RunBatch, responses=ERRORS)
 async def submit_batch(
     tenant_id: str, body: RunBatchSubmit, state: StateDep, principal: PrincipalDep
-) -> RunBatch:
+) -> Response:
     """Submit up to SCHEDULER_MAX_BATCH runs, validated all-or-nothing: one bad item writes nothing."""
     principal.require_tenant(tenant_id)
     if len(body.runs) > state.settings.max_batch:
         raise InvalidInput(f"at most {state.settings.max_batch} runs per batch", field="runs")
     requests = [_request(state, r, f"runs[{i}].") for i, r in enumerate(body.runs)]
-    return RunBatch(runs=[run_out(s.run) for s in await _submit(state, tenant_id, requests)])
+    submitted = await _submit(state, tenant_id, requests)
+    return json_response({"runs": [run_out(s.run) for s in submitted]}, 201)
 
 
-async def _visible_run(state: State, run_id: UUID, principal: PrincipalDep) -> Run:
+async def _visible_run(state: State, run_id: UUID, principal: PrincipalDep) -> dict[str, Any]:
     try:
         async with state.pool.acquire() as conn:
             row = await run_repo.get_run(conn, run_id)
@@ -115,9 +115,9 @@ async def _visible_run(state: State, run_id: UUID, principal: PrincipalDep) -> R
 
 
 @router.get("/runs/{run_id}", response_model=Run, responses=ERRORS)
-async def get_run(run_id: UUID, state: StateDep, principal: PrincipalDep) -> Run:
+async def get_run(run_id: UUID, state: StateDep, principal: PrincipalDep) -> Response:
     """Read one run. The id names its day, so this touches one partition."""
-    return await _visible_run(state, run_id, principal)
+    return json_response(await _visible_run(state, run_id, principal))
 
 
 def _decode_cursor(cursor: str) -> tuple[datetime, UUID]:
@@ -128,8 +128,8 @@ def _decode_cursor(cursor: str) -> tuple[datetime, UUID]:
         raise InvalidInput("cursor is not one this API returned", field="cursor") from exc
 
 
-def _encode_cursor(run: Run) -> str:
-    return base64.urlsafe_b64encode(f"{run.scheduled_at.isoformat()}|{run.id}".encode()).decode()
+def _encode_cursor(run: dict[str, Any]) -> str:
+    return base64.urlsafe_b64encode(f"{run['scheduled_at'].isoformat()}|{run['id']}".encode()).decode()
 
 
 @router.get("/tenants/{tenant_id}/runs", response_model=RunList, responses=ERRORS)
@@ -141,18 +141,20 @@ async def list_runs(
     job: Annotated[str | None, Query(pattern=JOB_NAME_PATTERN)] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 100,
     cursor: Annotated[str | None, Query(max_length=256)] = None,
-) -> RunList:
+) -> Response:
     """A tenant's runs, newest scheduled first, keyset-paginated: pass next_cursor back as cursor."""
     principal.require_tenant(tenant_id)
     after = _decode_cursor(cursor) if cursor else None
     async with state.pool.acquire() as conn:
         rows = await run_repo.list_runs(conn, tenant_id, status=status, job=job, cursor=after, limit=limit)
     runs = [run_out(r) for r in rows]
-    return RunList(runs=runs, next_cursor=_encode_cursor(runs[-1]) if len(runs) == limit else None)
+    return json_response(
+        {"runs": runs, "next_cursor": _encode_cursor(runs[-1]) if len(runs) == limit else None}
+    )
 
 
 @router.post("/runs/{run_id}/cancel", response_model=Run, responses=ERRORS)
-async def cancel_run(run_id: UUID, state: StateDep, principal: PrincipalDep) -> Run:
+async def cancel_run(run_id: UUID, state: StateDep, principal: PrincipalDep) -> Response:
     """Cancel a run no worker has started (pending or dispatched). A running or finished run is 409:
     cancellation is not cooperative, a started attempt runs to its end or its timeout."""
     await _visible_run(state, run_id, principal)  # another tenant's run is 404 before anything else
@@ -161,7 +163,7 @@ async def cancel_run(run_id: UUID, state: StateDep, principal: PrincipalDep) -> 
     if row is None:
         latest = await _visible_run(state, run_id, principal)
         raise Conflict(
-            f"run {run_id} is {latest.status}; only pending or dispatched runs can be cancelled",
+            f"run {run_id} is {latest['status']}; only pending or dispatched runs can be cancelled",
             field="status",
         )
-    return run_out(row)
+    return json_response(run_out(row))

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from alembic import command
 from alembic.config import Config
 
-from alembic import command
 from app.db.connection import sqlalchemy_url
 
 

@@ -35,6 +35,7 @@ async def insert_runs(
         payloads=[None if p is None else orjson.dumps(p).decode() for p in payloads],
         idempotency_keys=idempotency_keys,
         traceparent=traceparent,
+        channel=DUE_CHANNEL,
     )
 
 

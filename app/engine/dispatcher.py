@@ -42,7 +42,15 @@ from app.telemetry.tracing import inject, link_to, tracer
 
 log = logging.getLogger(__name__)
 _tracer = tracer(__name__)
-DB_ERRORS = (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError)
+# A connection that dies under the pool's reset (a Postgres restart) raises InternalClientError, which
+# is neither a PostgresError nor an InterfaceError; uncaught, it would end the dispatcher.
+DB_ERRORS = (
+    OSError,
+    asyncpg.PostgresError,
+    asyncpg.InterfaceError,
+    asyncpg.InternalClientError,
+    TimeoutError,
+)
 SCAN_EVERY_SECONDS = 1.0
 
 
@@ -63,6 +71,10 @@ class Dispatcher:
         # settle (releasing what was not acked).
         self.phase_seconds = {"claim": 0.0, "publish": 0.0, "settle": 0.0}
 
+    def _spent(self, phase: str, seconds: float) -> None:
+        self.phase_seconds[phase] += seconds
+        metrics.dispatch_phase_seconds_total.labels(phase).inc(seconds)
+
     def _on_notify(self, _conn: Any, _pid: int, _channel: str, payload: str) -> None:
         with contextlib.suppress(ValueError):
             self.bounds.lower(datetime.fromisoformat(payload))
@@ -76,7 +88,9 @@ class Dispatcher:
         listener: asyncpg.Connection | None = None
         try:
             while not stop.is_set():
-                if listener is None or listener.is_closed():
+                if listener is None or _is_closed(listener):
+                    if listener is not None:
+                        await self._unlisten(listener)  # give its slot back, or the pool shrinks
                     listener = await self._listen(stop)
                     continue
                 if await self._workers_behind():
@@ -136,19 +150,26 @@ class Dispatcher:
         return False
 
     async def _listen(self, stop: asyncio.Event) -> asyncpg.Connection | None:
+        conn: asyncpg.Connection | None = None
         try:
-            conn: asyncpg.Connection = await self.pool.acquire()
+            conn = await self.pool.acquire()
             await conn.add_listener(DUE_CHANNEL, self._on_notify)
             return conn
         except DB_ERRORS as exc:
+            if conn is not None:  # acquired but could not listen: not ours to keep
+                await self._unlisten(conn)
             log.warning("dispatch: cannot listen: %s; retrying", exc)
             await sleep_or_stop(stop, 1.0)
             return None
 
     async def _unlisten(self, conn: asyncpg.Connection) -> None:
+        """Never raises: it runs on the way out of a database error, where one more would kill the loop."""
         with contextlib.suppress(Exception):  # the connection may already be gone
             await conn.remove_listener(DUE_CHANNEL, self._on_notify)
-        await self.pool.release(conn)
+        try:
+            await self.pool.release(conn)
+        except DB_ERRORS as exc:  # a broken connection fails its reset; the pool terminates it
+            log.debug("dispatch: releasing the listener: %s", exc)
 
     async def dispatch_once(self) -> int:
         """Claim, publish and settle one batch without overlap; returns how many runs were claimed."""
@@ -164,7 +185,7 @@ class Dispatcher:
         async with self.pool.acquire() as conn:
             claimed = await self.claim(conn)
         t1 = time.perf_counter()
-        self.phase_seconds["claim"] += t1 - t0
+        self._spent("claim", t1 - t0)
         if not claimed:
             return [], []
         metrics.claim_batch_size.observe(len(claimed))
@@ -172,7 +193,7 @@ class Dispatcher:
         for row in claimed:
             metrics.due_lag_seconds.observe(max(0.0, float(row["lag"])))
         futures = await send(self.js, self.outgoing(claimed))
-        self.phase_seconds["publish"] += time.perf_counter() - t1
+        self._spent("publish", time.perf_counter() - t1)
         return claimed, futures
 
     async def claim(self, conn: asyncpg.Connection) -> list[asyncpg.Record]:
@@ -251,7 +272,7 @@ class Dispatcher:
         t0 = time.perf_counter()
         ok_flags = await acked(futures, self.settings.publish_timeout_seconds)
         t1 = time.perf_counter()
-        self.phase_seconds["publish"] += t1 - t0
+        self._spent("publish", t1 - t0)
         metrics.publish_duration_seconds.observe(t1 - t0)
         failed = [
             (r["id"], r["scheduled_at"], r["epoch"]) for r, a in zip(claimed, ok_flags, strict=True) if not a
@@ -270,7 +291,18 @@ class Dispatcher:
             log.warning(
                 "releasing %d unpublished runs failed (%s); the reaper rescues them", len(failed), exc
             )
-        self.phase_seconds["settle"] += time.perf_counter() - t1
+        self._spent("settle", time.perf_counter() - t1)
+
+
+def _is_closed(conn: asyncpg.Connection) -> bool:
+    # When the server drops a connection (a Postgres restart), asyncpg may hand it back to the pool
+    # by itself, and every call on the released proxy raises InterfaceError, is_closed() included.
+    # Unguarded, that exception killed the dispatcher, and with it the engine, on every Postgres
+    # restart (found by the fault harness).
+    try:
+        return bool(conn.is_closed())
+    except asyncpg.InterfaceError:
+        return True
 
 
 async def _first_of(stop: asyncio.Event, wake: asyncio.Event, timeout: float) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
+import time
 import uuid
 from dataclasses import dataclass
 
@@ -58,7 +59,35 @@ async def issue_key(conn: asyncpg.Connection, tenant_id: str) -> str:
     return f"{KEY_PREFIX}{key_id.hex}_{secret}"
 
 
-async def authenticate(conn: asyncpg.Connection, token: str | None, admin_token: str | None) -> Principal:
+class KeyCache:
+    """Key rows (tenant, salt, hash) by key id, kept a few seconds so a client's request stream costs
+    one lookup per key per TTL instead of one per request. Only what the database said is cached; the
+    secret is still checked against the hash on every request, and a miss is never cached."""
+
+    def __init__(self, ttl_seconds: float = 5.0, max_keys: int = 10_000):
+        self.ttl_seconds = ttl_seconds
+        self.max_keys = max_keys
+        self._rows: dict[uuid.UUID, tuple[str, bytes, bytes, float]] = {}
+
+    async def get(self, pool: asyncpg.Pool, key_id: uuid.UUID) -> tuple[str, bytes, bytes] | None:
+        cached = self._rows.get(key_id)
+        now = time.monotonic()
+        if cached is not None and now - cached[3] < self.ttl_seconds:
+            return cached[:3]
+        async with pool.acquire() as conn:
+            row = await tenant_repo.get_api_key(conn, key_id)
+        if row is None:
+            self._rows.pop(key_id, None)
+            return None
+        if len(self._rows) >= self.max_keys:
+            self._rows.clear()  # crude but bounded; a refill costs one lookup per active key
+        self._rows[key_id] = (row["tenant_id"], row["salt"], row["hash"], now)
+        return row["tenant_id"], row["salt"], row["hash"]
+
+
+async def authenticate(
+    pool: asyncpg.Pool, keys: KeyCache, token: str | None, admin_token: str | None
+) -> Principal:
     if not token:
         raise Unauthorized("missing bearer token", field="Authorization")
     if admin_token and hmac.compare_digest(token.encode(), admin_token.encode()):
@@ -70,7 +99,7 @@ async def authenticate(conn: asyncpg.Connection, token: str | None, admin_token:
         except ValueError:
             key_id = None
         if key_id is not None and secret:
-            row = await tenant_repo.get_api_key(conn, key_id)
-            if row is not None and hmac.compare_digest(_digest(row["salt"], secret), row["hash"]):
-                return Principal(tenant_id=row["tenant_id"])
+            row = await keys.get(pool, key_id)
+            if row is not None and hmac.compare_digest(_digest(row[1], secret), row[2]):
+                return Principal(tenant_id=row[0])
     raise Unauthorized("invalid bearer token", field="Authorization")

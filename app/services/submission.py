@@ -82,10 +82,20 @@ async def submit(
     requests: list[RunRequest],
     traceparent: str | None,
 ) -> list[Submitted]:
+    keyed = any(r.idempotency_key is not None for r in requests)
     for attempt in range(3):
         try:
-            async with pool.acquire() as conn, conn.transaction():
-                return await _submit(conn, admission, tenant_id, requests, traceparent)
+            async with pool.acquire() as conn:
+                if not keyed:
+                    # One INSERT (its NOTIFY included) is atomic on its own: no BEGIN/COMMIT round trips.
+                    return await _submit(conn, admission, tenant_id, requests, traceparent)
+                async with conn.transaction():
+                    return await _submit(conn, admission, tenant_id, requests, traceparent)
+        except asyncpg.CheckViolationError as exc:
+            # A run for a day whose partition is being attached this instant routed to DEFAULT on the
+            # old partition list and was refused (nothing was written); planned again, it finds the day.
+            if attempt == 2 or "partition constraint" not in str(exc):
+                raise
         except _LostRace:
             if attempt == 2:
                 raise Conflict(
@@ -162,10 +172,6 @@ async def _submit(
             raise _LostRace
         for i in keyed:
             replayed[requests[i].idempotency_key] = created[i]["id"]  # type: ignore[index]
-
-    due_now = [row["scheduled_at"] for row in inserted if row["scheduled_at"] <= row["created_at"]]
-    if due_now:
-        await run_repo.notify_runs_due(conn, min(due_now))
 
     earlier_ids = [
         replayed[r.idempotency_key]

@@ -25,6 +25,11 @@ publish_duration_seconds = Histogram(
     "Duration of publishing one claimed batch to JetStream, every PubAck awaited.",
     buckets=FAST_BUCKETS,
 )
+dispatch_phase_seconds_total = Counter(
+    "scheduler_dispatch_phase_seconds_total",
+    "Busy time of the dispatch loop by phase: claim (SQL), publish (build, send, await PubAcks), settle.",
+    ["phase"],
+)
 runs_claimed_total = Counter("scheduler_runs_claimed_total", "Runs claimed (pending -> dispatched).")
 runs_published_total = Counter("scheduler_runs_published_total", "Runs published and acked by JetStream.")
 publish_failures_total = Counter(

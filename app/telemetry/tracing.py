@@ -1,7 +1,9 @@
 """OpenTelemetry setup and W3C trace-context propagation.
 
-Propagation is always on (a traceparent is minted and carried even with no exporter); spans are
-exported only when OTEL_EXPORTER_OTLP_ENDPOINT is set."""
+Propagation is always on: every run gets real trace and span ids in its traceparent, even with no
+exporter. Spans are *recorded* only when something consumes them (OTEL_EXPORTER_OTLP_ENDPOINT is set,
+or a processor was added): a recorded span that nobody exports cost 71 µs per dispatched run,
+about a fifth of the engine loop (measured by `scheduler bench dispatch`)."""
 
 from __future__ import annotations
 
@@ -13,8 +15,33 @@ from opentelemetry import context, propagate, trace
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
+from opentelemetry.sdk.trace.sampling import (
+    ALWAYS_OFF,
+    Sampler,
+    SamplingResult,
+    _get_from_env_or_default,
+)
 
 _configured = False
+
+
+class WhenExporting(Sampler):
+    """Samples as configured (OTEL_TRACES_SAMPLER) once a span processor exists, drops otherwise.
+    A dropped span still has a valid context, so traceparent propagation is unaffected."""
+
+    def __init__(self) -> None:
+        self.exporting = False
+        self._configured: Sampler = _get_from_env_or_default()
+
+    def should_sample(self, *args: Any, **kwargs: Any) -> SamplingResult:
+        sampler = self._configured if self.exporting else ALWAYS_OFF
+        return sampler.should_sample(*args, **kwargs)
+
+    def get_description(self) -> str:
+        return f"WhenExporting({self._configured.get_description()})"
+
+
+_sampler = WhenExporting()
 
 
 def setup_tracing(service_name: str, extra_processor: SpanProcessor | None = None) -> None:
@@ -25,14 +52,17 @@ def setup_tracing(service_name: str, extra_processor: SpanProcessor | None = Non
             provider = trace.get_tracer_provider()
             if isinstance(provider, TracerProvider):
                 provider.add_span_processor(extra_processor)
+                _sampler.exporting = True
         return
-    provider = TracerProvider(resource=Resource.create({"service.name": service_name}))
+    provider = TracerProvider(resource=Resource.create({"service.name": service_name}), sampler=_sampler)
     if os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT"):
         from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 
         provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+        _sampler.exporting = True
     if extra_processor is not None:
         provider.add_span_processor(extra_processor)
+        _sampler.exporting = True
     trace.set_tracer_provider(provider)
     _configured = True
 

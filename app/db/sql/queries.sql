@@ -90,8 +90,18 @@ inserted AS (
     FROM minted m
     JOIN jobs j ON j.tenant_id = :tenant_id AND j.name = m.job
     RETURNING *
+),
+notified AS (
+    -- Wakes idle engines when the transaction commits, for runs already due; the payload lowers
+    -- their claim floor to the oldest of them. In this statement, so a plain submission is one
+    -- round trip.
+    SELECT pg_notify(:channel, CAST(min(scheduled_at) AS text)) FROM inserted
+    WHERE scheduled_at <= now()
+    HAVING count(*) > 0
 )
-SELECT inserted.*, minted.ord FROM inserted JOIN minted USING (id) ORDER BY minted.ord;
+SELECT inserted.*, minted.ord FROM inserted JOIN minted USING (id)
+WHERE (SELECT count(*) FROM notified) >= 0  -- evaluated once, so the NOTIFY is sent
+ORDER BY minted.ord;
 
 -- name: notify_runs_due
 -- Wakes idle engines at commit; the payload lowers their claim floor to the oldest new run.
