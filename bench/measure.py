@@ -1,0 +1,117 @@
+"""Small measuring tools: percentiles, a parsed /metrics scrape that can be diffed, and waiting for
+a count to reach a target with a progress bar."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+
+from prometheus_client.parser import text_string_to_metric_families
+from tqdm import tqdm
+
+Labels = frozenset[tuple[str, str]]
+
+
+def percentile(values: Sequence[float], p: float) -> float:
+    """Linear interpolation between closest ranks (numpy's default)."""
+    if not values:
+        return math.nan
+    ordered = sorted(values)
+    k = (len(ordered) - 1) * p / 100
+    lo, hi = math.floor(k), math.ceil(k)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
+
+
+def latency_ms(samples: Sequence[float]) -> dict[str, float]:
+    """p50/p95/p99/max in milliseconds of samples in seconds."""
+    return {
+        "p50_ms": percentile(samples, 50) * 1000,
+        "p95_ms": percentile(samples, 95) * 1000,
+        "p99_ms": percentile(samples, 99) * 1000,
+        "max_ms": max(samples, default=math.nan) * 1000,
+        "samples": len(samples),
+    }
+
+
+@dataclass
+class Metrics:
+    """One Prometheus text scrape. `after - before` keeps only what happened in between."""
+
+    samples: dict[tuple[str, Labels], float] = field(default_factory=dict)
+
+    @classmethod
+    def parse(cls, text: str) -> Metrics:
+        out: dict[tuple[str, Labels], float] = {}
+        for family in text_string_to_metric_families(text):
+            for s in family.samples:
+                out[(s.name, frozenset(s.labels.items()))] = float(s.value)
+        return cls(out)
+
+    def __sub__(self, before: Metrics) -> Metrics:
+        return Metrics({k: v - before.samples.get(k, 0.0) for k, v in self.samples.items()})
+
+    def __add__(self, other: Metrics) -> Metrics:
+        keys = self.samples.keys() | other.samples.keys()
+        return Metrics({k: self.samples.get(k, 0.0) + other.samples.get(k, 0.0) for k in keys})
+
+    def value(self, name: str, **labels: str) -> float:
+        """Sum over every series of `name` whose labels include `labels`."""
+        want = set(labels.items())
+        return sum(v for (n, ls), v in self.samples.items() if n == name and want <= ls)
+
+    def quantile(self, histogram: str, q: float, **labels: str) -> float:
+        """histogram_quantile() over the `_bucket` series: linear inside the bucket, as Prometheus does."""
+        want = set(labels.items())
+        buckets: dict[float, float] = {}
+        for (n, ls), v in self.samples.items():
+            if n == f"{histogram}_bucket" and want <= ls:
+                le = float(dict(ls)["le"])
+                buckets[le] = buckets.get(le, 0.0) + v
+        if not buckets:
+            return math.nan
+        bounds = sorted(buckets)
+        total = buckets[bounds[-1]]
+        if total <= 0:
+            return math.nan
+        rank = q * total
+        prev_bound, prev_count = 0.0, 0.0
+        for b in bounds:
+            if buckets[b] >= rank:
+                if math.isinf(b):
+                    return prev_bound
+                width = buckets[b] - prev_count
+                return prev_bound + (b - prev_bound) * ((rank - prev_count) / width if width else 1.0)
+            prev_bound, prev_count = b, buckets[b]
+        return bounds[-1]
+
+
+async def wait_for_count(
+    count: Callable[[], Awaitable[int]],
+    target: int,
+    *,
+    desc: str,
+    interval: float,
+    timeout: float,
+    start: float | None = None,
+) -> float:
+    """Poll `count` until it reaches `target`; returns the perf_counter() at which it was first seen
+    there. Raises TimeoutError with the last count if it does not get there in time."""
+    deadline = time.perf_counter() + timeout
+    seen = 0
+    with tqdm(total=target, desc=desc, unit="run", leave=False, dynamic_ncols=True) as bar:
+        while True:
+            now_count = await count()
+            bar.update(max(0, min(now_count, target) - seen))
+            seen = max(seen, min(now_count, target))
+            if now_count >= target:
+                return time.perf_counter()
+            if time.perf_counter() > deadline:
+                raise TimeoutError(f"{desc}: {now_count} of {target} after {timeout:.0f}s")
+            await asyncio.sleep(interval)
+
+
+def rate(count: int, seconds: float) -> float:
+    return count / seconds if seconds > 0 else math.nan

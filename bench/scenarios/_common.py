@@ -1,0 +1,70 @@
+"""What every scenario does first: collect and print the environment, size the workload."""
+
+from __future__ import annotations
+
+import sys
+
+from bench.env import describe
+from bench.measure import Metrics
+from bench.report import Report
+from bench.stack import Bench
+
+# The caveats every figure on this machine shares; each scenario adds its own.
+SHARED_HOST = (
+    "They were measured on one machine ({cpus} cores, load average {load} at start; nothing else on it "
+    "was controlled, so noisy neighbours count) where the bench process and {services} compete for the same "
+    "cores and talk over loopback, with no Postgres or fsync tuning. A floor for this setup, not a "
+    "production ceiling, and not comparable with a figure from another machine or another day."
+)
+
+
+def sized(value: int | None, *, full: int, smoke: int, is_smoke: bool) -> int:
+    """An explicit size wins; otherwise the scenario's default, or its tiny smoke size."""
+    if value is not None:
+        return value
+    return smoke if is_smoke else full
+
+
+async def begin(bench: Bench, scenario: str, *, redis: bool = False) -> Report:
+    env = await bench.environment(redis=redis)
+    print(f"== {scenario}{' (smoke)' if bench.smoke else ''}: environment", flush=True)
+    for line in describe(env):
+        print(f"  {line}", flush=True)
+    sys.stdout.flush()
+    return Report(scenario, bench.smoke, env)
+
+
+def shared_host(report: Report, services: str) -> str:
+    env = report.env
+    load = env["load_average_at_start"][0]
+    return SHARED_HOST.format(cpus=env["cpu_count"], load=load, services=services)
+
+
+def engine_summary(m: Metrics) -> dict[str, float]:
+    """What an engine's /metrics says happened between two scrapes."""
+    claim = "scheduler_claim_duration_seconds"
+    return {
+        "claims": m.value(f"{claim}_count"),
+        "claims_scan": m.value(f"{claim}_count", path="scan"),
+        "claims_hot": m.value(f"{claim}_count", path="hot"),
+        "claim_seconds": m.value(f"{claim}_sum"),
+        "claim_p50_ms": m.quantile(claim, 0.5) * 1000,
+        "claim_p95_ms": m.quantile(claim, 0.95) * 1000,
+        "publish_ack_wait_seconds": m.value("scheduler_publish_duration_seconds_sum"),
+        "runs_claimed": m.value("scheduler_runs_claimed_total"),
+        "runs_published": m.value("scheduler_runs_published_total"),
+        "publish_failures": m.value("scheduler_publish_failures_total"),
+        "hot_hits": m.value("scheduler_hot_index_events_total", event="hit"),
+        "hot_empty": m.value("scheduler_hot_index_events_total", event="empty"),
+        "hot_fallback": m.value("scheduler_hot_index_events_total", event="fallback"),
+        "hot_stale": m.value("scheduler_hot_index_events_total", event="stale"),
+    }
+
+
+def worker_summary(m: Metrics) -> dict[str, float]:
+    return {
+        "executions": m.value("scheduler_execution_duration_seconds_count"),
+        "execution_seconds": m.value("scheduler_execution_duration_seconds_sum"),
+        "succeeded": m.value("scheduler_run_outcomes_total", status="succeeded"),
+        "stale_dropped": m.value("scheduler_stale_results_total"),
+    }
