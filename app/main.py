@@ -152,6 +152,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         if settings.engine == "on":
             engine = Engine(settings, pool, jetstream_context(nc, settings), hot_index)
             engine_task = asyncio.create_task(engine.run(stop), name="engine")
+
+            async def engine_running() -> None:
+                # The engine stops itself when one of its tasks dies, and the API would go on
+                # answering ready with nothing dispatching (seen in the fault harness): say so.
+                if engine_task.done():
+                    raise RuntimeError("the engine stopped")
+
+            state.checks["engine"] = engine_running
         try:
             yield
         finally:

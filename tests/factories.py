@@ -9,15 +9,25 @@ import asyncpg
 
 
 async def tenant(conn: asyncpg.Connection, tenant_id: str = "acme") -> str:
-    await conn.execute("INSERT INTO tenants (id, signing_secret) VALUES ($1, 'whsec_test') ON CONFLICT DO NOTHING", tenant_id)
+    await conn.execute(
+        "INSERT INTO tenants (id, signing_secret) VALUES ($1, 'whsec_test') ON CONFLICT DO NOTHING", tenant_id
+    )
     return tenant_id
 
 
-async def job(conn: asyncpg.Connection, tenant_id: str = "acme", name: str = "j", target: dict | None = None, **fields: Any) -> str:
+async def job(
+    conn: asyncpg.Connection,
+    tenant_id: str = "acme",
+    name: str = "j",
+    target: dict | None = None,
+    **fields: Any,
+) -> str:
     await tenant(conn, tenant_id)
     await conn.execute(
         "INSERT INTO jobs (tenant_id, name, target) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
-        tenant_id, name, target or {"type": "noop"},
+        tenant_id,
+        name,
+        target or {"type": "noop"},
     )
     return name
 
@@ -47,5 +57,13 @@ async def runs(
         FROM (SELECT $7::timestamptz + g * $8::interval AS t FROM generate_series(0, $9 - 1) AS g) AS s
         RETURNING id, scheduled_at, due_at, tenant_id
         """,
-        tenant_id, job_name, status, target or {"type": "noop"}, max_attempts, due_shift, start, step, count,
+        tenant_id,
+        job_name,
+        status,
+        target or {"type": "noop"},
+        max_attempts,
+        due_shift,
+        start,
+        step,
+        count,
     )

@@ -26,10 +26,17 @@ class Process:
         self.port = free_port()
         environment = process_env(settings)
         environment.update({"SCHEDULER_METRICS_PORT": str(self.port), **env})
+        if role == "api":  # the API serves /metrics and /readyz on its own HTTP port
+            self.port = int(env.get("SCHEDULER_PORT", self.port))
+            environment["SCHEDULER_PORT"] = str(self.port)
         self.log_path = log_dir / f"{role}-{self.port}.log"
         self.log = open(self.log_path, "wb")  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "app.cli", role], cwd=ROOT, env=environment, stdout=self.log, stderr=subprocess.STDOUT
+            [sys.executable, "-m", "app.cli", role],
+            cwd=ROOT,
+            env=environment,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
         )
 
     async def wait_ready(self, timeout: float = 30.0) -> None:

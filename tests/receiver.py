@@ -11,7 +11,7 @@ from typing import Any
 import orjson
 import uvicorn
 from starlette.applications import Starlette
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Route
 
@@ -40,15 +40,20 @@ class Receiver:
 
 async def _handle(request: Request) -> Response:
     receiver: Receiver = request.app.state.receiver
-    body = await request.body()
+    try:
+        body = await request.body()
+    except ClientDisconnect:  # the caller died mid-request (a fault test): the call never arrived
+        return Response(status_code=499)
     call = Call(dict(request.headers), body)
     receiver.calls.append(call)
     payload = orjson.loads(body) if body else {}
     # Scripted behaviour from the payload: {"statuses": [500, 500, 200]} answers by attempt number;
-    # {"sleep": s} holds the request open for s seconds first.
+    # {"sleep": s} holds the request open for s seconds first; {"redirect": url} answers 302 to url.
     if isinstance(payload, dict):
         if payload.get("sleep"):
             await asyncio.sleep(float(payload["sleep"]))
+        if payload.get("redirect"):
+            return Response(status_code=302, headers={"Location": str(payload["redirect"])})
         statuses = payload.get("statuses")
         if statuses:
             attempt = int(request.headers.get("scheduler-attempt", "1"))

@@ -69,8 +69,8 @@ def stop_services(services: Services) -> None:
 
 async def create_template(services: Services) -> str:
     """A database migrated once (and given its partitions) that every test database is cloned from."""
-    from app.db.migrations import migrate
     from app.db.connection import create_pool
+    from app.db.migrations import migrate
     from app.engine.partitions import PartitionMaintenance
 
     name = f"scheduler_tpl_{os.getpid()}"
@@ -142,7 +142,9 @@ async def running_api(settings: Settings) -> AsyncIterator[str]:
     from app.main import create_app
 
     port = free_port()
-    server = HostedServer(uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="warning"))
+    server = HostedServer(
+        uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="warning")
+    )
     task = asyncio.create_task(server.serve())
     while not server.started:
         if task.done():
@@ -157,7 +159,9 @@ async def running_api(settings: Settings) -> AsyncIterator[str]:
 
 
 async def create_tenant(client: httpx.AsyncClient, tenant_id: str) -> dict[str, str]:
-    r = await client.post("/tenants", json={"id": tenant_id}, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})
+    r = await client.post(
+        "/tenants", json={"id": tenant_id}, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}
+    )
     assert r.status_code == 201, r.text
     return dict(r.json())
 

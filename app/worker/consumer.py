@@ -40,6 +40,16 @@ _tracer = tracer(__name__)
 FLUSH_MAX = 500
 FLUSH_DELAY = 0.002  # seconds an outcome may wait for company in the group commit
 _EXECUTION_DURATION: dict[str, Any] = {}  # histogram children by target type, looked up once
+# What an unreachable or restarting database raises: wait and retry. A connection that dies under
+# the pool's reset raises asyncpg's InternalClientError, which is neither a PostgresError nor an
+# InterfaceError: uncaught, it ended every worker at a Postgres restart (found by the fault harness).
+DB_ERRORS = (
+    OSError,
+    TimeoutError,
+    asyncpg.PostgresError,
+    asyncpg.InterfaceError,
+    asyncpg.InternalClientError,
+)
 
 
 @dataclass
@@ -85,6 +95,11 @@ class Worker:
         heartbeat = asyncio.create_task(self._heartbeat_loop(), name="heartbeat")
         try:
             while not stop.is_set():
+                for task in (flusher, heartbeat):
+                    if task.done():
+                        # Without its flusher the worker would take work it never records, without
+                        # heartbeats every lease would lapse: stop, and let the process be restarted.
+                        raise RuntimeError(f"worker task {task.get_name()} died") from task.exception()
                 free = s.worker_concurrency - len(self.executing)
                 if free <= 0:
                     await asyncio.wait(list(self.executing), timeout=0.5, return_when=asyncio.FIRST_COMPLETED)
@@ -153,7 +168,7 @@ class Worker:
                         lease_seconds=self.settings.lease_seconds,
                     )
                 break
-            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+            except DB_ERRORS as exc:
                 log.warning("start: %s; retrying", exc)
                 for d in batch:
                     await _quietly(d.msg.in_progress())
@@ -280,7 +295,7 @@ class Worker:
             batch, self.unflushed = self.unflushed[:FLUSH_MAX], self.unflushed[FLUSH_MAX:]
             try:
                 await self._record(batch)
-            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+            except DB_ERRORS as exc:
                 log.warning("recording %d outcomes failed: %s; retrying", len(batch), exc)
                 self.unflushed = batch + self.unflushed
                 await asyncio.sleep(1.0)
@@ -318,7 +333,7 @@ class Worker:
                     await dispatch_repo.heartbeat_runs(
                         conn, Fence([d.fence() for d in alive]), self.settings.lease_seconds
                     )
-            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+            except DB_ERRORS as exc:
                 log.warning("heartbeat: %s", exc)
 
 

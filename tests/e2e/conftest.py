@@ -19,15 +19,23 @@ from tests.support import create_tenant, running_api
 async def e2e_settings(settings: Settings) -> Settings:
     # Short leases so a lost worker is rescued within seconds.
     return settings.model_copy(
-        update={"lease_seconds": 2.0, "ack_wait_seconds": 3.0, "reap_interval_seconds": 0.3, "worker_grace_seconds": 5}
+        update={
+            "lease_seconds": 2.0,
+            "ack_wait_seconds": 3.0,
+            "reap_interval_seconds": 0.3,
+            "worker_grace_seconds": 5,
+        }
     )
 
 
 @pytest_asyncio.fixture(loop_scope="session")
 async def stack(e2e_settings: Settings, tmp_path: Path) -> AsyncIterator[dict]:
-    async with running_api(e2e_settings) as base, running_receiver() as receiver, processes(
-        e2e_settings, tmp_path
-    ) as spawn, httpx.AsyncClient(base_url=base, timeout=30) as client:
+    async with (
+        running_api(e2e_settings) as base,
+        running_receiver() as receiver,
+        processes(e2e_settings, tmp_path) as spawn,
+        httpx.AsyncClient(base_url=base, timeout=30) as client,
+    ):
         created = await create_tenant(client, "acme")
         yield {
             "api": client,
@@ -38,7 +46,9 @@ async def stack(e2e_settings: Settings, tmp_path: Path) -> AsyncIterator[dict]:
         }
 
 
-async def wait_for(api: httpx.AsyncClient, run_id: str, auth: dict, statuses: set[str], timeout: float = 30) -> dict:
+async def wait_for(
+    api: httpx.AsyncClient, run_id: str, auth: dict, statuses: set[str], timeout: float = 30
+) -> dict:
     import asyncio
 
     deadline = asyncio.get_running_loop().time() + timeout

@@ -37,7 +37,9 @@ async def test_success_with_exact_headers(stack: dict) -> None:
     [call] = stack["receiver"].for_run(run["id"])
     h = call.headers
     assert call.payload == {"hello": "world"}
-    assert h["scheduler-run-id"] == run["id"] and h["scheduler-attempt"] == "1" and h["scheduler-epoch"] == "1"
+    assert (
+        h["scheduler-run-id"] == run["id"] and h["scheduler-attempt"] == "1" and h["scheduler-epoch"] == "1"
+    )
     assert h["content-type"] == "application/json" and h["x-team"] == "blue"
     assert h["traceparent"].startswith("00-") and len(h["traceparent"].split("-")) == 4
     expected = hmac.new(
@@ -80,7 +82,9 @@ async def test_a_timeout_is_a_failed_attempt_and_is_retried(stack: dict) -> None
 async def test_python_and_noop_targets(stack: dict) -> None:
     api, auth = stack["api"], stack["auth"]
     for name, target in (("py", {"type": "python", "handler": "echo"}), ("nothing", {"type": "noop"})):
-        r = await api.put(f"/tenants/acme/jobs/{name}", json={"target": target, "max_attempts": 1}, headers=auth)
+        r = await api.put(
+            f"/tenants/acme/jobs/{name}", json={"target": target, "max_attempts": 1}, headers=auth
+        )
         assert r.status_code == 201, r.text
     await stack["spawn"]("worker").wait_ready()
     ok = await submit(stack, job="py", payload={"sleep": 0.1})
@@ -117,7 +121,9 @@ async def test_a_cancelled_run_is_never_executed(stack: dict) -> None:
     await put_hook(stack)
     api, auth = stack["api"], stack["auth"]
     # Cancelled while pending (due in two seconds), and cancelled after the engine dispatched it.
-    soon = (await api.post("/tenants/acme/runs", json={"job": "hook", "scheduled_at": _in(2)}, headers=auth)).json()
+    soon = (
+        await api.post("/tenants/acme/runs", json={"job": "hook", "scheduled_at": _in(2)}, headers=auth)
+    ).json()
     assert (await api.post(f"/runs/{soon['id']}/cancel", headers=auth)).json()["status"] == "cancelled"
     dispatched = await submit(stack)
     await wait_for(api, dispatched["id"], auth, {"dispatched"})

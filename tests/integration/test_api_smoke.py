@@ -6,14 +6,30 @@ import httpx
 import pytest
 
 RUN_FIELDS = {
-    "id", "tenant_id", "job", "status", "scheduled_at", "due_at", "attempt", "max_attempts", "epoch",
-    "payload", "created_at", "dispatched_at", "started_at", "finished_at", "last_error", "idempotency_key",
+    "id",
+    "tenant_id",
+    "job",
+    "status",
+    "scheduled_at",
+    "due_at",
+    "attempt",
+    "max_attempts",
+    "epoch",
+    "payload",
+    "created_at",
+    "dispatched_at",
+    "started_at",
+    "finished_at",
+    "last_error",
+    "idempotency_key",
 }
 
 
 @pytest.mark.embedded_path
 async def test_submit_and_read_back(api: httpx.AsyncClient, tenant: dict) -> None:
-    r = await api.post("/tenants/acme/runs", json={"job": "hello", "payload": {"n": 1}}, headers=tenant["auth"])
+    r = await api.post(
+        "/tenants/acme/runs", json={"job": "hello", "payload": {"n": 1}}, headers=tenant["auth"]
+    )
     assert r.status_code == 201, r.text
     run = r.json()
     assert set(run) == RUN_FIELDS

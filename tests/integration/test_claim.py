@@ -27,7 +27,13 @@ async def bounds(conn: asyncpg.Connection) -> tuple:
 async def claim(conn: asyncpg.Connection, cap: int, batch: int, owner: str = "t") -> list[asyncpg.Record]:
     floor, ceiling = await bounds(conn)
     return await repo.claim_due_runs(
-        conn, floor=floor, ceiling=ceiling, per_tenant_cap=cap, batch_size=batch, owner=owner, lease_seconds=30
+        conn,
+        floor=floor,
+        ceiling=ceiling,
+        per_tenant_cap=cap,
+        batch_size=batch,
+        owner=owner,
+        lease_seconds=30,
     )
 
 
@@ -72,7 +78,9 @@ async def test_claim_selects_what_the_row_number_form_selects(pool: asyncpg.Pool
         await factories.runs(conn, 20, tenant_id="done", status="succeeded", start=now - timedelta(hours=2))
         cap, batch = rnd.choice([1, 3, 10, 50]), rnd.choice([5, 40, 200])
         floor, ceiling = await bounds(conn)
-        expected = await repo.claim_due_runs_ranked(conn, floor=floor, ceiling=ceiling, per_tenant_cap=cap, batch_size=batch)
+        expected = await repo.claim_due_runs_ranked(
+            conn, floor=floor, ceiling=ceiling, per_tenant_cap=cap, batch_size=batch
+        )
         got = await claim(conn, cap, batch)
     assert {r["id"] for r in got} == {r["id"] for r in expected}
     assert len(got) == min(batch, len(expected)) or len(expected) < batch
@@ -104,13 +112,21 @@ def _plan_relations(node: dict, out: set[str], indexes: set[str], executed_only:
 async def test_claim_plan_uses_the_partial_index_and_prunes_partitions(pool: asyncpg.Pool) -> None:
     async with pool.acquire() as conn:
         await factories.runs(conn, 500, tenant_id="a")
-        await factories.runs(conn, 10, tenant_id="a", start=await conn.fetchval("SELECT now() + interval '3 days'"))
+        await factories.runs(
+            conn, 10, tenant_id="a", start=await conn.fetchval("SELECT now() + interval '3 days'")
+        )
         await conn.execute("ANALYZE job_runs")
         floor, ceiling = await bounds(conn)
         q = QUERIES["claim_due_runs"]
         async with conn.transaction():
-            args = {"floor": floor, "ceiling": ceiling, "per_tenant_cap": 10, "batch_size": 100,
-                    "owner": "t", "lease_seconds": 30}
+            args = {
+                "floor": floor,
+                "ceiling": ceiling,
+                "per_tenant_cap": 10,
+                "batch_size": 100,
+                "owner": "t",
+                "lease_seconds": 30,
+            }
             plan = (await conn.fetchval("EXPLAIN (FORMAT JSON) " + q.sql, *q.args(args)))[0]["Plan"]
         partitions = await conn.fetch(
             "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "

@@ -15,7 +15,9 @@ from app.worker.consumer import Worker
 from tests.receiver import running_receiver
 
 
-async def wait_for_status(api: httpx.AsyncClient, run_id: str, auth: dict, statuses: set[str], timeout: float = 20):
+async def wait_for_status(
+    api: httpx.AsyncClient, run_id: str, auth: dict, statuses: set[str], timeout: float = 20
+):
     deadline = asyncio.get_running_loop().time() + timeout
     while True:
         run = (await api.get(f"/runs/{run_id}", headers=auth)).json()
@@ -36,11 +38,19 @@ async def test_noop_and_http_runs_succeed(
     try:
         async with running_receiver() as receiver:
             r = await api.put(
-                "/tenants/acme/jobs/hook", json={"target": {"type": "http", "url": receiver.url}}, headers=tenant["auth"]
+                "/tenants/acme/jobs/hook",
+                json={"target": {"type": "http", "url": receiver.url}},
+                headers=tenant["auth"],
             )
             assert r.status_code == 201, r.text
-            noop = (await api.post("/tenants/acme/runs", json={"job": "hello"}, headers=tenant["auth"])).json()
-            hook = (await api.post("/tenants/acme/runs", json={"job": "hook", "payload": {"x": 1}}, headers=tenant["auth"])).json()
+            noop = (
+                await api.post("/tenants/acme/runs", json={"job": "hello"}, headers=tenant["auth"])
+            ).json()
+            hook = (
+                await api.post(
+                    "/tenants/acme/runs", json={"job": "hook", "payload": {"x": 1}}, headers=tenant["auth"]
+                )
+            ).json()
             done = await wait_for_status(api, noop["id"], tenant["auth"], {"succeeded", "failed"})
             assert done["status"] == "succeeded" and done["attempt"] == 1 and done["epoch"] == 1
             done = await wait_for_status(api, hook["id"], tenant["auth"], {"succeeded", "failed"})

@@ -40,10 +40,15 @@ async def stream_msg_ids(nats_url: str, settings: Settings) -> list[str]:
 
 async def statuses(pool: asyncpg.Pool) -> dict[str, int]:
     async with pool.acquire() as conn:
-        return {r["status"]: r["n"] for r in await conn.fetch("SELECT status, count(*) AS n FROM job_runs GROUP BY 1")}
+        return {
+            r["status"]: r["n"]
+            for r in await conn.fetch("SELECT status, count(*) AS n FROM job_runs GROUP BY 1")
+        }
 
 
-async def test_nats_lost_mid_drain_loses_nothing(settings: Settings, pool: asyncpg.Pool, tmp_path: Path) -> None:
+async def test_nats_lost_mid_drain_loses_nothing(
+    settings: Settings, pool: asyncpg.Pool, tmp_path: Path
+) -> None:
     """NATS is stopped while the engine drains: unacked runs go back to pending at once, and all are
     dispatched once NATS returns. A run may be published twice, but never twice in one epoch."""
     server = EmbeddedNats(tmp_path / "nats")
@@ -104,7 +109,10 @@ async def test_engine_killed_between_claim_and_publish(settings: Settings, pool:
     async with pool.acquire() as conn:
         [run] = await factories.runs(conn, 1)
     proc = subprocess.run(
-        [sys.executable, "-c", ENGINE_THAT_DIES, settings.database_url], capture_output=True, text=True, timeout=60
+        [sys.executable, "-c", ENGINE_THAT_DIES, settings.database_url],
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert proc.returncode == -signal.SIGKILL and proc.stdout.strip() == "1", proc.stderr
     async with pool.acquire() as conn:
@@ -147,7 +155,11 @@ async def test_reaper_rescues_lapsed_leases(settings: Settings, pool: asyncpg.Po
         rows = {r["tenant_id"]: r for r in await conn.fetch("SELECT DISTINCT ON (tenant_id) * FROM job_runs")}
     assert (rows["a"]["status"], rows["a"]["attempt"]) == ("pending", 0)
     assert rows["b"]["status"] == "failed" and "lease expired" in rows["b"]["last_error"]
-    assert rows["c"]["status"] == "pending" and rows["c"]["attempt"] == 1 and rows["c"]["due_at"] > rows["c"]["scheduled_at"]
+    assert (
+        rows["c"]["status"] == "pending"
+        and rows["c"]["attempt"] == 1
+        and rows["c"]["due_at"] > rows["c"]["scheduled_at"]
+    )
     assert await Reaper(settings, pool).reap_once() == 0
 
 
@@ -172,7 +184,6 @@ async def test_a_due_run_wakes_an_idle_engine(settings: Settings, pool: asyncpg.
         stop.set()
         await engine
         await nc.close()
-
 
 
 async def test_engine_pauses_while_workers_are_behind(settings: Settings, pool: asyncpg.Pool) -> None:

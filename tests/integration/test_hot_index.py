@@ -42,7 +42,9 @@ async def test_hot_path_claims_the_same_set_as_the_scan(settings: Settings, pool
         now = await conn.fetchval("SELECT now()")
         for t in range(8):  # tenants whose runs interleave in time
             rows += await factories.runs(
-                conn, rnd.randint(20, 60), tenant_id=f"t{t}",
+                conn,
+                rnd.randint(20, 60),
+                tenant_id=f"t{t}",
                 start=now - timedelta(minutes=5, milliseconds=rnd.randint(0, 5000)),
                 step=timedelta(milliseconds=rnd.randint(900, 1100)),
             )
@@ -60,8 +62,13 @@ async def test_hot_path_claims_the_same_set_as_the_scan(settings: Settings, pool
                 tr = conn.transaction()
                 await tr.start()
                 scan = await repo.claim_due_runs(
-                    conn, floor=floor, ceiling=db_now + timedelta(seconds=5), per_tenant_cap=10, batch_size=40,
-                    owner="scan", lease_seconds=30,
+                    conn,
+                    floor=floor,
+                    ceiling=db_now + timedelta(seconds=5),
+                    per_tenant_cap=10,
+                    batch_size=40,
+                    owner="scan",
+                    lease_seconds=30,
                 )
                 await tr.rollback()
                 dispatcher._last_scan = time.monotonic()  # the hot path's turn, not the periodic scan's

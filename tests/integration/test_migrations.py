@@ -9,9 +9,9 @@ from datetime import UTC, datetime
 
 import asyncpg
 import pytest
+from alembic import command
 from alembic.script import ScriptDirectory
 
-from alembic import command
 from app.db.migrations import alembic_config
 from tests.support import Services, drop_database, with_database
 

@@ -35,11 +35,17 @@ async def test_dispatch_and_execution_are_one_trace(
     try:
         async with running_receiver() as receiver:
             r = await api.put(
-                "/tenants/acme/jobs/traced", json={"target": {"type": "http", "url": receiver.url}}, headers=tenant["auth"]
+                "/tenants/acme/jobs/traced",
+                json={"target": {"type": "http", "url": receiver.url}},
+                headers=tenant["auth"],
             )
             assert r.status_code == 201
-            run = (await api.post("/tenants/acme/runs", json={"job": "traced"}, headers=tenant["auth"])).json()
-            assert (await wait_for(api, run["id"], tenant["auth"], {"succeeded", "failed"}))["status"] == "succeeded"
+            run = (
+                await api.post("/tenants/acme/runs", json={"job": "traced"}, headers=tenant["auth"])
+            ).json()
+            assert (await wait_for(api, run["id"], tenant["auth"], {"succeeded", "failed"}))[
+                "status"
+            ] == "succeeded"
             [call] = receiver.for_run(run["id"])
     finally:
         stop.set()
@@ -61,6 +67,10 @@ async def test_dispatch_and_execution_are_one_trace(
     _, trace_id, parent_id, _ = call.headers["traceparent"].split("-")
     assert int(trace_id, 16) == dispatch.context.trace_id and int(parent_id, 16) == execute.context.span_id
     # The dispatch span links to the submitting request's span, whose traceparent the run stored.
-    submit = [s for s in spans if s.kind == SpanKind.SERVER and "/runs" in s.name and s.context.trace_id != dispatch.context.trace_id]
+    submit = [
+        s
+        for s in spans
+        if s.kind == SpanKind.SERVER and "/runs" in s.name and s.context.trace_id != dispatch.context.trace_id
+    ]
     linked = {link.context.span_id for link in dispatch.links}
     assert any(s.context.span_id in linked for s in submit), (linked, [s.name for s in submit])
