@@ -127,7 +127,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             raise RuntimeError(
                 "SCHEDULER_DATABASE_URL and SCHEDULER_NATS_URL must be set (or use `scheduler dev`)"
             )
-        pool = await create_pool(settings.database_url, min_size=2, max_size=20, name="scheduler-api")
+        # The engine this process may run takes its own pool: it LISTENs and holds advisory locks.
+        pool = await create_pool(
+            settings.database_url, min_size=2, max_size=20, name="scheduler-api", session_state=False
+        )
         nc = await connect(settings.nats_url, "scheduler-api")
         hot_index = (
             HotIndex(settings.redis_url, f"{settings.stream}:due")
@@ -149,8 +152,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.state.scheduler = state
         stop = asyncio.Event()
         engine_task = None
+        engine_pool = None
         if settings.engine == "on":
-            engine = Engine(settings, pool, jetstream_context(nc, settings), hot_index)
+            engine_pool = await create_pool(
+                settings.database_url, min_size=1, max_size=5, name="scheduler-engine"
+            )
+            engine = Engine(settings, engine_pool, jetstream_context(nc, settings), hot_index)
             engine_task = asyncio.create_task(engine.run(stop), name="engine")
 
             async def engine_running() -> None:
@@ -170,6 +177,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 await hot_index.close()
             await close_nats(nc)
             await pool.close()
+            if engine_pool is not None:
+                await engine_pool.close()
 
     app = FastAPI(
         title="Scheduler",

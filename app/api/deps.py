@@ -11,7 +11,7 @@ from fastapi import Depends, Request
 from app.bus.hot_index import HotIndex
 from app.config import Settings
 from app.services.auth import KeyCache, Principal, authenticate
-from app.services.submission import AdmissionControl
+from app.services.submission import AdmissionControl, WakeUps
 
 
 @dataclass
@@ -23,6 +23,7 @@ class State:
     admission: AdmissionControl
     hot_index: HotIndex | None = None
     keys: KeyCache = field(default_factory=KeyCache)
+    wakeups: WakeUps = field(default_factory=WakeUps)
     checks: dict[str, object] = field(default_factory=dict)  # readiness probes by name
 
 

@@ -62,7 +62,9 @@ def _request(state: State, body: RunSubmit, field: str, header_key: str | None =
 
 
 async def _submit(state: State, tenant_id: str, requests: list[RunRequest]) -> list[Submitted]:
-    submitted = await submit(state.pool, state.admission, tenant_id, requests, current_traceparent())
+    submitted = await submit(
+        state.pool, state.admission, tenant_id, requests, current_traceparent(), state.wakeups
+    )
     if state.hot_index is not None:
         await state.hot_index.add([s.run for s in submitted if s.created])
     return submitted

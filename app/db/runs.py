@@ -23,10 +23,12 @@ async def insert_runs(
     payloads: list[Any],
     idempotency_keys: list[str | None],
     traceparent: str | None,
+    notify: bool = True,
 ) -> list[asyncpg.Record]:
     return await q.fetch(
         conn,
         "insert_runs",
+        notify=notify,
         tenant_id=tenant_id,
         jobs=jobs,
         scheduled_ats=scheduled_ats,

@@ -71,6 +71,28 @@ class AdmissionControl:
         self._counts[tenant_id] = (count + added, at)
 
 
+class WakeUps:
+    """Decides which submissions NOTIFY the engines. A NOTIFY takes a cluster-wide lock through its
+    commit, so one per request serializes the commits of concurrent submissions (measured: 410-700
+    vs 1,135 inserts/s at 16 in flight). Engines that were just woken keep claiming until the due set
+    is empty and then poll every half second, so one NOTIFY per process per `interval` wakes them as
+    well. A run scheduled in the past always notifies: its NOTIFY lowers the engines' claim floor."""
+
+    def __init__(self, interval: float = 0.05):
+        self.interval = interval
+        self._last = 0.0
+
+    def due(self, requests: list[RunRequest]) -> bool:
+        now = time.monotonic()
+        backdated = any(
+            r.scheduled_at is not None and r.scheduled_at.timestamp() < time.time() - 1 for r in requests
+        )
+        if backdated or now - self._last >= self.interval:
+            self._last = now
+            return True
+        return False
+
+
 class _LostRace(Exception):
     """A concurrent request committed the same idempotency key first; the transaction is retried."""
 
@@ -81,16 +103,18 @@ async def submit(
     tenant_id: str,
     requests: list[RunRequest],
     traceparent: str | None,
+    wakeups: WakeUps | None = None,
 ) -> list[Submitted]:
+    notify = wakeups.due(requests) if wakeups is not None else True
     keyed = any(r.idempotency_key is not None for r in requests)
     for attempt in range(3):
         try:
             async with pool.acquire() as conn:
                 if not keyed:
                     # One INSERT (its NOTIFY included) is atomic on its own: no BEGIN/COMMIT round trips.
-                    return await _submit(conn, admission, tenant_id, requests, traceparent)
+                    return await _submit(conn, admission, tenant_id, requests, traceparent, notify)
                 async with conn.transaction():
-                    return await _submit(conn, admission, tenant_id, requests, traceparent)
+                    return await _submit(conn, admission, tenant_id, requests, traceparent, notify)
         except asyncpg.CheckViolationError as exc:
             # A run for a day whose partition is being attached this instant routed to DEFAULT on the
             # old partition list and was refused (nothing was written); planned again, it finds the day.
@@ -110,6 +134,7 @@ async def _submit(
     tenant_id: str,
     requests: list[RunRequest],
     traceparent: str | None,
+    notify: bool,
 ) -> list[Submitted]:
     hashes = [r.body_hash() for r in requests]
     replayed: dict[str, UUID] = {}  # idempotency key -> run id of an earlier request
@@ -149,6 +174,7 @@ async def _submit(
         payloads=[requests[i].payload for i in fresh],
         idempotency_keys=[requests[i].idempotency_key for i in fresh],
         traceparent=traceparent,
+        notify=notify,
     )
     if len(inserted) != len(fresh):
         found = {row["ord"] - 1 for row in inserted}

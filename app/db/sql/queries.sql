@@ -94,9 +94,9 @@ inserted AS (
 notified AS (
     -- Wakes idle engines when the transaction commits, for runs already due; the payload lowers
     -- their claim floor to the oldest of them. In this statement, so a plain submission is one
-    -- round trip.
+    -- round trip. `:notify` lets the caller skip it: NOTIFY serializes commits (see submission.py).
     SELECT pg_notify(:channel, CAST(min(scheduled_at) AS text)) FROM inserted
-    WHERE scheduled_at <= now()
+    WHERE scheduled_at <= now() AND :notify
     HAVING count(*) > 0
 )
 SELECT inserted.*, minted.ord FROM inserted JOIN minted USING (id)
