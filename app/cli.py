@@ -81,7 +81,7 @@ async def _process(settings: Settings, role: str, stop: asyncio.Event) -> None:
         else:
             from app.worker.consumer import Worker
 
-            await Worker(settings, pool, jetstream_context(nc, settings), hot_index).run(stop)
+            await Worker(settings, pool, nc, hot_index).run(stop)
     finally:
         stop.set()
         await ops

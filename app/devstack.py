@@ -81,7 +81,7 @@ def run_dev(settings: Settings, host: str | None = None, port: int | None = None
 
 async def _serve(settings: Settings, host: str, port: int) -> None:
     from app.bus.jetstream import close as close_nats
-    from app.bus.jetstream import connect, jetstream_context
+    from app.bus.jetstream import connect
     from app.db.connection import create_pool
     from app.main import create_app
     from app.worker.consumer import Worker
@@ -101,7 +101,7 @@ async def _serve(settings: Settings, host: str, port: int) -> None:
     assert settings.database_url and settings.nats_url
     pool = await create_pool(settings.database_url, name="scheduler-dev-worker")
     nc = await connect(settings.nats_url, "scheduler-dev-worker")
-    worker = asyncio.create_task(Worker(settings, pool, jetstream_context(nc, settings)).run(stop))
+    worker = asyncio.create_task(Worker(settings, pool, nc).run(stop))
     base = f"http://{host}:{port}"
     await _print_welcome(settings, base)
     await stop.wait()

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import nats
 from nats.aio.client import Client as NATS
+from nats.aio.msg import Msg
+from nats.aio.subscription import Subscription
 from nats.js import JetStreamContext
 from nats.js.api import (
     AckPolicy,
@@ -137,3 +141,62 @@ async def publish_pipelined(js: JetStreamContext, messages: Sequence[Outgoing], 
     """Publish with many in flight and every PubAck checked. One synchronous round trip per message
     was 97% of the reference design's loop."""
     return await acked(await send(js, messages), timeout)
+
+
+class PullConsumer:
+    """Pulls from a durable JetStream consumer with the plain pull protocol: a request for up to N
+    messages (lingering until `expires`) answered to a private inbox whose callback queues them.
+
+    nats-py's PullSubscription.fetch waits for every single message with a fresh task, a uuid4 and
+    asyncio.wait_for: 27% of the worker's CPU (measured with py-spy while draining 20k noop runs).
+    Here one request is in flight at a time, so messages never wait locally for long (their ack_wait
+    is already running) and the consumer's max_ack_pending still bounds what a worker holds."""
+
+    def __init__(self, nc: NATS, stream: str, consumer: str):
+        self.nc = nc
+        self.subject = f"$JS.API.CONSUMER.MSG.NEXT.{stream}.{consumer}"
+        self.inbox = nc.new_inbox()
+        self.queue: asyncio.Queue[Msg] = asyncio.Queue()
+        self._outstanding = 0
+        self._request_ends = 0.0
+        self._sub: Subscription | None = None
+
+    async def start(self) -> None:
+        self._sub = await self.nc.subscribe(self.inbox, cb=self._on_message)
+
+    async def stop(self) -> None:
+        if self._sub is not None:
+            await self._sub.unsubscribe()
+
+    async def _on_message(self, msg: Msg) -> None:
+        status = msg.headers.get("Status") if msg.headers else None
+        if status is None:
+            self._outstanding -= 1
+            self.queue.put_nowait(msg)
+        elif status != "100":  # 404 no messages, 408 request expired, 409 …: the request is over
+            self._outstanding = 0
+
+    def drain_local(self) -> list[Msg]:
+        """Messages received but not yet fetched (to nak at shutdown)."""
+        msgs = []
+        while not self.queue.empty():
+            msgs.append(self.queue.get_nowait())
+        return msgs
+
+    async def fetch(self, batch: int, timeout: float) -> list[Msg]:
+        """Up to `batch` messages; [] if none arrived within `timeout`."""
+        now = time.monotonic()
+        if self.queue.empty() and (self._outstanding <= 0 or now >= self._request_ends):
+            request = {"batch": batch, "expires": int(timeout * 1_000_000_000)}
+            await self.nc.publish(self.subject, json.dumps(request).encode(), reply=self.inbox)
+            self._outstanding = batch
+            self._request_ends = now + timeout
+        msgs: list[Msg] = []
+        if self.queue.empty():
+            try:
+                msgs.append(await asyncio.wait_for(self.queue.get(), timeout))
+            except TimeoutError:
+                return msgs
+        while len(msgs) < batch and not self.queue.empty():
+            msgs.append(self.queue.get_nowait())
+        return msgs

@@ -17,15 +17,14 @@ from typing import Any
 
 import asyncpg
 import httpx
+from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
-from nats.js import JetStreamContext
-from nats.js.errors import FetchTimeoutError
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from app.bus.hot_index import HotIndex
-from app.bus.jetstream import ensure_consumer
+from app.bus.jetstream import PullConsumer, ensure_consumer, jetstream_context
 from app.bus.message import RunMessage, UnknownVersion
 from app.config import Settings
 from app.db import dispatch as dispatch_repo
@@ -69,13 +68,14 @@ class Worker:
         self,
         settings: Settings,
         pool: asyncpg.Pool,
-        js: JetStreamContext,
+        nc: NATS,
         hot_index: HotIndex | None = None,
         handlers: dict[str, Handler] | None = None,
     ):
         self.settings = settings
         self.pool = pool
-        self.js = js
+        self.nc = nc
+        self.js = jetstream_context(nc, settings)
         self.hot_index = hot_index
         self.handlers = load_handlers() if handlers is None else handlers
         self.slots = asyncio.Semaphore(settings.worker_concurrency)
@@ -90,7 +90,8 @@ class Worker:
     async def run(self, stop: asyncio.Event) -> None:
         s = self.settings
         await ensure_consumer(self.js, s)
-        sub = await self.js.pull_subscribe_bind(s.consumer, s.stream)
+        sub = PullConsumer(self.nc, s.stream, s.consumer)
+        await sub.start()
         flusher = asyncio.create_task(self._flush_loop(), name="flusher")
         heartbeat = asyncio.create_task(self._heartbeat_loop(), name="heartbeat")
         try:
@@ -106,14 +107,17 @@ class Worker:
                     continue
                 try:
                     msgs = await sub.fetch(min(free, s.worker_fetch_batch), timeout=1.0)
-                except (FetchTimeoutError, TimeoutError):
-                    continue
+                    if not msgs:
+                        continue
                 except Exception as exc:  # NATS reconnecting: wait it out
                     log.warning("fetch: %s", exc)
                     await asyncio.sleep(0.5)
                     continue
                 await self._start(msgs)
         finally:
+            await sub.stop()
+            for msg in sub.drain_local():  # delivered to this worker, never started: hand them back
+                await _quietly(msg.nak())
             await self._drain(s.worker_grace_seconds)
             flusher.cancel()
             heartbeat.cancel()

@@ -30,7 +30,7 @@ async def test_dispatch_and_execution_are_one_trace(
     stop = asyncio.Event()
     tasks = [
         asyncio.create_task(Engine(settings, pool, js).run(stop)),
-        asyncio.create_task(Worker(settings, pool, js).run(stop)),
+        asyncio.create_task(Worker(settings, pool, nc).run(stop)),
     ]
     try:
         async with running_receiver() as receiver:
