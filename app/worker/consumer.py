@@ -10,6 +10,7 @@ tell JetStream (`in_progress`) and Postgres (lease) that the worker is alive.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from dataclasses import dataclass
@@ -37,6 +38,7 @@ from app.worker.targets import AttemptFailed, Handler, RunContext, call_http, lo
 log = logging.getLogger(__name__)
 _tracer = tracer(__name__)
 FLUSH_MAX = 500
+START_BATCHES_IN_FLIGHT = 2
 FLUSH_DELAY = 0.002  # seconds an outcome may wait for company in the group commit
 _EXECUTION_DURATION: dict[str, Any] = {}  # histogram children by target type, looked up once
 # What an unreachable or restarting database raises: wait and retry. A connection that dies under
@@ -81,6 +83,7 @@ class Worker:
         self.slots = asyncio.Semaphore(settings.worker_concurrency)
         self.executing: dict[asyncio.Task[None], Delivery] = {}
         self.outcomes: asyncio.Queue[Delivery] = asyncio.Queue()
+        self._starting = 0  # messages fetched whose start statement has not answered yet
         self.unflushed: list[Delivery] = []
         self._secrets: dict[str, tuple[str, float]] = {}
         self.http = httpx.AsyncClient(limits=httpx.Limits(max_connections=settings.worker_concurrency))
@@ -92,6 +95,7 @@ class Worker:
         await ensure_consumer(self.js, s)
         sub = PullConsumer(self.nc, s.stream, s.consumer)
         await sub.start()
+        starts: set[asyncio.Task[None]] = set()
         flusher = asyncio.create_task(self._flush_loop(), name="flusher")
         heartbeat = asyncio.create_task(self._heartbeat_loop(), name="heartbeat")
         try:
@@ -101,9 +105,12 @@ class Worker:
                         # Without its flusher the worker would take work it never records, without
                         # heartbeats every lease would lapse: stop, and let the process be restarted.
                         raise RuntimeError(f"worker task {task.get_name()} died") from task.exception()
-                free = s.worker_concurrency - len(self.executing)
-                if free <= 0:
-                    await asyncio.wait(list(self.executing), timeout=0.5, return_when=asyncio.FIRST_COMPLETED)
+                # The next batch is fetched while the last one's start statement is in flight: a
+                # strict fetch -> start -> fetch loop left the worker waiting on one or the other.
+                free = s.worker_concurrency - len(self.executing) - self._starting
+                if free <= 0 or len(starts) >= START_BATCHES_IN_FLIGHT:
+                    busy = list(self.executing) + list(starts)
+                    await asyncio.wait(busy, timeout=0.5, return_when=asyncio.FIRST_COMPLETED)
                     continue
                 try:
                     msgs = await sub.fetch(min(free, s.worker_fetch_batch), timeout=1.0)
@@ -113,8 +120,13 @@ class Worker:
                     log.warning("fetch: %s", exc)
                     await asyncio.sleep(0.5)
                     continue
-                await self._start(msgs)
+                self._starting += len(msgs)
+                start = asyncio.create_task(self._start(msgs))
+                starts.add(start)
+                start.add_done_callback(functools.partial(self._started, count=len(msgs), starts=starts))
         finally:
+            if starts:
+                await asyncio.wait(list(starts))
             await sub.stop()
             for msg in sub.drain_local():  # delivered to this worker, never started: hand them back
                 await _quietly(msg.nak())
@@ -133,6 +145,12 @@ class Worker:
             task.cancel()
             await _quietly(delivery.msg.nak())
         await self._flush_all()
+
+    def _started(self, task: asyncio.Task[None], *, count: int, starts: set[asyncio.Task[None]]) -> None:
+        self._starting -= count
+        starts.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("starting a batch failed: %r", task.exception())
 
     async def _start(self, msgs: list[Msg]) -> None:
         deliveries: dict[Any, Delivery] = {}  # by run id
