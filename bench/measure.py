@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import math
+import os
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 from tqdm import tqdm
@@ -115,3 +117,23 @@ async def wait_for_count(
 
 def rate(count: int, seconds: float) -> float:
     return count / seconds if seconds > 0 else math.nan
+
+
+def cpu_seconds(pids: dict[str, int], names: Sequence[str] = ("postgres", "nats-server")) -> dict[str, float]:
+    """CPU seconds (user + system) used so far by each named pid, and by all processes of each
+    command name (every Postgres backend, say), from /proc. Empty where /proc is not there."""
+    tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    out: dict[str, float] = dict.fromkeys([*pids, *names], 0.0)
+    by_pid = {pid: label for label, pid in pids.items()}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:
+            continue
+        comm = text[text.index("(") + 1 : text.rindex(")")]
+        fields = text[text.rindex(")") + 2 :].split()
+        used = (int(fields[11]) + int(fields[12])) / tick
+        label = by_pid.get(int(stat.parent.name)) or (comm if comm in names else None)
+        if label is not None:
+            out[label] += used
+    return out

@@ -55,6 +55,11 @@ class SchedulerProcess:
         self.proc: subprocess.Popen[bytes] | None = None
 
     @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    @property
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 

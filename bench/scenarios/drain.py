@@ -14,7 +14,7 @@ from typing import Any
 from app.db.connection import create_pool
 from app.dev import free_port
 from bench import workload
-from bench.measure import rate, wait_for_count
+from bench.measure import cpu_seconds, rate, wait_for_count
 from bench.procs import SchedulerProcess, running, scrape_all
 from bench.report import Report
 from bench.scenarios._common import begin, engine_summary, shared_host, sized, worker_summary
@@ -74,6 +74,8 @@ async def run(bench: Bench, args: argparse.Namespace) -> Report:
                 await workload.seed_tenants(conn, args.tenants)
             async with running([engine, worker]):
                 before = await scrape_all([engine, worker])
+                pids = {"engine process": engine.pid, "worker process": worker.pid}
+                cpu_before = cpu_seconds(pids)
                 async with pool.acquire() as conn:
                     due_at, start = await workload.due_burst(
                         conn, n, args.tenants, lead, analyze=args.analyze
@@ -86,6 +88,7 @@ async def run(bench: Bench, args: argparse.Namespace) -> Report:
 
                 done = await wait_for_count(succeeded, n, desc="drain", interval=0.25, timeout=args.timeout)
                 after = await scrape_all([engine, worker])
+                cpu_after = cpu_seconds(pids)
                 alive = engine.alive() and worker.alive()
             async with pool.acquire() as conn:
                 lags = (await workload.fetch(conn, "lag_percentiles", ps=PS))[0]
@@ -102,6 +105,14 @@ async def run(bench: Bench, args: argparse.Namespace) -> Report:
             "(see its log): a shutdown problem of the worker, not part of the figures."
         )
     wall = done - start
+    cpu = {k: cpu_after[k] - cpu_before[k] for k in cpu_after}
+    report.table(
+        "CPU used during the drain, by process (from /proc; Postgres and NATS on this host, all of them)",
+        ["process", "CPU seconds", "us per run", "cores busy"],
+        [[k, v, v / n * 1e6, v / wall] for k, v in cpu.items()]
+        + [["total", sum(cpu.values()), sum(cpu.values()) / n * 1e6, sum(cpu.values()) / wall]],
+    )
+    report.data["cpu_seconds"] = cpu
     _figures(
         report,
         n,
@@ -198,12 +209,11 @@ def _figures(
         f"(epoch > 1): {redelivered}."
     )
     report.notes.append(
-        "The engine's /metrics has no publish-send or message-build time (scheduler_publish_duration_seconds "
-        "observes only the wait for PubAcks) and the worker's none for its start/finish statements, so this "
-        "split is partial: for the engine's full phase split see `dispatch` (Dispatcher.phase_seconds). "
-        "Busy seconds of concurrent work can exceed the wall time."
+        "PubAck wait is scheduler_publish_duration_seconds (the wait for acks only; the engine's full "
+        "split is scheduler_dispatch_phase_seconds_total, and `dispatch` measures it in process). Busy "
+        "seconds of concurrent work can exceed the wall time."
     )
-    report.data = {
+    report.data |= {
         "wall_seconds": wall,
         "lags": {k: lags[k] for k in ("dispatched", "started", "finished", "span")},
         "engine": engine,
