@@ -206,16 +206,7 @@ class Dispatcher:
                 return claimed
         self._last_scan = time.monotonic()
         started = time.perf_counter()
-        floor, ceiling = await self.bounds.get(conn)
-        rows = await dispatch_repo.claim_due_runs(
-            conn,
-            floor=floor,
-            ceiling=ceiling,
-            per_tenant_cap=s.per_tenant_cap,
-            batch_size=s.batch_size,
-            owner=s.owner,
-            lease_seconds=s.dispatch_lease_seconds,
-        )
+        rows = await claim_scan(conn, s, self.bounds)
         metrics.claim_duration_seconds.labels("scan").observe(time.perf_counter() - started)
         if self.hot_index is not None:
             await self.hot_index.discard(r["id"] for r in rows)
@@ -303,6 +294,22 @@ def _is_closed(conn: asyncpg.Connection) -> bool:
         return bool(conn.is_closed())
     except asyncpg.InterfaceError:
         return True
+
+
+async def claim_scan(
+    conn: asyncpg.Connection, settings: Settings, bounds: ClaimBounds
+) -> list[asyncpg.Record]:
+    """The scan claim with this engine's settings and partition bounds (the bench calls it too)."""
+    floor, ceiling = await bounds.get(conn)
+    return await dispatch_repo.claim_due_runs(
+        conn,
+        floor=floor,
+        ceiling=ceiling,
+        per_tenant_cap=settings.per_tenant_cap,
+        batch_size=settings.batch_size,
+        owner=settings.owner,
+        lease_seconds=settings.dispatch_lease_seconds,
+    )
 
 
 async def _first_of(stop: asyncio.Event, wake: asyncio.Event, timeout: float) -> None:

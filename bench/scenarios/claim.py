@@ -22,6 +22,7 @@ from app.bus.hot_index import HotIndex
 from app.config import Settings
 from app.db import dispatch as repo
 from app.db.connection import create_pool
+from app.engine.dispatcher import claim_scan
 from app.engine.floor import ClaimBounds
 from bench import workload
 from bench.measure import latency_ms
@@ -54,16 +55,7 @@ class Methods:
     async def scan(self, conn: asyncpg.Connection) -> tuple[float, int]:
         s = self.s
         t0 = time.perf_counter()
-        floor, ceiling = await self.bounds.get(conn)
-        rows = await repo.claim_due_runs(
-            conn,
-            floor=floor,
-            ceiling=ceiling,
-            per_tenant_cap=s.per_tenant_cap,
-            batch_size=s.batch_size,
-            owner=s.owner,
-            lease_seconds=s.dispatch_lease_seconds,
-        )
+        rows = await claim_scan(conn, s, self.bounds)
         return time.perf_counter() - t0, len(rows)
 
     async def ranked(self, conn: asyncpg.Connection) -> tuple[float, int]:

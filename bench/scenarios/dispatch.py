@@ -28,9 +28,8 @@ from tqdm import tqdm
 from app.bus.jetstream import ensure_stream, jetstream_context
 from app.bus.message import RunMessage
 from app.config import Settings
-from app.db import dispatch as repo
 from app.db.connection import create_pool
-from app.engine.dispatcher import Dispatcher
+from app.engine.dispatcher import Dispatcher, claim_scan
 from app.engine.floor import ClaimBounds
 from app.telemetry.tracing import setup_tracing
 from bench import workload
@@ -124,16 +123,7 @@ class Variants:
             while True:
                 c0 = time.perf_counter()
                 async with self.pool.acquire() as conn:
-                    floor, ceiling = await bounds.get(conn)
-                    rows = await repo.claim_due_runs(
-                        conn,
-                        floor=floor,
-                        ceiling=ceiling,
-                        per_tenant_cap=s.per_tenant_cap,
-                        batch_size=s.batch_size,
-                        owner=s.owner,
-                        lease_seconds=s.dispatch_lease_seconds,
-                    )
+                    rows = await claim_scan(conn, s, bounds)
                 c1 = time.perf_counter()
                 phases["claim"] += c1 - c0
                 if not rows:

@@ -17,6 +17,7 @@ from tqdm import tqdm
 
 from app.db import dispatch as repo
 from app.db.connection import create_pool
+from app.engine.dispatcher import claim_scan
 from app.engine.floor import ClaimBounds
 from bench import workload
 from bench.measure import latency_ms
@@ -75,16 +76,7 @@ async def _sample(conn: asyncpg.Connection, pool_settings: Any, samples: int) ->
             t0 = time.perf_counter()
             await repo.claim_floor(conn)
             t1 = time.perf_counter()
-            floor, ceiling = await bounds.get(conn)
-            rows = await repo.claim_due_runs(
-                conn,
-                floor=floor,
-                ceiling=ceiling,
-                per_tenant_cap=s.per_tenant_cap,
-                batch_size=s.batch_size,
-                owner=s.owner,
-                lease_seconds=s.dispatch_lease_seconds,
-            )
+            rows = await claim_scan(conn, s, bounds)
             t2 = time.perf_counter()
         finally:
             await tr.rollback()
