@@ -61,7 +61,8 @@ async def _grow(
             have += n
             bar.update(n)
     t0 = time.perf_counter()
-    await conn.execute("VACUUM (ANALYZE) job_runs")
+    # No statement timeout: at 10M rows this takes minutes, past the pool's 60 s command timeout.
+    await conn.execute("VACUUM (ANALYZE) job_runs", timeout=3600)
     tqdm.write(f"  VACUUM ANALYZE at {want:,} rows: {time.perf_counter() - t0:.1f} s")
 
 
