@@ -1,0 +1,1 @@
+"""Fault injection and load: the harness and load driver (runnable by hand) and their short CI tests."""
