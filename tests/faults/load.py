@@ -49,7 +49,8 @@ class LoadReport:
     errors: Counter[str] = field(default_factory=Counter)
     retried: Counter[str] = field(default_factory=Counter)  # transport errors retried with the same key
     unasked: int = 0  # runs in the database beyond those accepted: a retry that created a second run
-    latencies: list[float] = field(default_factory=list)
+    latencies: list[float] = field(default_factory=list)  # from when each request was due
+    service: list[float] = field(default_factory=list)  # from when it was sent: the server's share
     submit_seconds: float = 0.0
     drain_seconds: float = 0.0
     statuses: dict[str, int] = field(default_factory=dict)
@@ -62,8 +63,8 @@ class LoadReport:
     flood_errors: Counter[str] = field(default_factory=Counter)
     steady_during_flood: Counter[str] = field(default_factory=Counter)
 
-    def percentile(self, q: float) -> float:
-        ordered = sorted(self.latencies)
+    def percentile(self, q: float, of: str = "latencies") -> float:
+        ordered = sorted(getattr(self, of))
         return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000 if ordered else float("nan")
 
     def violations(self) -> list[str]:
@@ -103,6 +104,9 @@ class LoadReport:
             f"errors {dict(self.errors)}, retried {dict(self.retried)}",
             f"latency (ms, from due)  p50 {self.percentile(0.50):.1f}  p90 {self.percentile(0.90):.1f}  "
             f"p99 {self.percentile(0.99):.1f}  max {self.percentile(1.0):.1f}",
+            f"latency (ms, from send) p50 {self.percentile(0.50, 'service'):.1f}  "
+            f"p90 {self.percentile(0.90, 'service'):.1f}  p99 {self.percentile(0.99, 'service'):.1f}  "
+            f"max {self.percentile(1.0, 'service'):.1f}",
             f"drained                 {self.statuses} {self.drain_seconds:.1f}s after the last submission",
             f"runs lost               {self.lost}",
             f"quota flood             {self.flood_accepted} runs accepted under a quota of {self.quota}, "
@@ -129,6 +133,7 @@ async def _submit_one(
     report.sent += 1
     body = {"job": "work", "payload": {"n": report.sent}}
     headers = {**auth, "Idempotency-Key": f"load-{report.sent}"}
+    sent = time.perf_counter()
     for attempt in range(3):
         try:
             r = await client.post("/tenants/steady/runs", json=body, headers=headers)
@@ -141,6 +146,7 @@ async def _submit_one(
     # From when the request was due, not when a sender got to it: time spent queued at the client
     # while the server is behind counts (no coordinated omission).
     report.latencies.append(time.perf_counter() - due)
+    report.service.append(time.perf_counter() - sent)
     if r.status_code in (200, 201):  # 200: a retry's replay of the run the lost answer created
         ids.append(r.json()["id"])
     else:
