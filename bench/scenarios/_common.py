@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import sys
 
 from bench.env import describe
@@ -68,3 +69,15 @@ def worker_summary(m: Metrics) -> dict[str, float]:
         "succeeded": m.value("scheduler_run_outcomes_total", status="succeeded"),
         "stale_dropped": m.value("scheduler_stale_results_total"),
     }
+
+
+def add_backlog_arguments(p: argparse.ArgumentParser) -> None:
+    """The options every scenario that drains a standing backlog takes."""
+    p.add_argument("--tenants", type=int, default=50)
+    p.add_argument(
+        "--no-analyze",
+        dest="analyze",
+        action="store_false",
+        help="leave the backlog's partition without fresh statistics (as a new day's partition is)",
+    )
+    p.add_argument("--timeout", type=float, default=600.0)

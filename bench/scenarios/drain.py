@@ -17,7 +17,14 @@ from bench import workload
 from bench.measure import cpu_seconds, rate, wait_for_count
 from bench.procs import SchedulerProcess, running, scrape_all
 from bench.report import Report
-from bench.scenarios._common import begin, engine_summary, shared_host, sized, worker_summary
+from bench.scenarios._common import (
+    add_backlog_arguments,
+    begin,
+    engine_summary,
+    shared_host,
+    sized,
+    worker_summary,
+)
 from bench.stack import Bench, delete_stream
 
 NAME = "drain"
@@ -27,14 +34,7 @@ PS = [0.5, 0.95, 0.99]
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--runs", type=int, help="noop runs (default 20000; smoke 500)")
-    p.add_argument("--tenants", type=int, default=50)
-    p.add_argument(
-        "--no-analyze",
-        dest="analyze",
-        action="store_false",
-        help="leave the backlog's partition without fresh statistics (as a new day's partition is)",
-    )
-    p.add_argument("--timeout", type=float, default=600.0)
+    add_backlog_arguments(p)
 
 
 async def run(bench: Bench, args: argparse.Namespace) -> Report:

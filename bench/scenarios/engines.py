@@ -21,7 +21,7 @@ from bench import workload
 from bench.measure import Metrics, rate, wait_for_count
 from bench.procs import SchedulerProcess, running, scrape_all
 from bench.report import Report
-from bench.scenarios._common import begin, engine_summary, shared_host, sized
+from bench.scenarios._common import add_backlog_arguments, begin, engine_summary, shared_host, sized
 from bench.stack import Bench, delete_stream, stream_messages
 
 NAME = "engines"
@@ -33,14 +33,7 @@ HELP = (
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--runs", type=int, help="backlog per configuration (default 20000; smoke 1000)")
     p.add_argument("--engines", default=None, help="comma-separated engine counts (default 1,2,4; smoke 1,2)")
-    p.add_argument("--tenants", type=int, default=50)
-    p.add_argument(
-        "--no-analyze",
-        dest="analyze",
-        action="store_false",
-        help="leave the backlog's partition without fresh statistics (as a new day's partition is)",
-    )
-    p.add_argument("--timeout", type=float, default=600.0)
+    add_backlog_arguments(p)
 
 
 class Runner:
