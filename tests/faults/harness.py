@@ -206,12 +206,12 @@ class Harness:
     async def restart_nats(self) -> None:
         self.note("restart nats", "stopping")
         await asyncio.to_thread(self.nats.restart)
-        self.note("restart nats", "listening again")
+        self.note("nats back", "listening again")
 
     async def restart_postgres(self) -> None:
         self.note("restart postgres", "fast shutdown: every connection drops")
         await asyncio.to_thread(self.postgres.restart)
-        self.note("restart postgres", "accepting connections again")
+        self.note("postgres back", "accepting connections again")
 
     async def freeze_worker(self) -> None:
         pause = 3 * self.settings.lease_seconds
