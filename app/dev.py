@@ -148,3 +148,21 @@ class EmbeddedRedis(_Process):
 
     def url(self) -> str:
         return f"redis://127.0.0.1:{self.port}/0"
+
+
+async def prepare_database(url: str) -> None:
+    """Migrate a database and give it its partitions, as a fresh engine would: the template the tests
+    and the bench clone from."""
+    import asyncio
+
+    from app.config import Settings
+    from app.db.connection import create_pool
+    from app.db.migrations import migrate
+    from app.engine.partitions import PartitionMaintenance
+
+    await asyncio.to_thread(migrate, url)
+    pool = await create_pool(url, max_size=2)
+    try:
+        await PartitionMaintenance(Settings(database_url=url), pool).run_once()
+    finally:
+        await pool.close()

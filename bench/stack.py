@@ -104,9 +104,7 @@ class Bench:
 
     async def _ensure_template(self) -> str:
         if self.template is None:
-            from app.cli import migrate
-            from app.db.connection import create_pool
-            from app.engine.partitions import PartitionMaintenance
+            from app.dev import prepare_database
 
             name = f"bench_{self.pid}_tpl"
             conn = await self._admin()
@@ -117,12 +115,7 @@ class Bench:
                 await conn.close()
             self.template = name
             url = with_database(self.services.postgres_url, name)
-            await _to_thread(migrate, url)
-            pool = await create_pool(url, max_size=2)
-            try:
-                await PartitionMaintenance(Settings(database_url=url), pool).run_once()
-            finally:
-                await pool.close()
+            await prepare_database(url)
         return self.template
 
     @contextlib.asynccontextmanager

@@ -69,9 +69,7 @@ def stop_services(services: Services) -> None:
 
 async def create_template(services: Services) -> str:
     """A database migrated once (and given its partitions) that every test database is cloned from."""
-    from app.db.connection import create_pool
-    from app.db.migrations import migrate
-    from app.engine.partitions import PartitionMaintenance
+    from app.dev import prepare_database
 
     name = f"scheduler_tpl_{os.getpid()}"
     conn = await asyncpg.connect(services.postgres_url)
@@ -81,12 +79,7 @@ async def create_template(services: Services) -> str:
     finally:
         await conn.close()
     url = with_database(services.postgres_url, name)
-    await asyncio.to_thread(migrate, url)
-    pool = await create_pool(url, max_size=2)
-    try:
-        await PartitionMaintenance(Settings(database_url=url), pool).run_once()
-    finally:
-        await pool.close()
+    await prepare_database(url)
     return name
 
 
