@@ -48,7 +48,7 @@ async def _process(settings: Settings, role: str, stop: asyncio.Event) -> None:
     """`scheduler engine` / `scheduler worker`: the role's loop plus its ops server."""
     from app.bus.hot_index import HotIndex
     from app.bus.jetstream import close as close_nats
-    from app.bus.jetstream import connect, jetstream_context
+    from app.bus.jetstream import connect
     from app.db.connection import create_pool
     from app.telemetry.ops_server import ops_app, serve
     from app.telemetry.tracing import setup_tracing
@@ -77,7 +77,7 @@ async def _process(settings: Settings, role: str, stop: asyncio.Event) -> None:
         if role == "engine":
             from app.engine.supervisor import Engine
 
-            await Engine(settings, pool, jetstream_context(nc, settings), hot_index).run(stop)
+            await Engine(settings, pool, nc, hot_index).run(stop)
         else:
             from app.worker.consumer import Worker
 

@@ -40,7 +40,6 @@ class Settings(BaseSettings):
     poll_interval_seconds: float = Field(default=0.5, gt=0)
     reap_interval_seconds: float = Field(default=2.0, gt=0)
     publish_timeout_seconds: float = Field(default=5.0, gt=0)
-    max_inflight_publishes: int = Field(default=4000, ge=1)
     # Claimed batches whose PubAcks are still awaited while the next batch is claimed.
     dispatch_batches_in_flight: int = Field(default=2, ge=1, le=16)
     # Backpressure: stop claiming while this many messages wait in the stream for a worker.

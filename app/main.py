@@ -20,7 +20,7 @@ from app.api import health, jobs, runs, tenants
 from app.api.deps import State
 from app.bus.hot_index import HotIndex
 from app.bus.jetstream import close as close_nats
-from app.bus.jetstream import connect, jetstream_context
+from app.bus.jetstream import connect
 from app.config import Settings, get_settings
 from app.db.connection import create_pool
 from app.engine.supervisor import Engine
@@ -157,7 +157,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             engine_pool = await create_pool(
                 settings.database_url, min_size=1, max_size=5, name="scheduler-engine"
             )
-            engine = Engine(settings, engine_pool, jetstream_context(nc, settings), hot_index)
+            engine = Engine(settings, engine_pool, nc, hot_index)
             engine_task = asyncio.create_task(engine.run(stop), name="engine")
 
             async def engine_running() -> None:

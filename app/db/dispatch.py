@@ -113,10 +113,13 @@ async def reap_running_runs(conn: asyncpg.Connection, limit: int) -> list[asyncp
 
 
 async def start_runs(
-    conn: asyncpg.Connection, fence: Fence, *, owner: str, lease_seconds: float
+    conn: asyncpg.Connection, fence: Fence, inline: list[bool], *, owner: str, lease_seconds: float
 ) -> dict[UUID, int]:
-    """Fenced dispatched -> running; returns run id -> attempt for the deliveries that may execute."""
-    rows = await q.fetch(conn, "start_runs", owner=owner, lease_seconds=lease_seconds, **fence.binds())
+    """Fenced dispatched -> running (-> succeeded at once where `inline`: nothing to execute);
+    returns run id -> attempt for the deliveries that matched."""
+    rows = await q.fetch(
+        conn, "start_runs", inline=inline, owner=owner, lease_seconds=lease_seconds, **fence.binds()
+    )
     return {r["id"]: r["attempt"] for r in rows}
 
 

@@ -7,7 +7,7 @@ import asyncio
 import logging
 
 import asyncpg
-from nats.js import JetStreamContext
+from nats.aio.client import Client as NATS
 
 from app.bus.hot_index import HotIndex
 from app.bus.jetstream import ensure_stream
@@ -21,18 +21,16 @@ log = logging.getLogger(__name__)
 
 
 class Engine:
-    def __init__(
-        self, settings: Settings, pool: asyncpg.Pool, js: JetStreamContext, hot_index: HotIndex | None = None
-    ):
+    def __init__(self, settings: Settings, pool: asyncpg.Pool, nc: NATS, hot_index: HotIndex | None = None):
         self.settings = settings
-        self.js = js
-        self.dispatcher = Dispatcher(settings, pool, js, hot_index)
+        self.nc = nc
+        self.dispatcher = Dispatcher(settings, pool, nc, hot_index)
         self.reaper = Reaper(settings, pool, hot_index)
         self.cron = CronMaterializer(settings, pool, hot_index=hot_index)
         self.maintenance = PartitionMaintenance(settings, pool)
 
     async def run(self, stop: asyncio.Event) -> None:
-        await ensure_stream(self.js, self.settings)
+        await ensure_stream(self.nc.jetstream(), self.settings)
         # Partitions first: a fresh database gets today's partition before the first claim.
         try:
             await self.maintenance.run_once()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from random import getrandbits
 from typing import Any
 
 from opentelemetry import context, propagate, trace
@@ -98,3 +99,9 @@ def link_to(traceparent: str | None) -> list[trace.Link]:
         return []
     span_context = trace.get_current_span(propagate.extract({"traceparent": traceparent})).get_span_context()
     return [trace.Link(span_context)] if span_context.is_valid else []
+
+
+def unsampled_traceparent() -> str:
+    """A new root context's traceparent with the sampled flag off: what propagating the SDK's
+    non-recording span writes, without building that span. Ids are never all zeros (W3C)."""
+    return f"00-{getrandbits(128) or 1:032x}-{getrandbits(64) or 1:016x}-00"

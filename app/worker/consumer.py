@@ -1,8 +1,9 @@
 """The worker loop.
 
 Per fetch, one statement starts every delivery whose epoch still matches (the rest are duplicates,
-stale or cancelled: acked and dropped). Targets run concurrently, bounded by the concurrency
-setting. Outcomes go to a group commit: one statement records many, then their messages are acked,
+stale or cancelled: acked and dropped); a noop, having nothing to execute, is recorded succeeded by
+that same statement. Targets run concurrently, bounded by the concurrency setting. Outcomes go to a
+group commit: one statement records many, then their messages are acked,
 so a run's message is acked only after its outcome is durable. While a target runs, heartbeats
 tell JetStream (`in_progress`) and Postgres (lease) that the worker is alive.
 """
@@ -25,14 +26,14 @@ from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from app.bus.hot_index import HotIndex
-from app.bus.jetstream import PullConsumer, ensure_consumer, jetstream_context
+from app.bus.jetstream import PullConsumer, ensure_consumer
 from app.bus.message import RunMessage, UnknownVersion
 from app.config import Settings
 from app.db import dispatch as dispatch_repo
 from app.db import tenants as tenant_repo
 from app.db.dispatch import Fence
 from app.telemetry import metrics
-from app.telemetry.tracing import extract, inject, tracer
+from app.telemetry.tracing import extract, inject, recording, tracer
 from app.worker.targets import AttemptFailed, Handler, RunContext, call_http, load_handlers
 
 log = logging.getLogger(__name__)
@@ -64,6 +65,11 @@ class Delivery:
     def fence(self) -> tuple[Any, Any, int]:
         return (self.run.run_id, self.run.scheduled_at, self.run.epoch)
 
+    @property
+    def inline(self) -> bool:
+        """Nothing to execute: the start statement records the outcome too."""
+        return self.run.target.get("type") == "noop"
+
 
 class Worker:
     def __init__(
@@ -77,7 +83,7 @@ class Worker:
         self.settings = settings
         self.pool = pool
         self.nc = nc
-        self.js = jetstream_context(nc, settings)
+        self.js = nc.jetstream()
         self.hot_index = hot_index
         self.handlers = load_handlers() if handlers is None else handlers
         self.slots = asyncio.Semaphore(settings.worker_concurrency)
@@ -86,6 +92,7 @@ class Worker:
         self._starting = 0  # messages fetched whose start statement has not answered yet
         self.unflushed: list[Delivery] = []
         self._secrets: dict[str, tuple[str, float]] = {}
+        self._succeeded_inline = metrics.run_outcomes_total.labels("succeeded")
         self.http = httpx.AsyncClient(limits=httpx.Limits(max_connections=settings.worker_concurrency))
 
     # ── the loop ──
@@ -186,6 +193,7 @@ class Worker:
                     started = await dispatch_repo.start_runs(
                         conn,
                         Fence([d.fence() for d in batch]),
+                        [d.inline for d in batch],
                         owner=self.settings.owner,
                         lease_seconds=self.settings.lease_seconds,
                     )
@@ -203,10 +211,16 @@ class Worker:
                 await _quietly(d.msg.ack())
                 continue
             d.attempt = attempt
-            if d.run.target.get("type") == "noop":
-                # Nothing to call and nothing to wait for: record it now rather than pay for a task.
-                self._finish_span(d, self._start_span(d), time.perf_counter())
-                self.outcomes.put_nowait(d)
+            if d.inline:
+                # Started and succeeded in the one statement above: durable, so acked now. A span
+                # only if one is recorded (nothing else would see its context).
+                d.ok = True
+                if recording():
+                    self._finish_span(d, self._start_span(d), time.perf_counter())
+                else:
+                    self._observe_duration(d, 0.0)
+                self._succeeded_inline.inc()
+                await _quietly(d.msg.ack())
                 continue
             task = asyncio.create_task(self._execute(d))
             self.executing[task] = d
@@ -221,7 +235,6 @@ class Worker:
         # The execution span is the child of the engine's dispatch span, whose context came in
         # the message headers.
         run = d.run
-        d.ok = run.target.get("type") == "noop"
         return _tracer.start_span(
             "execute_run",
             context=extract(d.msg.headers),
@@ -237,12 +250,15 @@ class Worker:
         if not d.ok:
             span.set_status(Status(StatusCode.ERROR, d.error))
         span.end()
+        self._observe_duration(d, time.perf_counter() - started)
+
+    def _observe_duration(self, d: Delivery, seconds: float) -> None:
         target_type = str(d.run.target.get("type"))
         duration = _EXECUTION_DURATION.get(target_type) or metrics.execution_duration_seconds.labels(
             target_type
         )
         _EXECUTION_DURATION[target_type] = duration
-        duration.observe(time.perf_counter() - started)
+        duration.observe(seconds)
 
     async def _execute(self, d: Delivery) -> None:
         run = d.run

@@ -25,7 +25,7 @@ from nats.aio.client import Client as NATS
 from nats.js import JetStreamContext
 from tqdm import tqdm
 
-from app.bus.jetstream import ensure_stream, jetstream_context
+from app.bus.jetstream import ensure_stream
 from app.bus.message import RunMessage
 from app.config import Settings
 from app.db.connection import create_pool
@@ -71,7 +71,7 @@ class Variants:
         s = self.bench.settings(self.url)
         async with self.pool.acquire() as conn:
             await workload.standing_backlog(conn, self.n, self.tenants)
-        js = jetstream_context(self.nc, s)
+        js = self.nc.jetstream()
         self.streams.append(s.stream)
         await ensure_stream(js, s)
         return s, js
@@ -90,13 +90,13 @@ class Variants:
         s, js = await self.fresh()
         async with self.pool.acquire() as conn:
             rows = await workload.fetch(conn, "backlog_as_claimed")
-        Dispatcher(s, self.pool, js).outgoing(rows[:100])  # warm-up: first spans, lazy imports
+        Dispatcher(s, self.pool, self.nc).outgoing(rows[:100])  # warm-up: first spans, lazy imports
         t0 = time.perf_counter()
         for row in rows:  # the message body alone, to tell its cost from the span's
             RunMessage.from_claimed(row).encode()
         encode = time.perf_counter() - t0
         t0 = time.perf_counter()
-        msgs = Dispatcher(s, self.pool, js).outgoing(rows)
+        msgs = Dispatcher(s, self.pool, self.nc).outgoing(rows)
         build = time.perf_counter() - t0
         t0 = time.perf_counter()
         futures = [await js.publish_async(m.subject, m.payload, headers=m.headers) for m in msgs]
@@ -114,7 +114,7 @@ class Variants:
 
     async def sync_baseline(self, report: Report) -> dict[str, Any]:
         s, js = await self.fresh()
-        d = Dispatcher(s, self.pool, js)  # only for outgoing(): the same messages, spans and headers
+        d = Dispatcher(s, self.pool, self.nc)  # only for outgoing(): the same messages, spans and headers
         bounds = ClaimBounds()
         phases = {"claim": 0.0, "publish": 0.0, "settle": 0.0}
         done = 0
@@ -138,8 +138,8 @@ class Variants:
         return {"runs": done, "seconds": elapsed, "phases": phases}
 
     async def sequential(self, report: Report) -> dict[str, Any]:
-        s, js = await self.fresh()
-        d = Dispatcher(s, self.pool, js)
+        s, _ = await self.fresh()
+        d = Dispatcher(s, self.pool, self.nc)
         done = 0
         with tqdm(total=self.n, desc="sequential dispatch_once", unit="run", leave=False) as bar:
             t0 = time.perf_counter()
@@ -151,8 +151,8 @@ class Variants:
         return {"runs": done, "seconds": elapsed, "phases": dict(d.phase_seconds)}
 
     async def overlapped(self, report: Report) -> dict[str, Any]:
-        s, js = await self.fresh()
-        d = Dispatcher(s, self.pool, js)
+        s, _ = await self.fresh()
+        d = Dispatcher(s, self.pool, self.nc)
         stop = asyncio.Event()
         t0 = time.perf_counter()
         task = asyncio.create_task(d.run(stop))

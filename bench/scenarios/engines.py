@@ -14,7 +14,7 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
-from app.bus.jetstream import ensure_stream, jetstream_context
+from app.bus.jetstream import ensure_stream
 from app.db.connection import create_pool
 from app.dev import free_port
 from bench import workload
@@ -58,7 +58,7 @@ class Runner:
         label = f"{k} engine{'s' if k > 1 else ''}, {'hot index' if hot else 'scan'}"
         async with self.pool.acquire() as conn:
             await workload.reset_runs(conn)
-        await ensure_stream(jetstream_context(self.nc, base), base)
+        await ensure_stream(self.nc.jetstream(), base)
         try:
             async with running(procs):
                 before = await scrape_all(procs)

@@ -10,7 +10,7 @@ import asyncpg
 import nats
 import pytest
 
-from app.bus.jetstream import ensure_stream, jetstream_context
+from app.bus.jetstream import ensure_stream
 from app.config import Settings
 from app.db import dispatch as repo
 from app.db.connection import create_pool
@@ -152,11 +152,8 @@ async def test_two_engines_publish_every_run_exactly_once(settings: Settings, po
     s = settings.model_copy(update={"batch_size": 100, "per_tenant_cap": 40})
     pools = [await create_pool(s.database_url, max_size=3) for _ in range(2)]
     ncs = [await nats.connect(s.nats_url) for _ in range(2)]
-    await ensure_stream(jetstream_context(ncs[0], s), s)
-    engines = [
-        Dispatcher(s.model_copy(update={"owner": f"engine-{i}"}), pools[i], jetstream_context(ncs[i], s))
-        for i in range(2)
-    ]
+    await ensure_stream(ncs[0].jetstream(), s)
+    engines = [Dispatcher(s.model_copy(update={"owner": f"engine-{i}"}), pools[i], ncs[i]) for i in range(2)]
     stop = asyncio.Event()
     tasks = [asyncio.create_task(e.run(stop)) for e in engines]
     js = ncs[0].jetstream()

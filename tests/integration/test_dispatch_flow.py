@@ -33,7 +33,7 @@ async def test_noop_and_http_runs_succeed(
 ) -> None:
     nc = await nats.connect(settings.nats_url)
     stop = asyncio.Event()
-    engine = asyncio.create_task(Engine(settings, pool, nc.jetstream()).run(stop))
+    engine = asyncio.create_task(Engine(settings, pool, nc).run(stop))
     worker = asyncio.create_task(Worker(settings, pool, nc).run(stop))
     try:
         async with running_receiver() as receiver:

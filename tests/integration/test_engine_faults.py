@@ -12,7 +12,7 @@ from pathlib import Path
 import asyncpg
 import nats
 
-from app.bus.jetstream import ensure_stream, jetstream_context
+from app.bus.jetstream import ensure_stream
 from app.config import Settings
 from app.dev import EmbeddedNats
 from app.engine.dispatcher import Dispatcher
@@ -58,10 +58,10 @@ async def test_nats_lost_mid_drain_loses_nothing(
         await factories.runs(conn, n)
     s = settings.model_copy(update={"nats_url": url, "batch_size": 100, "publish_timeout_seconds": 1.0})
     nc = await nats.connect(url, max_reconnect_attempts=-1, reconnect_time_wait=0.2)
-    js = jetstream_context(nc, s)
+    js = nc.jetstream()
     await ensure_stream(js, s)
     stop = asyncio.Event()
-    engine = asyncio.create_task(Dispatcher(s, pool, js).run(stop))
+    engine = asyncio.create_task(Dispatcher(s, pool, nc).run(stop))
     try:
         while (await statuses(pool)).get("dispatched", 0) < n // 4:
             await asyncio.sleep(0.01)
@@ -120,11 +120,11 @@ async def test_engine_killed_between_claim_and_publish(settings: Settings, pool:
     assert (row["status"], row["epoch"], row["lease_owner"]) == ("dispatched", 1, "doomed")
 
     nc = await nats.connect(settings.nats_url)
-    js = jetstream_context(nc, settings)
+    js = nc.jetstream()
     await ensure_stream(js, settings)
     await asyncio.sleep(1.2)  # the claim lease lapses
     assert await Reaper(settings, pool).reap_once() == 1
-    assert await Dispatcher(settings, pool, js).dispatch_once() == 1
+    assert await Dispatcher(settings, pool, nc).dispatch_once() == 1
     await nc.close()
     async with pool.acquire() as conn:
         row = await conn.fetchrow("SELECT status, epoch, attempt FROM job_runs")
@@ -167,10 +167,10 @@ async def test_a_due_run_wakes_an_idle_engine(settings: Settings, pool: asyncpg.
     """With a one-minute poll, only the NOTIFY of the submission can have woken the engine."""
     s = settings.model_copy(update={"poll_interval_seconds": 60.0})
     nc = await nats.connect(s.nats_url)
-    js = jetstream_context(nc, s)
+    js = nc.jetstream()
     await ensure_stream(js, s)
     stop = asyncio.Event()
-    engine = asyncio.create_task(Dispatcher(s, pool, js).run(stop))
+    engine = asyncio.create_task(Dispatcher(s, pool, nc).run(stop))
     try:
         await asyncio.sleep(0.5)  # the engine has polled once and now sleeps
         run = (await api.post("/tenants/acme/runs", json={"job": "hello"}, headers=tenant["auth"])).json()
@@ -194,10 +194,10 @@ async def test_engine_pauses_while_workers_are_behind(settings: Settings, pool: 
         await factories.runs(conn, 1000)
     s = settings.model_copy(update={"batch_size": 50, "max_queued_messages": 100})
     nc = await nats.connect(s.nats_url)
-    js = jetstream_context(nc, s)
+    js = nc.jetstream()
     await ensure_consumer(js, s)  # a consumer exists, but no worker drains it
     stop = asyncio.Event()
-    engine = asyncio.create_task(Dispatcher(s, pool, js).run(stop))
+    engine = asyncio.create_task(Dispatcher(s, pool, nc).run(stop))
     try:
         await asyncio.sleep(3)
     finally:

@@ -11,7 +11,7 @@ import asyncpg
 import nats
 
 from app.bus.hot_index import HotIndex
-from app.bus.jetstream import ensure_stream, jetstream_context
+from app.bus.jetstream import ensure_stream
 from app.config import Settings
 from app.db import dispatch as repo
 from app.engine.dispatcher import Dispatcher
@@ -92,10 +92,10 @@ async def test_flushdb_mid_drain_loses_nothing(settings: Settings, pool: asyncpg
     s = hot_settings(settings, batch_size=100, per_tenant_cap=100)
     index = await seeded_index(s, rows)
     nc = await nats.connect(s.nats_url)
-    js = jetstream_context(nc, s)
+    js = nc.jetstream()
     await ensure_stream(js, s)
     stop = asyncio.Event()
-    engine = asyncio.create_task(Dispatcher(s, pool, js, index).run(stop))
+    engine = asyncio.create_task(Dispatcher(s, pool, nc, index).run(stop))
     try:
         while (await js.stream_info(s.stream)).state.messages < n // 4:
             await asyncio.sleep(0.01)

@@ -11,7 +11,6 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
 
-from app.bus.jetstream import jetstream_context
 from app.config import Settings
 from app.engine.supervisor import Engine
 from app.telemetry.tracing import setup_tracing
@@ -26,10 +25,9 @@ async def test_dispatch_and_execution_are_one_trace(
     exporter = InMemorySpanExporter()
     setup_tracing("scheduler-test", SimpleSpanProcessor(exporter))
     nc = await nats.connect(settings.nats_url)
-    js = jetstream_context(nc, settings)
     stop = asyncio.Event()
     tasks = [
-        asyncio.create_task(Engine(settings, pool, js).run(stop)),
+        asyncio.create_task(Engine(settings, pool, nc).run(stop)),
         asyncio.create_task(Worker(settings, pool, nc).run(stop)),
     ]
     try:

@@ -1,0 +1,75 @@
+"""The engine's pipelined publisher against real JetStream: what it reports acked is exactly what the
+stream stored, a refusal or a missing stream is False, and an ack later than the wait is ignored."""
+
+from __future__ import annotations
+
+import asyncio
+
+import nats
+
+from app.bus.jetstream import Outgoing, Publisher, ensure_stream
+from app.config import Settings
+
+
+def batch(settings: Settings, n: int, prefix: str = "m") -> list[Outgoing]:
+    return [
+        Outgoing(settings.subject_for(f"t{i % 3}"), b'{"i": %d}' % i, {"Nats-Msg-Id": f"{prefix}{i}"})
+        for i in range(n)
+    ]
+
+
+async def test_acks_match_what_the_stream_stored(settings: Settings) -> None:
+    nc = await nats.connect(settings.nats_url)
+    js = nc.jetstream()
+    await ensure_stream(js, settings)
+    publisher = Publisher(nc)
+    try:
+        first = await publisher.send(batch(settings, 300, "a"))
+        second = await publisher.send(batch(settings, 200, "b"))  # two batches in flight at once
+        assert await publisher.acked(first, 5.0) == [True] * 300
+        assert await publisher.acked(second, 5.0) == [True] * 200
+        assert (await js.stream_info(settings.stream)).state.messages == 500
+        # The same Nats-Msg-Id again is a duplicate: stored once, and acked (it is in the stream).
+        assert await publisher.publish(batch(settings, 10, "a"), 5.0) == [True] * 10
+        assert (await js.stream_info(settings.stream)).state.messages == 500
+        assert await publisher.publish([], 5.0) == []
+    finally:
+        await publisher.stop()
+        await nc.close()
+
+
+async def test_refusals_and_missing_stream_are_not_acked(settings: Settings) -> None:
+    nc = await nats.connect(settings.nats_url)
+    js = nc.jetstream()
+    await ensure_stream(js, settings)
+    publisher = Publisher(nc)
+    try:
+        no_stream = Outgoing(f"{settings.subject_prefix}-nowhere.x", b"{}", {"Nats-Msg-Id": "n1"})
+        # JetStream answers an error for a message that expects another stream than the one it hits.
+        refused = Outgoing(
+            settings.subject_for("t0"), b"{}", {"Nats-Msg-Id": "r1", "Nats-Expected-Stream": "OTHER"}
+        )
+        good = batch(settings, 1, "g")[0]
+        assert await publisher.publish([no_stream, refused, good], 5.0) == [False, False, True]
+        assert (await js.stream_info(settings.stream)).state.messages == 1
+    finally:
+        await publisher.stop()
+        await nc.close()
+
+
+async def test_an_ack_after_the_wait_is_ignored(settings: Settings) -> None:
+    nc = await nats.connect(settings.nats_url)
+    js = nc.jetstream()
+    await ensure_stream(js, settings)
+    publisher = Publisher(nc)
+    try:
+        sent = await publisher.send(batch(settings, 50))
+        # Nothing has been read off the socket yet, so no ack can have arrived: the wait times out.
+        assert await publisher.acked(sent, 0.0) == [False] * 50
+        await nc.flush()
+        await asyncio.sleep(0.2)  # the reply subscription's callbacks run in a task of their own
+        assert sent.ok == [False] * 50  # late acks found nobody waiting
+        assert not publisher._waiting
+    finally:
+        await publisher.stop()
+        await nc.close()
