@@ -10,6 +10,7 @@ import signal
 import sys
 from collections.abc import Awaitable, Callable
 
+from app import aio
 from app.config import Settings, get_settings
 from app.db.migrations import alembic_config, migrate
 
@@ -41,7 +42,7 @@ def _run_until_signal(main: Callable[[asyncio.Event], Awaitable[None]]) -> None:
             loop.add_signal_handler(sig, stop.set)
         await main(stop)
 
-    asyncio.run(runner())
+    aio.run(runner)
 
 
 async def _process(settings: Settings, role: str, stop: asyncio.Event) -> None:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import uvicorn
 
+from app import aio
 from app.config import Settings
 from app.db.migrations import migrate
 from app.dev import EmbeddedNats, EmbeddedPostgres, EmbeddedRedis
@@ -73,7 +74,7 @@ def run_dev(settings: Settings, host: str | None = None, port: int | None = None
         settings = settings.model_copy(update=updates)
         assert settings.database_url
         migrate(settings.database_url)
-        asyncio.run(_serve(settings, host or settings.host, port or settings.port))
+        aio.run(lambda: _serve(settings, host or settings.host, port or settings.port))
     finally:
         for server in reversed(started):
             server.stop()

@@ -4,12 +4,12 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import logging
 import sys
 import traceback
 from pathlib import Path
 
+from app import aio
 from bench.scenarios import SCENARIOS, add_parsers
 from bench.stack import Bench, Services
 
@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> None:
     services = Services.start()
     try:
         bench = Bench(services, smoke=args.smoke, out=args.out, batch_size=args.batch_size)
-        failed = asyncio.run(_run(runs, bench))
+        failed = aio.run(lambda: _run(runs, bench))
     finally:
         services.stop()
     if failed:

@@ -5,10 +5,12 @@ from __future__ import annotations
 import argparse
 import sys
 
+import httpx
+
 from bench.env import describe
 from bench.measure import Metrics
 from bench.report import Report
-from bench.stack import Bench
+from bench.stack import ADMIN_TOKEN, Bench
 
 # The caveats every figure on this machine shares; each scenario adds its own.
 SHARED_HOST = (
@@ -81,3 +83,13 @@ def add_backlog_arguments(p: argparse.ArgumentParser) -> None:
         help="leave the backlog's partition without fresh statistics (as a new day's partition is)",
     )
     p.add_argument("--timeout", type=float, default=600.0)
+
+
+async def api_tenant(client: httpx.AsyncClient, tenant: str) -> dict[str, str]:
+    """Create `tenant` and its `noop` job through the API; returns the tenant's auth header."""
+    r = await client.post("/tenants", json={"id": tenant}, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})
+    r.raise_for_status()
+    auth = {"Authorization": f"Bearer {r.json()['api_key']}"}
+    r = await client.put(f"/tenants/{tenant}/jobs/noop", json={"target": {"type": "noop"}}, headers=auth)
+    r.raise_for_status()
+    return auth

@@ -20,8 +20,8 @@ from app.dev import free_port
 from bench.measure import latency_ms, rate
 from bench.procs import SchedulerProcess, running
 from bench.report import Report
-from bench.scenarios._common import begin, shared_host, sized
-from bench.stack import ADMIN_TOKEN, Bench
+from bench.scenarios._common import api_tenant, begin, shared_host, sized
+from bench.stack import Bench
 
 NAME = "ingest"
 HELP = "API ingest over real HTTP: single POST /runs (req/s, p50/p99) and /runs/batch x1000 (runs/s)"
@@ -139,14 +139,7 @@ async def run(bench: Bench, args: argparse.Namespace) -> Report:
         async with running([api]):
             limits = httpx.Limits(max_connections=max(args.concurrency, args.batch_concurrency))
             async with httpx.AsyncClient(base_url=api.base_url, timeout=30.0, limits=limits) as client:
-                admin = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
-                r = await client.post("/tenants", json={"id": TENANT}, headers=admin)
-                r.raise_for_status()
-                auth = {"Authorization": f"Bearer {r.json()['api_key']}"}
-                r = await client.put(
-                    f"/tenants/{TENANT}/jobs/noop", json={"target": {"type": "noop"}}, headers=auth
-                )
-                r.raise_for_status()
+                auth = await api_tenant(client, TENANT)
                 single_path, batch_path = f"/tenants/{TENANT}/runs", f"/tenants/{TENANT}/runs/batch"
                 print("  warming up, then single runs…", flush=True)
                 await _load(

@@ -1,13 +1,15 @@
-"""The engine's pipelined publisher against real JetStream: what it reports acked is exactly what the
-stream stored, a refusal or a missing stream is False, and an ack later than the wait is ignored."""
+"""The JetStream plumbing against a real server. The engine's pipelined publisher: what it reports
+acked is exactly what the stream stored, a refusal or a missing stream is False, an ack later than
+the wait is ignored. The worker's pull consumer: a request that ends mid-fetch is renewed at once."""
 
 from __future__ import annotations
 
 import asyncio
+import time
 
 import nats
 
-from app.bus.jetstream import Outgoing, Publisher, ensure_stream
+from app.bus.jetstream import Outgoing, Publisher, PullConsumer, ensure_consumer, ensure_stream
 from app.config import Settings
 
 
@@ -72,4 +74,30 @@ async def test_an_ack_after_the_wait_is_ignored(settings: Settings) -> None:
         assert not publisher._waiting
     finally:
         await publisher.stop()
+        await nc.close()
+
+
+async def test_a_pull_request_that_expires_mid_fetch_is_renewed_at_once(settings: Settings) -> None:
+    nc = await nats.connect(settings.nats_url)
+    js = nc.jetstream()
+    await ensure_consumer(js, settings)
+    consumer = PullConsumer(nc, settings.stream, settings.consumer)
+    await consumer.start()
+    try:
+        # The first fetch's request (expires after 1 s) is answered at once, so it stays open...
+        await js.publish(settings.subject_for("t0"), b"1")
+        assert len(await consumer.fetch(10, timeout=1.0)) == 1
+        # ...and expires while the next fetch waits; a message published after that must still
+        # arrive long before this fetch's own 4 s timeout.
+        started = time.monotonic()
+        second = asyncio.create_task(consumer.fetch(10, timeout=4.0))
+        await asyncio.sleep(1.5)
+        await js.publish(settings.subject_for("t0"), b"2")
+        msgs = await second
+        assert [m.data for m in msgs] == [b"2"]
+        assert time.monotonic() - started < 2.5
+        for m in msgs:
+            await m.ack()
+    finally:
+        await consumer.stop()
         await nc.close()
