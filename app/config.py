@@ -64,6 +64,10 @@ class Settings(BaseSettings):
     premake_days: int = Field(default=7, ge=1)
     retention_days: int = Field(default=30, ge=1)
     maintenance_interval_seconds: float = Field(default=60.0, gt=0)
+    # Fresh planner statistics for busy partitions (migration 0003): checked this often, a partition
+    # is analyzed once this many of its rows changed since its last ANALYZE.
+    analyze_interval_seconds: float = Field(default=5.0, gt=0)
+    analyze_after_changes: int = Field(default=10_000, ge=1)
 
     # Admission and input limits.
     tenant_max_pending: int = Field(default=100_000, ge=1)

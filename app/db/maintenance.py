@@ -42,6 +42,11 @@ async def retire_day_partition(conn: asyncpg.Connection, day: date) -> str:
     return str(await q.fetchval(conn, "retire_day_partition", day=day))
 
 
+async def analyze_stale_partitions(conn: asyncpg.Connection, min_changes: int, max_count: int) -> list[str]:
+    rows = await q.fetch(conn, "analyze_stale_partitions", min_changes=min_changes, max_count=max_count)
+    return [r["name"] for r in rows]
+
+
 async def default_partition_days(conn: asyncpg.Connection) -> list[date]:
     return [r["day"] for r in await q.fetch(conn, "default_partition_days")]
 

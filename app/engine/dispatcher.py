@@ -110,8 +110,11 @@ class Dispatcher:
                     settling.add(task)
                     task.add_done_callback(settling.discard)
                     task.add_done_callback(lambda _: slots.release())
-                    if len(claimed) >= self.settings.batch_size:
-                        continue  # more is due: no sleep
+                    # More may be due, so no sleep: a short batch is no proof that the due set is
+                    # empty. The per-tenant cap cuts a batch that one tenant crowds to `cap` runs,
+                    # and sleeping after each one held a lone busy tenant to `cap` runs per poll
+                    # interval (found by the `steady` bench: ~150 runs/s). Only an empty claim sleeps.
+                    continue
                 else:
                     slots.release()
                 interval = self.settings.poll_interval_seconds * random.uniform(0.8, 1.2)

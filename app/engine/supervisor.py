@@ -1,5 +1,6 @@
 """Runs the engine's side-tasks together: dispatcher, reaper, cron materializer, partition
-maintenance. Named tasks, supervised with asyncio.wait(FIRST_COMPLETED), stopped by one Event."""
+maintenance and statistics. Named tasks, supervised with asyncio.wait(FIRST_COMPLETED), stopped by
+one Event."""
 
 from __future__ import annotations
 
@@ -41,6 +42,7 @@ class Engine:
             asyncio.create_task(self.reaper.run(stop), name="reaper"),
             asyncio.create_task(self.cron.run(stop), name="cron"),
             asyncio.create_task(self.maintenance.run(stop), name="partitions"),
+            asyncio.create_task(self.maintenance.keep_statistics(stop), name="statistics"),
         }
         stopper = asyncio.create_task(stop.wait(), name="stop")
         done, _ = await asyncio.wait(tasks | {stopper}, return_when=asyncio.FIRST_COMPLETED)

@@ -66,6 +66,10 @@ partitions_at_risk = Gauge(
     "Partitions past retention kept because they still hold non-terminal runs.",
 )
 partitions_total = Gauge("scheduler_partitions", "Daily partitions of job_runs (DEFAULT excluded).")
+partitions_analyzed_total = Counter(
+    "scheduler_partitions_analyzed_total",
+    "Partitions ANALYZEd by the engine because their rows changed faster than autovacuum analyzes.",
+)
 default_partition_rows = Gauge(
     "scheduler_default_partition_rows", "Rows in the DEFAULT partition (moved out by maintenance)."
 )

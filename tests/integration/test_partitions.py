@@ -404,3 +404,28 @@ async def test_claim_reaches_runs_in_yesterdays_partition(pool: asyncpg.Pool) ->
         assert floor == yesterday[0]["scheduled_at"]  # the oldest unfinished run
         rest = await claim(conn)
     assert {r["id"] for r in rest} == {r["id"] for r in yesterday}
+
+
+async def test_a_busy_partition_is_analyzed_once_enough_of_it_changed(
+    settings: Settings, pool: asyncpg.Pool
+) -> None:
+    """Its statistics then describe the pending backlog the claims plan against (migration 0003)."""
+    keeper = maintenance(settings, pool, analyze_after_changes=300)
+    async with pool.acquire() as conn:
+        day = await today(conn)
+        await PartitionMaintenance(settings, pool).run_once()  # today's partition exists
+        await factories.runs(conn, 100)
+        assert await keeper.analyze_once() == []  # 100 changes: not yet
+        await factories.runs(conn, 400, start=await conn.fetchval("SELECT now()") - timedelta(seconds=30))
+        # Table counters reach the statistics system within a second or so of the commit.
+        deadline = clock.monotonic() + 10
+        analyzed: list[str] = []
+        while not analyzed and clock.monotonic() < deadline:
+            await asyncio.sleep(0.2)
+            analyzed = await keeper.analyze_once()
+        assert analyzed == [part(day)]
+        estimate = await conn.fetchval(
+            "SELECT reltuples FROM pg_class WHERE relname = $1", f"{part(day)}_due_at_idx"
+        )
+        assert estimate == 500  # the pending index's statistics now count the backlog
+        assert await keeper.analyze_once() == []  # nothing changed since

@@ -434,6 +434,11 @@ SELECT scheduler_create_day_partition(:day);
 -- name: retire_day_partition
 SELECT scheduler_retire_day_partition(:day);
 
+-- name: analyze_stale_partitions
+-- ANALYZE the partitions that changed by :min_changes rows since their statistics were taken (at
+-- most :max_count, one engine at a time); returns the ones analyzed. See migration 0003.
+SELECT scheduler_analyze_stale_partitions(:min_changes, :max_count) AS name;
+
 -- name: default_partition_days
 -- Days that have rows stranded in DEFAULT (created before their partition existed).
 SELECT DISTINCT (scheduled_at AT TIME ZONE 'UTC')::date AS day FROM job_runs_default ORDER BY day;
