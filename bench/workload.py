@@ -15,6 +15,9 @@ from app.db.queries import Conn, parse
 from app.db.runs import DUE_CHANNEL
 
 NOOP = {"type": "noop"}
+# A target that runs the worker's whole execute path (a task, the start and the separate outcome
+# write) with no I/O of its own: the echo handler the package registers.
+ECHO = {"type": "python", "handler": "echo"}
 
 SQL = parse(r"""
 -- name: seed_tenants
@@ -131,8 +134,10 @@ async def reset_runs(conn: Conn) -> None:
     await conn.execute("TRUNCATE job_runs, idempotency_keys")
 
 
-async def insert_backlog(conn: Conn, n: int, tenants: int, *, first_at: datetime, step: float) -> None:
-    await execute(conn, "insert_backlog", n=n, tenants=tenants, target=NOOP, first_at=first_at, step=step)
+async def insert_backlog(
+    conn: Conn, n: int, tenants: int, *, first_at: datetime, step: float, target: dict[str, str] = NOOP
+) -> None:
+    await execute(conn, "insert_backlog", n=n, tenants=tenants, target=target, first_at=first_at, step=step)
 
 
 async def standing_backlog(conn: Conn, n: int, tenants: int, spread_seconds: float = 300.0) -> None:
@@ -154,7 +159,7 @@ async def clock_offset(conn: Conn) -> float:
 
 
 async def due_burst(
-    conn: Conn, n: int, tenants: int, lead: float, *, analyze: bool = True
+    conn: Conn, n: int, tenants: int, lead: float, *, analyze: bool = True, target: dict[str, str] = NOOP
 ) -> tuple[datetime, float]:
     """N runs that all fall due at one instant `lead` seconds from now (database clock), committed
     with the NOTIFY a submission sends. Processes that are already up see the backlog appear at
@@ -165,7 +170,7 @@ async def due_burst(
     offset = await clock_offset(conn)
     async with conn.transaction():
         due_at: datetime = await fetchval(conn, "clock") + timedelta(seconds=lead)
-        await insert_backlog(conn, n, tenants, first_at=due_at, step=0.0)
+        await insert_backlog(conn, n, tenants, first_at=due_at, step=0.0, target=target)
         if analyze:
             await conn.execute("ANALYZE job_runs")
         await execute(conn, "notify_due", channel=DUE_CHANNEL, floor=due_at.isoformat())

@@ -1,4 +1,4 @@
-"""drain (end to end): N noop runs through real processes — one `scheduler engine` and one
+"""drain (end to end): N runs (noop by default) through real processes — one `scheduler engine` and one
 `scheduler worker` subprocess, configured by environment as deployed, app defaults — timed from the
 moment the backlog falls due until every run is `succeeded` in Postgres.
 
@@ -28,12 +28,19 @@ from bench.scenarios._common import (
 from bench.stack import Bench, delete_stream
 
 NAME = "drain"
-HELP = "end to end: engine + worker subprocesses drain N noop runs to succeeded (runs/s, due lag)"
+HELP = "end to end: engine + worker subprocesses drain N runs to succeeded (runs/s, due lag)"
 PS = [0.5, 0.95, 0.99]
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--runs", type=int, help="noop runs (default 20000; smoke 500)")
+    p.add_argument("--runs", type=int, help="runs (default 20000; smoke 500)")
+    p.add_argument(
+        "--target",
+        choices=("noop", "python"),
+        default="noop",
+        help="noop: started and recorded in one write; python: the echo handler, which takes the "
+        "whole execute path (a task, then the outcome in a separate group-committed write)",
+    )
     add_backlog_arguments(p)
 
 
@@ -59,7 +66,7 @@ async def run(bench: Bench, args: argparse.Namespace) -> Report:
         report.workload = {
             "runs": n,
             "tenants": args.tenants,
-            "target": "noop",
+            "target": "noop" if args.target == "noop" else "python (the echo handler)",
             "processes": "1 scheduler engine + 1 scheduler worker",
             "batch_size": base.batch_size,
             "worker_concurrency": base.worker_concurrency,
@@ -77,8 +84,9 @@ async def run(bench: Bench, args: argparse.Namespace) -> Report:
                 pids = {"engine process": engine.pid, "worker process": worker.pid}
                 cpu_before = cpu_seconds(pids)
                 async with pool.acquire() as conn:
+                    target = workload.NOOP if args.target == "noop" else workload.ECHO
                     due_at, start = await workload.due_burst(
-                        conn, n, args.tenants, lead, analyze=args.analyze
+                        conn, n, args.tenants, lead, analyze=args.analyze, target=target
                     )
                     await workload.wake_at(conn, start, due_at)
 
@@ -190,7 +198,7 @@ def _figures(
             ],
             [
                 "worker",
-                "mean ms per noop execution (incl. event-loop wait)",
+                "mean ms per execution (incl. event-loop wait)",
                 worker["execution_seconds"] / max(worker["executions"], 1) * 1000,
                 None,
             ],
@@ -221,11 +229,11 @@ def _figures(
         "status_counts": counts,
     }
     report.not_mean = (
-        "This is one engine and one worker process with noop targets, so it measures the scheduler's own "
-        "overhead (claim, publish, fenced start, group-committed outcome) and nothing of a real target's "
-        "latency; the due lags are those of a burst of N runs all due at one instant, which is a queueing "
-        "delay that grows with N, not a steady-state lag. Postgres, NATS, both processes and the bench "
-        "share the cores, so each slows the others: it is not what one engine or one worker does on a "
-        "machine of its own, nor a capacity figure for a cluster. "
-        + shared_host(report, "Postgres, NATS and both scheduler processes")
+        "This is one engine and one worker process with noop (or no-I/O python) targets, so it "
+        "measures the scheduler's own overhead (claim, publish, fenced start, recorded outcome) and "
+        "nothing of a real target's latency; the due lags are those of a burst of N runs all due at "
+        "one instant, which is a queueing delay that grows with N, not a steady-state lag (see "
+        "`steady`). Postgres, NATS, both processes and the bench share the cores, so each slows the "
+        "others: it is not what one engine or one worker does on a machine of its own, nor a capacity "
+        "figure for a cluster. " + shared_host(report, "Postgres, NATS and both scheduler processes")
     )

@@ -21,6 +21,7 @@ FUNCTIONS = {
     "scheduler_partition_name",
     "scheduler_create_day_partition",
     "scheduler_retire_day_partition",
+    "scheduler_analyze_stale_partitions",
 }
 
 
