@@ -98,8 +98,11 @@ def cmd_api(settings: Settings, args: argparse.Namespace) -> None:
     from app.main import create_app
 
     _require(settings, "database_url", "nats_url")
+    # With several workers, each process imports the app itself and reads the same environment.
     uvicorn.run(
-        create_app(settings),
+        create_app(settings) if settings.api_workers == 1 else "app.main:create_app",
+        factory=settings.api_workers > 1,
+        workers=settings.api_workers,
         host=args.host or settings.host,
         port=args.port or settings.port,
         log_level=settings.log_level.lower(),

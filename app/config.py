@@ -28,6 +28,9 @@ class Settings(BaseSettings):
     port: int = 8000
     admin_token: str | None = None
     engine: Literal["on", "off"] = "on"
+    # API processes behind one port (uvicorn workers; each runs its own engine unless ENGINE=off).
+    # One API process uses one core at most: on a machine of several, more answer more requests.
+    api_workers: int = Field(default=1, ge=1, le=64)
     owner: str = Field(default_factory=_default_owner)
 
     # Claim and leases.

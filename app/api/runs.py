@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any
 from uuid import UUID
 
-from fastapi import APIRouter, Header, Query, Response
+from fastapi import APIRouter, Header, Query, Request, Response
 
 from app.api.deps import PrincipalDep, State, StateDep
 from app.api.schemas import (
@@ -28,7 +28,7 @@ from app.db import runs as run_repo
 from app.errors import Conflict, InvalidInput, NotFound
 from app.services.submission import RunRequest, Submitted, submit
 from app.services.validation import check_payload
-from app.telemetry.tracing import current_traceparent
+from app.telemetry.tracing import submitter_traceparent
 
 router = APIRouter(tags=["runs"])
 ERRORS = error_responses(401, 404, 409, 413, 422, 429)
@@ -61,10 +61,11 @@ def _request(state: State, body: RunSubmit, field: str, header_key: str | None =
     return RunRequest(body.job, body.scheduled_at, body.payload, key, field)
 
 
-async def _submit(state: State, tenant_id: str, requests: list[RunRequest]) -> list[Submitted]:
-    submitted = await submit(
-        state.pool, state.admission, tenant_id, requests, current_traceparent(), state.wakeups
-    )
+async def _submit(
+    state: State, request: Request, tenant_id: str, requests: list[RunRequest]
+) -> list[Submitted]:
+    traceparent = submitter_traceparent(request.headers)
+    submitted = await submit(state.pool, state.admission, tenant_id, requests, traceparent, state.wakeups)
     if state.hot_index is not None:
         await state.hot_index.add([s.run for s in submitted if s.created])
     return submitted
@@ -79,6 +80,7 @@ async def _submit(state: State, tenant_id: str, requests: list[RunRequest]) -> l
 async def submit_run(
     tenant_id: str,
     body: RunSubmit,
+    request: Request,
     state: StateDep,
     principal: PrincipalDep,
     idempotency_key: Annotated[IdempotencyKey | None, Header(alias="Idempotency-Key")] = None,
@@ -86,20 +88,20 @@ async def submit_run(
     """Submit one run of a job. A repeated idempotency key with the same body answers 200 with the
     same run; with another body, 409."""
     principal.require_tenant(tenant_id)
-    [result] = await _submit(state, tenant_id, [_request(state, body, "", idempotency_key)])
+    [result] = await _submit(state, request, tenant_id, [_request(state, body, "", idempotency_key)])
     return json_response(run_out(result.run), 201 if result.created else 200)
 
 
 @router.post("/tenants/{tenant_id}/runs/batch", status_code=201, response_model=RunBatch, responses=ERRORS)
 async def submit_batch(
-    tenant_id: str, body: RunBatchSubmit, state: StateDep, principal: PrincipalDep
+    tenant_id: str, body: RunBatchSubmit, request: Request, state: StateDep, principal: PrincipalDep
 ) -> Response:
     """Submit up to SCHEDULER_MAX_BATCH runs, validated all-or-nothing: one bad item writes nothing."""
     principal.require_tenant(tenant_id)
     if len(body.runs) > state.settings.max_batch:
         raise InvalidInput(f"at most {state.settings.max_batch} runs per batch", field="runs")
     requests = [_request(state, r, f"runs[{i}].") for i, r in enumerate(body.runs)]
-    submitted = await _submit(state, tenant_id, requests)
+    submitted = await _submit(state, request, tenant_id, requests)
     return json_response({"runs": [run_out(s.run) for s in submitted]}, 201)
 
 

@@ -8,6 +8,7 @@ about a fifth of the engine loop (measured by `scheduler bench dispatch`)."""
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from random import getrandbits
 from typing import Any
@@ -70,6 +71,20 @@ def setup_tracing(service_name: str, extra_processor: SpanProcessor | None = Non
 
 def tracer(name: str) -> trace.Tracer:
     return trace.get_tracer(name)
+
+
+_TRACEPARENT = re.compile(r"00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}")
+
+
+def submitter_traceparent(headers: Mapping[str, str]) -> str | None:
+    """The span context a run stores for its dispatch span to link to: the API's server span when
+    the API records spans (its OpenTelemetry middleware is installed only then), else the caller's
+    own well-formed traceparent header, if it sent one."""
+    own = current_traceparent()
+    if own is not None:
+        return own
+    theirs = headers.get("traceparent")
+    return theirs if theirs is not None and _TRACEPARENT.fullmatch(theirs) else None
 
 
 def current_traceparent() -> str | None:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import uuid
 
 import asyncpg
 import httpx
 import nats
+import pytest
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
@@ -19,11 +21,22 @@ from tests.e2e.conftest import wait_for
 from tests.receiver import running_receiver
 
 
+@pytest.fixture
+def exporter() -> InMemorySpanExporter:
+    """Spans recorded from here on; requested before `api`, so the app is built with its server
+    spans (the API installs its OpenTelemetry middleware only when spans are recorded)."""
+    memory = InMemorySpanExporter()
+    setup_tracing("scheduler-test", SimpleSpanProcessor(memory))
+    return memory
+
+
 async def test_dispatch_and_execution_are_one_trace(
-    api: httpx.AsyncClient, tenant: dict, settings: Settings, pool: asyncpg.Pool
+    exporter: InMemorySpanExporter,
+    api: httpx.AsyncClient,
+    tenant: dict,
+    settings: Settings,
+    pool: asyncpg.Pool,
 ) -> None:
-    exporter = InMemorySpanExporter()
-    setup_tracing("scheduler-test", SimpleSpanProcessor(exporter))
     nc = await nats.connect(settings.nats_url)
     stop = asyncio.Event()
     tasks = [
@@ -72,3 +85,20 @@ async def test_dispatch_and_execution_are_one_trace(
     ]
     linked = {link.context.span_id for link in dispatch.links}
     assert any(s.context.span_id in linked for s in submit), (linked, [s.name for s in submit])
+
+
+async def test_a_run_keeps_its_callers_trace(
+    api: httpx.AsyncClient, tenant: dict, pool: asyncpg.Pool
+) -> None:
+    """The stored traceparent (the dispatch span's link) belongs to the caller's trace, whether the API
+    records server spans (a child of the caller's) or not (the caller's own)."""
+    caller = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+    r = await api.post(
+        "/tenants/acme/runs", json={"job": "hello"}, headers={**tenant["auth"], "traceparent": caller}
+    )
+    assert r.status_code == 201, r.text
+    async with pool.acquire() as conn:
+        stored = await conn.fetchval(
+            "SELECT traceparent FROM job_runs WHERE id = $1", uuid.UUID(r.json()["id"])
+        )
+    assert stored is not None and stored.split("-")[1] == caller.split("-")[1]
