@@ -17,6 +17,7 @@ from pathlib import Path
 import httpx
 
 from app.config import Settings
+from app.dev import free_port
 from bench.measure import Metrics
 
 
@@ -119,6 +120,15 @@ class SchedulerProcess:
             return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
         except OSError:
             return ""
+
+
+def ops_process(
+    role: str, settings: Settings, log_dir: Path, name: str | None = None, stop_timeout: float = 30.0
+) -> SchedulerProcess:
+    """An engine or worker with an ops port and a lease owner of its own (named after `name`)."""
+    name = name or role
+    own = settings.model_copy(update={"metrics_port": free_port(), "owner": f"{settings.owner}-{name}"})
+    return SchedulerProcess(role, own, log_dir, name=name, stop_timeout=stop_timeout)
 
 
 @contextlib.asynccontextmanager

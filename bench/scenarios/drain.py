@@ -12,10 +12,9 @@ import argparse
 from typing import Any
 
 from app.db.connection import create_pool
-from app.dev import free_port
 from bench import workload
 from bench.measure import cpu_seconds, rate, wait_for_count
-from bench.procs import SchedulerProcess, running, scrape_all
+from bench.procs import ops_process, running, scrape_all
 from bench.report import Report
 from bench.scenarios._common import (
     add_backlog_arguments,
@@ -50,19 +49,10 @@ async def run(bench: Bench, args: argparse.Namespace) -> Report:
     lead = 0.5 + n / 10_000  # room to commit the backlog before it falls due
     async with bench.database() as url:
         base = bench.settings(url)
-        engine = SchedulerProcess(
-            "engine",
-            base.model_copy(update={"metrics_port": free_port(), "owner": f"{base.owner}-e"}),
-            bench.logs,
-        )
+        engine = ops_process("engine", base, bench.logs)
         # The drain is over once every outcome is recorded; a worker slow to exit (its shutdown once
         # waited out nc.drain()'s 30 s timeout) is killed after a few seconds and reported.
-        worker = SchedulerProcess(
-            "worker",
-            base.model_copy(update={"metrics_port": free_port(), "owner": f"{base.owner}-w"}),
-            bench.logs,
-            stop_timeout=5.0,
-        )
+        worker = ops_process("worker", base, bench.logs, stop_timeout=5.0)
         report.workload = {
             "runs": n,
             "tenants": args.tenants,

@@ -16,10 +16,9 @@ import redis.asyncio as aioredis
 
 from app.bus.jetstream import ensure_stream
 from app.db.connection import create_pool
-from app.dev import free_port
 from bench import workload
 from bench.measure import Metrics, rate, wait_for_count
-from bench.procs import SchedulerProcess, running, scrape_all
+from bench.procs import ops_process, running, scrape_all
 from bench.report import Report
 from bench.scenarios._common import add_backlog_arguments, begin, engine_summary, shared_host, sized
 from bench.stack import Bench, delete_stream, stream_messages
@@ -46,15 +45,7 @@ class Runner:
     async def configuration(self, k: int, hot: bool) -> dict[str, Any]:
         base = self.bench.settings(self.url, hot_index="redis" if hot else "off")
         key = f"{base.stream}:due"  # the key the engines' HotIndex uses
-        procs = [
-            SchedulerProcess(
-                "engine",
-                base.model_copy(update={"metrics_port": free_port(), "owner": f"{base.owner}-{i}"}),
-                self.bench.logs,
-                name=f"engine{i}",
-            )
-            for i in range(k)
-        ]
+        procs = [ops_process("engine", base, self.bench.logs, name=f"engine{i}") for i in range(k)]
         label = f"{k} engine{'s' if k > 1 else ''}, {'hot index' if hot else 'scan'}"
         async with self.pool.acquire() as conn:
             await workload.reset_runs(conn)

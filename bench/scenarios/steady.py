@@ -18,7 +18,7 @@ from app.db.connection import create_pool
 from app.dev import free_port
 from bench import workload
 from bench.measure import cpu_seconds, latency_ms, rate, wait_for_count
-from bench.procs import SchedulerProcess, running
+from bench.procs import SchedulerProcess, ops_process, running
 from bench.report import Report
 from bench.scenarios._common import api_tenant, begin, shared_host
 from bench.stack import Bench, delete_stream
@@ -44,12 +44,7 @@ async def run(bench: Bench, args: argparse.Namespace) -> Report:
     async with bench.database() as url:
         s = bench.settings(url, port=free_port())
         api = SchedulerProcess("api", s, bench.logs)
-        worker = SchedulerProcess(
-            "worker",
-            s.model_copy(update={"metrics_port": free_port(), "owner": f"{s.owner}-w"}),
-            bench.logs,
-            stop_timeout=5.0,
-        )
+        worker = ops_process("worker", s, bench.logs, stop_timeout=5.0)
         report.workload = {
             "offered rate": f"{offered:,.0f} runs/s for {duration:g} s",
             "submissions": f"{ticks} batch POSTs, one every {TICK} s",
