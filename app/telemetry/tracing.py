@@ -116,7 +116,20 @@ def link_to(traceparent: str | None) -> list[trace.Link]:
     return [trace.Link(span_context)] if span_context.is_valid else []
 
 
+# W3C trace flags: 01 sampled (never here: nothing records), 02 the trace id is random (level 2).
+RANDOM_TRACE_ID = 0x02
+
+
 def unsampled_traceparent() -> str:
-    """A new root context's traceparent with the sampled flag off: what propagating the SDK's
+    """A new root context's traceparent, unsampled, its trace id random: what propagating the SDK's
     non-recording span writes, without building that span. Ids are never all zeros (W3C)."""
-    return f"00-{getrandbits(128) or 1:032x}-{getrandbits(64) or 1:016x}-00"
+    return f"00-{getrandbits(128) or 1:032x}-{getrandbits(64) or 1:016x}-{RANDOM_TRACE_ID:02x}"
+
+
+def child_traceparent(parent: str | None) -> str:
+    """A new unsampled span's traceparent under `parent` (a W3C header), or a new root when that is
+    absent or malformed: what propagating the SDK's non-recording child span would write."""
+    if parent is not None and _TRACEPARENT.fullmatch(parent) and parent[3:35] != "0" * 32:
+        flags = int(parent[53:55], 16) & RANDOM_TRACE_ID  # the trace id's randomness carries over
+        return f"00-{parent[3:35]}-{getrandbits(64) or 1:016x}-{flags:02x}"
+    return unsampled_traceparent()

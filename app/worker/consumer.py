@@ -33,7 +33,7 @@ from app.db import dispatch as dispatch_repo
 from app.db import tenants as tenant_repo
 from app.db.dispatch import Fence
 from app.telemetry import metrics
-from app.telemetry.tracing import extract, inject, recording, tracer
+from app.telemetry.tracing import child_traceparent, extract, inject, recording, tracer
 from app.worker.targets import AttemptFailed, Handler, RunContext, call_http, load_handlers
 
 log = logging.getLogger(__name__)
@@ -263,13 +263,21 @@ class Worker:
     async def _execute(self, d: Delivery) -> None:
         run = d.run
         started = time.perf_counter()
-        span = self._start_span(d)
-        # The target gets this span's traceparent; the span is current only around the call itself
-        # (a python handler may open children), not around the bookkeeping.
-        span_context = trace.set_span_in_context(span)
-        traceparent = inject({}, span_context).get("traceparent")
+        span = self._start_span(d) if recording() else None
+        token = None
+        if span is not None:
+            # The target gets this span's traceparent; the span is current only around the call
+            # itself (a python handler may open children), not around the bookkeeping.
+            span_context = trace.set_span_in_context(span)
+            traceparent = inject({}, span_context).get("traceparent")
+            token = otel_context.attach(span_context)
+        else:
+            # Nothing records spans: the target still gets a child of the dispatch span's context,
+            # formatted directly. The SDK's unrecorded span, with its header parsing, was a quarter
+            # of the worker's CPU on a python target (py-spy).
+            headers = d.msg.headers or {}
+            traceparent = child_traceparent(headers.get("traceparent"))
         context = RunContext(str(run.run_id), run.tenant_id, run.job, d.attempt, run.epoch, traceparent)
-        token = otel_context.attach(span_context)
         try:
             async with asyncio.timeout(run.timeout_seconds):
                 await self._call(run, context)
@@ -281,8 +289,12 @@ class Worker:
         except Exception as exc:
             d.error = f"{type(exc).__name__}: {exc}"
         finally:
-            otel_context.detach(token)
-        self._finish_span(d, span, started)
+            if token is not None:
+                otel_context.detach(token)
+        if span is not None:
+            self._finish_span(d, span, started)
+        else:
+            self._observe_duration(d, time.perf_counter() - started)
 
     async def _call(self, run: RunMessage, context: RunContext) -> None:
         kind = run.target.get("type")
