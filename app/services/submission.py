@@ -46,9 +46,9 @@ class AdmissionControl:
 
     The count is bounded (quota + 1 rows at most) and cached per process for a second, so a flood
     costs one count per second per tenant, not one per request: when it is due, one request counts
-    and the others go on with the last count (every request in flight counting at once was the
-    single-POST bench's p99). It is a backlog bound, not a rate limit, and across API replicas it is
-    approximate by up to a second's worth of submissions."""
+    and the others go on with the last count rather than all counting the same backlog at once. It
+    is a backlog bound, not a rate limit, and across API replicas it is approximate by up to a
+    second's worth of submissions."""
 
     def __init__(self, max_pending: int, ttl_seconds: float = 1.0):
         self.max_pending = max_pending

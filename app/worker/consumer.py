@@ -3,9 +3,9 @@
 Per fetch, one statement starts every delivery whose epoch still matches (the rest are duplicates,
 stale or cancelled: acked and dropped); a noop, having nothing to execute, is recorded succeeded by
 that same statement. Targets run concurrently, bounded by the concurrency setting. Outcomes go to a
-group commit: one statement records many, then their messages are acked,
-so a run's message is acked only after its outcome is durable. While a target runs, heartbeats
-tell JetStream (`in_progress`) and Postgres (lease) that the worker is alive.
+group commit: one statement records many, then their messages are acked, so a run's message is
+acked only after its outcome is durable. While a target runs, heartbeats tell JetStream
+(`in_progress`) and Postgres (lease) that the worker is alive.
 """
 
 from __future__ import annotations
