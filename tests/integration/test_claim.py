@@ -185,3 +185,27 @@ async def test_two_engines_publish_every_run_exactly_once(settings: Settings, po
     assert len(msg_ids) == n and len(set(msg_ids)) == n
     assert {r["status"] for r in statuses} == {"dispatched"} and {r["epoch"] for r in statuses} == {1}
     assert {r["lease_owner"] for r in owners} == {"engine-0", "engine-1"}  # both took a share
+
+
+async def test_a_lone_busy_tenant_is_not_held_to_its_cap_per_poll(
+    settings: Settings, pool: asyncpg.Pool
+) -> None:
+    """Every claim of a tenant alone with a backlog is cut to its cap; the engine must claim again at
+    once rather than sleep its poll interval after each short batch (it did: `cap` runs per poll)."""
+    async with pool.acquire() as conn:
+        await factories.runs(conn, 1000, tenant_id="busy")
+    s = settings.model_copy(update={"batch_size": 200, "per_tenant_cap": 50, "poll_interval_seconds": 60.0})
+    nc = await nats.connect(s.nats_url)
+    js = nc.jetstream()
+    await ensure_stream(js, s)
+    stop = asyncio.Event()
+    engine = asyncio.create_task(Dispatcher(s, pool, nc).run(stop))
+    try:
+        deadline = asyncio.get_running_loop().time() + 20  # a third of one poll interval
+        while (await js.stream_info(s.stream)).state.messages < 1000:
+            assert asyncio.get_running_loop().time() < deadline, "the engine slept after a capped batch"
+            await asyncio.sleep(0.05)
+    finally:
+        stop.set()
+        await engine
+        await nc.close()
