@@ -30,12 +30,24 @@ class TenantCreate(Strict):
 
 class TenantCreated(BaseModel):
     id: str
-    api_key: str
+    key_id: str = Field(description="Names the key for listing and revoking; not a secret.")
+    api_key: str = Field(description="Shown once.")
     signing_secret: str = Field(description="Verifies the Scheduler-Signature header of webhook calls.")
 
 
 class KeyCreated(BaseModel):
-    api_key: str
+    key_id: str = Field(description="Names the key for listing and revoking; not a secret.")
+    api_key: str = Field(description="Shown once.")
+
+
+class ApiKey(BaseModel):
+    key_id: str
+    created_at: datetime
+    revoked_at: datetime | None
+
+
+class ApiKeyList(BaseModel):
+    keys: list[ApiKey]
 
 
 class JobPut(Strict):

@@ -1,11 +1,13 @@
-"""Tenants (admin) and API key rotation."""
+"""Tenants (admin) and API keys: rotate, list, revoke."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+import uuid
+
+from fastapi import APIRouter, Response
 
 from app.api.deps import PrincipalDep, StateDep
-from app.api.schemas import KeyCreated, TenantCreate, TenantCreated, error_responses
+from app.api.schemas import ApiKey, ApiKeyList, KeyCreated, TenantCreate, TenantCreated, error_responses
 from app.db import tenants as tenant_repo
 from app.errors import Conflict, NotFound
 from app.services.auth import issue_key, new_signing_secret
@@ -22,8 +24,8 @@ async def create_tenant(body: TenantCreate, state: StateDep, principal: Principa
     async with state.pool.acquire() as conn, conn.transaction():
         if not await tenant_repo.create_tenant(conn, body.id, secret):
             raise Conflict(f"tenant {body.id!r} already exists", field="id")
-        key = await issue_key(conn, body.id)
-    return TenantCreated(id=body.id, api_key=key, signing_secret=secret)
+        key_id, key = await issue_key(conn, body.id)
+    return TenantCreated(id=body.id, key_id=key_id, api_key=key, signing_secret=secret)
 
 
 @router.post("/tenants/{tenant_id}/keys", status_code=201, response_model=KeyCreated, responses=ERRORS)
@@ -33,5 +35,32 @@ async def rotate_key(tenant_id: str, state: StateDep, principal: PrincipalDep) -
     async with state.pool.acquire() as conn, conn.transaction():
         if not await tenant_repo.tenant_exists(conn, tenant_id):
             raise NotFound(f"tenant {tenant_id!r} not found", field="tenant_id")
-        key = await issue_key(conn, tenant_id)
-    return KeyCreated(api_key=key)
+        key_id, key = await issue_key(conn, tenant_id)
+    return KeyCreated(key_id=key_id, api_key=key)
+
+
+@router.get("/tenants/{tenant_id}/keys", response_model=ApiKeyList, responses=ERRORS)
+async def list_keys(tenant_id: str, state: StateDep, principal: PrincipalDep) -> ApiKeyList:
+    """The tenant's keys, oldest first, revoked ones included (never their secrets)."""
+    principal.require_tenant(tenant_id)
+    async with state.pool.acquire() as conn:
+        if not await tenant_repo.tenant_exists(conn, tenant_id):
+            raise NotFound(f"tenant {tenant_id!r} not found", field="tenant_id")
+        rows = await tenant_repo.list_api_keys(conn, tenant_id)
+    return ApiKeyList(
+        keys=[
+            ApiKey(key_id=r["id"].hex, created_at=r["created_at"], revoked_at=r["revoked_at"]) for r in rows
+        ]
+    )
+
+
+@router.delete("/tenants/{tenant_id}/keys/{key_id}", status_code=204, responses=ERRORS)
+async def revoke_key(tenant_id: str, key_id: uuid.UUID, state: StateDep, principal: PrincipalDep) -> Response:
+    """Revoke a key, the one making the request included. It stops working on this API process at
+    once and on every other within seconds (their key caches' TTL). Revoking again is a no-op."""
+    principal.require_tenant(tenant_id)
+    async with state.pool.acquire() as conn:
+        if not await tenant_repo.revoke_api_key(conn, tenant_id, key_id):
+            raise NotFound(f"key {key_id.hex} not found", field="key_id")
+    state.keys.forget(key_id)
+    return Response(status_code=204)

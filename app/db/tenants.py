@@ -23,6 +23,14 @@ async def insert_api_key(
     await q.execute(conn, "insert_api_key", id=key_id, tenant_id=tenant_id, salt=salt, hash=digest)
 
 
+async def list_api_keys(conn: asyncpg.Connection, tenant_id: str) -> list[asyncpg.Record]:
+    return await q.fetch(conn, "list_api_keys", tenant_id=tenant_id)
+
+
+async def revoke_api_key(conn: asyncpg.Connection, tenant_id: str, key_id: uuid.UUID) -> bool:
+    return await q.fetchrow(conn, "revoke_api_key", id=key_id, tenant_id=tenant_id) is not None
+
+
 async def get_api_key(conn: asyncpg.Connection, key_id: uuid.UUID) -> asyncpg.Record | None:
     return await q.fetchrow(conn, "get_api_key", id=key_id)
 

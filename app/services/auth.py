@@ -51,12 +51,13 @@ def new_signing_secret() -> str:
     return "whsec_" + secrets.token_urlsafe(32)
 
 
-async def issue_key(conn: asyncpg.Connection, tenant_id: str) -> str:
+async def issue_key(conn: asyncpg.Connection, tenant_id: str) -> tuple[str, str]:
+    """(key id, the key itself). The key is shown once; the id names it for listing and revoking."""
     key_id = uuid.uuid4()
     secret = secrets.token_urlsafe(32)
     salt = secrets.token_bytes(16)
     await tenant_repo.insert_api_key(conn, key_id, tenant_id, salt, _digest(salt, secret))
-    return f"{KEY_PREFIX}{key_id.hex}_{secret}"
+    return key_id.hex, f"{KEY_PREFIX}{key_id.hex}_{secret}"
 
 
 class KeyCache:
@@ -68,6 +69,10 @@ class KeyCache:
         self.ttl_seconds = ttl_seconds
         self.max_keys = max_keys
         self._rows: dict[uuid.UUID, tuple[str, bytes, bytes, float]] = {}
+
+    def forget(self, key_id: uuid.UUID) -> None:
+        """A revoked key stops working here at once; other API processes drop it within the TTL."""
+        self._rows.pop(key_id, None)
 
     async def get(self, pool: asyncpg.Pool, key_id: uuid.UUID) -> tuple[str, bytes, bytes] | None:
         cached = self._rows.get(key_id)

@@ -34,6 +34,7 @@ class Victim:
     tenant: str
     job: str
     run_id: str
+    key_id: str
     auth: dict[str, str]
 
 
@@ -41,6 +42,11 @@ Request = tuple[str, dict | None]  # (url, json body)
 CASES: dict[tuple[str, str], Callable[[Victim], Request]] = {
     ("POST", "/tenants"): lambda v: ("/tenants", {"id": "mallory"}),
     ("POST", "/tenants/{tenant_id}/keys"): lambda v: (f"/tenants/{v.tenant}/keys", None),
+    ("GET", "/tenants/{tenant_id}/keys"): lambda v: (f"/tenants/{v.tenant}/keys", None),
+    ("DELETE", "/tenants/{tenant_id}/keys/{key_id}"): lambda v: (
+        f"/tenants/{v.tenant}/keys/{v.key_id}",
+        None,
+    ),
     ("GET", "/tenants/{tenant_id}/jobs"): lambda v: (f"/tenants/{v.tenant}/jobs", None),
     ("PUT", "/tenants/{tenant_id}/jobs/{name}"): lambda v: (
         f"/tenants/{v.tenant}/jobs/{v.job}",
@@ -69,7 +75,7 @@ async def victim(api: httpx.AsyncClient) -> Victim:
     auth = bearer(created["api_key"])
     await put_job(api, "alpha", "hello", auth, payload={"owned": "by alpha"})
     run = await submit_run(api, "alpha", auth, job="hello")
-    return Victim("alpha", "hello", str(run["id"]), auth)
+    return Victim("alpha", "hello", str(run["id"]), created["key_id"], auth)
 
 
 async def _send(

@@ -1,4 +1,5 @@
-"""Tenants: the admin creates them, ids are checked, keys rotate without breaking the old ones."""
+"""Tenants: the admin creates them, ids are checked, keys rotate without breaking the old ones and
+stop working once revoked."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ async def test_admin_creates_a_tenant_whose_key_works(
     r = await api.post("/tenants", json={"id": "acme"}, headers=admin)
     assert r.status_code == 201, r.text
     created = r.json()
-    assert set(created) == {"id", "api_key", "signing_secret"}
+    assert set(created) == {"id", "key_id", "api_key", "signing_secret"}
+    assert created["api_key"].startswith(f"sch_{created['key_id']}_")
     assert created["id"] == "acme"
     assert created["api_key"].startswith("sch_") and created["signing_secret"].startswith("whsec_")
     assert (await api.get("/tenants/acme/jobs", headers=bearer(created["api_key"]))).status_code == 200
@@ -78,7 +80,7 @@ async def test_key_rotation_keeps_old_keys_working(api: httpx.AsyncClient, tenan
     old = tenant["auth"]
     r = await api.post("/tenants/acme/keys", headers=old)
     assert r.status_code == 201, r.text
-    assert set(r.json()) == {"api_key"}
+    assert set(r.json()) == {"key_id", "api_key"}
     new = bearer(r.json()["api_key"])
     assert new != old
     by_admin = await api.post("/tenants/acme/keys", headers=admin)
@@ -94,3 +96,42 @@ async def test_rotating_a_key_of_an_unknown_tenant_is_404(
     r = await api.post("/tenants/nobody/keys", headers=admin)
     assert_error(r, 404, "NotFound", field="tenant_id")
     assert await count_rows(pool, "api_keys") == 0
+
+
+async def test_a_revoked_key_stops_working_and_the_others_do_not(
+    api: httpx.AsyncClient, tenant: dict, admin: dict, pool: asyncpg.Pool
+) -> None:
+    old = tenant["auth"]
+    rotated = (await api.post("/tenants/acme/keys", headers=old)).json()
+    new = bearer(rotated["api_key"])
+    listed = (await api.get("/tenants/acme/keys", headers=new)).json()["keys"]
+    old_id = old["Authorization"].removeprefix("Bearer sch_").split("_", 1)[0]
+    assert [k["key_id"] for k in listed] == [old_id, rotated["key_id"]]
+    assert all(k["revoked_at"] is None for k in listed)
+    assert "sch_" not in str(listed)  # ids, never secrets
+
+    r = await api.delete(f"/tenants/acme/keys/{old_id}", headers=new)
+    assert r.status_code == 204, r.text
+    assert_error(await api.get("/tenants/acme/jobs", headers=old), 401, "Unauthorized")
+    assert (await api.get("/tenants/acme/jobs", headers=new)).status_code == 200
+    listed = (await api.get("/tenants/acme/keys", headers=new)).json()["keys"]
+    assert [k["revoked_at"] is not None for k in listed] == [True, False]
+    revoked_at = await pool.fetchval("SELECT revoked_at FROM api_keys WHERE revoked_at IS NOT NULL")
+    # Revoking again changes nothing; so does the admin revoking it.
+    assert (await api.delete(f"/tenants/acme/keys/{old_id}", headers=admin)).status_code == 204
+    assert await pool.fetchval("SELECT revoked_at FROM api_keys WHERE revoked_at IS NOT NULL") == revoked_at
+    # A key can revoke itself: the caller is then locked out until the admin issues another.
+    assert (await api.delete(f"/tenants/acme/keys/{rotated['key_id']}", headers=new)).status_code == 204
+    assert_error(await api.get("/tenants/acme/jobs", headers=new), 401, "Unauthorized")
+    assert (await api.post("/tenants/acme/keys", headers=admin)).status_code == 201
+
+
+async def test_revoking_an_unknown_key_is_404_naming_it(
+    api: httpx.AsyncClient, tenant: dict, pool: asyncpg.Pool
+) -> None:
+    before = await snapshot(pool)
+    r = await api.delete(f"/tenants/acme/keys/{'0' * 32}", headers=tenant["auth"])
+    assert_error(r, 404, "NotFound", field="key_id")
+    r = await api.delete("/tenants/acme/keys/not-a-key-id", headers=tenant["auth"])
+    assert_error(r, 422, "InvalidInput", field="key_id")
+    assert await snapshot(pool) == before

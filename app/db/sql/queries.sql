@@ -16,6 +16,15 @@ SELECT EXISTS (SELECT 1 FROM tenants WHERE id = :id);
 -- name: insert_api_key
 INSERT INTO api_keys (id, tenant_id, salt, hash) VALUES (:id, :tenant_id, :salt, :hash);
 
+-- name: list_api_keys
+SELECT id, created_at, revoked_at FROM api_keys WHERE tenant_id = :tenant_id ORDER BY created_at, id;
+
+-- name: revoke_api_key
+-- Revoking twice keeps the first revocation's time; a key of another tenant matches nothing.
+UPDATE api_keys SET revoked_at = COALESCE(revoked_at, now())
+WHERE id = :id AND tenant_id = :tenant_id
+RETURNING id;
+
 -- name: get_api_key
 -- Looked up by the key's public id; the secret part is verified against the salted hash in Python.
 SELECT tenant_id, salt, hash FROM api_keys WHERE id = :id AND revoked_at IS NULL;
