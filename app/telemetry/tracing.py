@@ -84,7 +84,17 @@ def submitter_traceparent(headers: Mapping[str, str]) -> str | None:
     if own is not None:
         return own
     theirs = headers.get("traceparent")
-    return theirs if theirs is not None and _TRACEPARENT.fullmatch(theirs) else None
+    return theirs if _well_formed(theirs) else None
+
+
+def _well_formed(traceparent: str | None) -> bool:
+    """A version-00 W3C traceparent whose trace and span ids are not all zeros (those are invalid)."""
+    return (
+        traceparent is not None
+        and _TRACEPARENT.fullmatch(traceparent) is not None
+        and traceparent[3:35] != "0" * 32
+        and traceparent[36:52] != "0" * 16
+    )
 
 
 def current_traceparent() -> str | None:
@@ -129,7 +139,7 @@ def unsampled_traceparent() -> str:
 def child_traceparent(parent: str | None) -> str:
     """A new unsampled span's traceparent under `parent` (a W3C header), or a new root when that is
     absent or malformed: what propagating the SDK's non-recording child span would write."""
-    if parent is not None and _TRACEPARENT.fullmatch(parent) and parent[3:35] != "0" * 32:
+    if parent is not None and _well_formed(parent):
         flags = int(parent[53:55], 16) & RANDOM_TRACE_ID  # the trace id's randomness carries over
         return f"00-{parent[3:35]}-{getrandbits(64) or 1:016x}-{flags:02x}"
     return unsampled_traceparent()

@@ -39,7 +39,8 @@ def test_a_child_keeps_the_parents_trace_with_a_new_span() -> None:
 def test_no_or_a_malformed_parent_starts_a_new_trace() -> None:
     theirs = W3C.fullmatch(sdk_child(None))  # the SDK's new unsampled root
     assert theirs is not None
-    for parent in (None, "", "garbage", "00-" + "0" * 32 + "-00f067aa0ba902b7-01", PARENT.upper()):
+    zero_span = "00-4bf92f3577b34da6a3ce929d0e0e4736-" + "0" * 16 + "-01"
+    for parent in (None, "", "garbage", "00-" + "0" * 32 + "-00f067aa0ba902b7-01", zero_span, PARENT.upper()):
         ours = W3C.fullmatch(child_traceparent(parent))
         assert ours is not None and ours.group(1) != PARENT.split("-")[1] and ours.group(1) != "0" * 32
         assert ours.group(3) == theirs.group(3)
