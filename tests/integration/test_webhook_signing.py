@@ -13,11 +13,13 @@ from pathlib import Path
 import asyncpg
 import httpx
 import orjson
+import pytest
 from standardwebhooks import Webhook
 from standardwebhooks.webhooks import WebhookVerificationError
 
 from app.config import Settings
 from app.services.signing import signing_key
+from app.worker.signing_keys import SigningKeys, UnknownTenant
 from tests.integration.test_migrations import alembic, fresh_database  # noqa: F401 - a fixture
 from tests.integration.test_security_webhooks import stack
 from tests.receiver import Call
@@ -166,3 +168,20 @@ async def test_migration_re_encodes_old_secrets_keeping_their_key(fresh_database
         await conn.close()
     assert SECRET_FORM.fullmatch(new)
     assert signing_key(new) == old.encode() == Webhook(new)._whsecret
+
+
+async def test_the_workers_key_cache_drops_a_retired_secret_when_its_overlap_ends(
+    api: httpx.AsyncClient, tenant: dict, pool: asyncpg.Pool
+) -> None:
+    """A cache TTL far longer than the overlap must not keep the old secret signing past it."""
+    keys = SigningKeys(pool, ttl_seconds=3600)
+    old = [signing_key(tenant["signing_secret"])]
+    assert await keys.get("acme") == old
+    new = (await rotate(api, bearer(tenant["api_key"]), overlap_seconds=1)).json()["signing_secret"]
+    assert await keys.get("acme") == old  # cached: within the TTL, a worker may sign with the old alone
+    keys._cache.clear()
+    assert await keys.get("acme") == [signing_key(new), *old]  # the overlap: both, newest first
+    await asyncio.sleep(1.2)
+    assert await keys.get("acme") == [signing_key(new)]  # the entry ended with the overlap, not the TTL
+    with pytest.raises(UnknownTenant):
+        await keys.get("nope")
