@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import re
+from datetime import UTC, datetime
 from pathlib import Path
 
 import asyncpg
@@ -100,7 +101,7 @@ async def test_rotation_signs_under_both_secrets_during_the_overlap_then_the_new
         target = {"type": "http", "url": s.receiver.url}
         await s.run("hook", target)  # the worker has the old secret cached now
         old = s.signing_secret
-        r = await rotate(s.api, s.auth, overlap_seconds=4)
+        r = await rotate(s.api, s.auth, overlap_seconds=8)  # room for a delivery on a busy machine
         assert r.status_code == 201, r.text
         new = r.json()["signing_secret"]
         assert SECRET_FORM.fullmatch(new) and new != old
@@ -110,7 +111,9 @@ async def test_rotation_signs_under_both_secrets_during_the_overlap_then_the_new
         assert len(during.headers["webhook-signature"].split(" ")) == 2
         assert verifies(old, during) and verifies(new, during)
 
-        await asyncio.sleep(4)  # the overlap is over; the worker's cache entry ended with it
+        expires = datetime.fromisoformat(r.json()["previous_expires_at"])
+        await asyncio.sleep(max(0.0, (expires - datetime.now(UTC)).total_seconds()) + 0.2)
+        # The overlap is over; the worker's cache entry ended with it.
         after = (await s.run("hook", target), s.receiver.calls[-1])[1]
         assert len(after.headers["webhook-signature"].split(" ")) == 1
         assert verifies(new, after) and not verifies(old, after)
