@@ -81,6 +81,11 @@ class Settings(BaseSettings):
     max_schedule_behind_days: int = Field(default=7, ge=0)
     allow_private_targets: bool = False
 
+    # Webhook signing secrets: how long a rotated-out secret keeps signing beside the new one, and how
+    # long a worker caches a tenant's secrets (a rotation reaches every worker within that).
+    signing_secret_overlap_seconds: float = Field(default=86_400.0, ge=0, le=7 * 86_400)
+    signing_secret_cache_seconds: float = Field(default=10.0, gt=0, le=3600)
+
     data_dir: str = ".scheduler-dev"
     log_level: str = "INFO"
 

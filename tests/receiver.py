@@ -25,8 +25,14 @@ class Call:
     body: bytes
 
     @property
-    def payload(self) -> Any:
+    def envelope(self) -> Any:
+        """The signed body: {"type", "timestamp", "data": {"run_id", ..., "payload"}}."""
         return orjson.loads(self.body)
+
+    @property
+    def payload(self) -> Any:
+        """The run's payload, out of the envelope."""
+        return self.envelope["data"]["payload"]
 
 
 @dataclass
@@ -46,7 +52,7 @@ async def _handle(request: Request) -> Response:
         return Response(status_code=499)
     call = Call(dict(request.headers), body)
     receiver.calls.append(call)
-    payload = orjson.loads(body) if body else {}
+    payload = call.payload if body else {}
     # Scripted behaviour from the payload: {"statuses": [500, 500, 200]} answers by attempt number;
     # {"sleep": s} holds the request open for s seconds first; {"redirect": url} answers 302 to url.
     if isinstance(payload, dict):

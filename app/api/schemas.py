@@ -32,7 +32,28 @@ class TenantCreated(BaseModel):
     id: str
     key_id: str = Field(description="Names the key for listing and revoking; not a secret.")
     api_key: str = Field(description="Shown once.")
-    signing_secret: str = Field(description="Verifies the Scheduler-Signature header of webhook calls.")
+    signing_secret: str = Field(
+        description="Verifies webhook calls (Standard Webhooks: `whsec_` + base64). Shown once."
+    )
+
+
+class SigningSecretRotation(Strict):
+    overlap_seconds: float | None = Field(
+        default=None,
+        ge=0,
+        le=7 * 86400,
+        description="How long the previous secret keeps signing beside the new one; "
+        "default SCHEDULER_SIGNING_SECRET_OVERLAP_SECONDS. 0 retires it at once (a leaked secret).",
+    )
+
+
+class SigningSecretCreated(BaseModel):
+    signing_secret: str = Field(
+        description="The new secret (Standard Webhooks: `whsec_` + base64). Shown once."
+    )
+    previous_expires_at: datetime = Field(
+        description="Until then webhooks carry a signature under the previous secret too."
+    )
 
 
 class KeyCreated(BaseModel):

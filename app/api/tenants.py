@@ -1,4 +1,4 @@
-"""Tenants (admin) and API keys: rotate, list, revoke."""
+"""Tenants (admin), API keys (rotate, list, revoke) and webhook signing secrets (rotate)."""
 
 from __future__ import annotations
 
@@ -7,10 +7,20 @@ import uuid
 from fastapi import APIRouter, Response
 
 from app.api.deps import PrincipalDep, StateDep
-from app.api.schemas import ApiKey, ApiKeyList, KeyCreated, TenantCreate, TenantCreated, error_responses
+from app.api.schemas import (
+    ApiKey,
+    ApiKeyList,
+    KeyCreated,
+    SigningSecretCreated,
+    SigningSecretRotation,
+    TenantCreate,
+    TenantCreated,
+    error_responses,
+)
 from app.db import tenants as tenant_repo
 from app.errors import Conflict, NotFound
-from app.services.auth import issue_key, new_signing_secret
+from app.services.auth import issue_key
+from app.services.signing import new_signing_secret
 
 router = APIRouter(tags=["tenants"])
 ERRORS = error_responses(401, 404, 409, 422)
@@ -64,3 +74,28 @@ async def revoke_key(tenant_id: str, key_id: uuid.UUID, state: StateDep, princip
             raise NotFound(f"key {key_id.hex} not found", field="key_id")
     state.keys.forget(key_id)
     return Response(status_code=204)
+
+
+@router.post(
+    "/tenants/{tenant_id}/signing-secrets",
+    status_code=201,
+    response_model=SigningSecretCreated,
+    responses=ERRORS,
+)
+async def rotate_signing_secret(
+    tenant_id: str, state: StateDep, principal: PrincipalDep, body: SigningSecretRotation | None = None
+) -> SigningSecretCreated:
+    """A new webhook signing secret. Until `previous_expires_at` every webhook is signed under both
+    (two signatures in `webhook-signature`), so receivers can switch at their pace; then the old one
+    is dropped. Workers pick the new secret up within SCHEDULER_SIGNING_SECRET_CACHE_SECONDS.
+    Rotating again within an overlap retires the oldest secret at once."""
+    principal.require_tenant(tenant_id)
+    overlap = body.overlap_seconds if body is not None else None
+    if overlap is None:
+        overlap = state.settings.signing_secret_overlap_seconds
+    secret = new_signing_secret()
+    async with state.pool.acquire() as conn:
+        expires_at = await tenant_repo.rotate_signing_secret(conn, tenant_id, secret, overlap)
+    if expires_at is None:
+        raise NotFound(f"tenant {tenant_id!r} not found", field="tenant_id")
+    return SigningSecretCreated(signing_secret=secret, previous_expires_at=expires_at)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass
+from datetime import datetime
 
 import asyncpg
 
@@ -35,6 +37,31 @@ async def get_api_key(conn: asyncpg.Connection, key_id: uuid.UUID) -> asyncpg.Re
     return await q.fetchrow(conn, "get_api_key", id=key_id)
 
 
-async def get_signing_secrets(conn: asyncpg.Connection, tenant_ids: list[str]) -> dict[str, str]:
-    rows = await q.fetch(conn, "get_signing_secrets", tenant_ids=tenant_ids)
-    return {r["id"]: r["signing_secret"] for r in rows}
+@dataclass(frozen=True)
+class SigningSecrets:
+    current: str
+    previous: str | None  # only while its overlap lasts
+    previous_valid_seconds: float | None  # how long it still does, by the database's clock
+
+
+async def get_signing_secrets(conn: asyncpg.Connection, tenant_id: str) -> SigningSecrets | None:
+    row = await q.fetchrow(conn, "get_signing_secrets", id=tenant_id)
+    if row is None:
+        return None
+    return SigningSecrets(
+        row["signing_secret"], row["previous_signing_secret"], row["previous_valid_seconds"]
+    )
+
+
+async def rotate_signing_secret(
+    conn: asyncpg.Connection, tenant_id: str, signing_secret: str, overlap_seconds: float
+) -> datetime | None:
+    """The new secret becomes current; returns when the previous one expires (None: no such tenant)."""
+    row = await q.fetchrow(
+        conn,
+        "rotate_signing_secret",
+        id=tenant_id,
+        signing_secret=signing_secret,
+        overlap_seconds=overlap_seconds,
+    )
+    return None if row is None else row["previous_expires_at"]

@@ -47,10 +47,6 @@ def _digest(salt: bytes, secret: str) -> bytes:
     return hmac.new(salt, secret.encode(), hashlib.sha256).digest()
 
 
-def new_signing_secret() -> str:
-    return "whsec_" + secrets.token_urlsafe(32)
-
-
 async def issue_key(conn: asyncpg.Connection, tenant_id: str) -> tuple[str, str]:
     """(key id, the key itself). The key is shown once; the id names it for listing and revoking."""
     key_id = uuid.uuid4()

@@ -2,14 +2,14 @@
 
 Tenants name python handlers, never import paths: only callables the deployment registered in the
 `scheduler.handlers` entry-point group can run, so no tenant can make a worker import arbitrary code.
-Webhook hosts are resolved and refused when any address is loopback, private, link-local, reserved
-or a cloud metadata address, unless the deployment allows private targets (dev and tests do).
+Webhook hosts are resolved and refused when any address is on the deny list of
+`app.services.addresses` (loopback, private, link-local, reserved, IPv4-embedding forms of those, cloud
+metadata); the deployment may allow private targets (dev and tests do), never metadata ones.
 """
 
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import socket
 from functools import lru_cache
 from importlib.metadata import entry_points
@@ -19,24 +19,42 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, Field, HttpUrl, TypeAdapter
 
 from app.errors import InvalidInput
+from app.services.addresses import forbidden_reason
 
 HANDLER_GROUP = "scheduler.handlers"
-# Headers the worker sets itself; a job may not forge them.
+# Headers a job may not set. The worker sets these itself (a job may not forge them), or they are
+# hop-by-hop or describe the message's framing and encoding, which belong to the HTTP client: a job's
+# `Transfer-Encoding: chunked` beside the client's Content-Length broke the request's framing.
 RESERVED_HEADERS = frozenset(
     h.lower()
     for h in (
         "Scheduler-Run-Id",
         "Scheduler-Attempt",
         "Scheduler-Epoch",
-        "Scheduler-Signature",
-        "Scheduler-Timestamp",
         "traceparent",
         "tracestate",
         "Host",
         "Content-Length",
         "Content-Type",
+        "Content-Encoding",
+        "Transfer-Encoding",
+        "TE",
+        "Trailer",
+        "Connection",
+        "Keep-Alive",
+        "Upgrade",
+        "Expect",
+        "HTTP2-Settings",
     )
 )
+# Whole families: the Standard Webhooks signature headers (webhook-id, -timestamp, -signature), our
+# own, and the proxy ones (Proxy-Authorization, Proxy-Connection, ...).
+RESERVED_HEADER_PREFIXES = ("webhook-", "scheduler-", "proxy-")
+
+
+def is_reserved_header(name: str) -> bool:
+    lower = name.lower()
+    return lower in RESERVED_HEADERS or lower.startswith(RESERVED_HEADER_PREFIXES)
 
 
 # Header names are RFC 9110 tokens and values hold no control characters but tab: a CR/LF would
@@ -73,21 +91,6 @@ def registered_handlers() -> frozenset[str]:
     return frozenset(ep.name for ep in entry_points(group=HANDLER_GROUP))
 
 
-def _is_forbidden_address(address: str) -> bool:
-    ip = ipaddress.ip_address(address.split("%", 1)[0])
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
-    return bool(
-        ip.is_loopback
-        or ip.is_private
-        or ip.is_link_local
-        or ip.is_reserved
-        or ip.is_multicast
-        or ip.is_unspecified
-        or not ip.is_global
-    )
-
-
 async def resolve_allowed(host: str, port: int, *, allow_private: bool) -> list[str]:
     """Addresses the worker may connect to for this host. Raises InvalidInput if none, or if any
     resolved address is forbidden (a name that resolves to both public and private is refused)."""
@@ -98,13 +101,12 @@ async def resolve_allowed(host: str, port: int, *, allow_private: bool) -> list[
             f"target host {host!r} does not resolve: {exc.strerror}", field="target.url"
         ) from exc
     addresses = list(dict.fromkeys(str(info[4][0]) for info in infos))
-    if not allow_private:
-        forbidden = [a for a in addresses if _is_forbidden_address(a)]
-        if forbidden:
-            raise InvalidInput(
-                f"target host {host!r} resolves to a private, loopback, link-local or metadata address",
-                field="target.url",
-            )
+    if any(forbidden_reason(a, allow_private=allow_private) for a in addresses):
+        # Which address and why stays unsaid: the answer would map the deployment's internal DNS.
+        raise InvalidInput(
+            f"target host {host!r} resolves to a private, loopback, link-local or metadata address",
+            field="target.url",
+        )
     return addresses
 
 
@@ -132,7 +134,7 @@ async def validate_target(raw: Any, *, allow_private: bool) -> dict[str, Any]:
             field="target.handler",
         )
     if isinstance(target, HttpTarget):
-        bad = sorted(h for h in target.headers if h.lower() in RESERVED_HEADERS)
+        bad = sorted(h for h in target.headers if is_reserved_header(h))
         if bad:
             raise InvalidInput(f"target.headers may not set {', '.join(bad)}", field="target.headers")
         url = urlsplit(str(target.url))

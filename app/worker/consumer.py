@@ -30,10 +30,10 @@ from app.bus.jetstream import PullConsumer, ensure_consumer
 from app.bus.message import RunMessage, UnknownVersion
 from app.config import Settings
 from app.db import dispatch as dispatch_repo
-from app.db import tenants as tenant_repo
 from app.db.dispatch import Fence
 from app.telemetry import metrics
 from app.telemetry.tracing import child_traceparent, extract, inject, recording, tracer
+from app.worker.signing_keys import SigningKeys, UnknownTenant
 from app.worker.targets import AttemptFailed, Handler, RunContext, call_http, load_handlers
 
 log = logging.getLogger(__name__)
@@ -91,7 +91,7 @@ class Worker:
         self.outcomes: asyncio.Queue[Delivery] = asyncio.Queue()
         self._starting = 0  # messages fetched whose start statement has not answered yet
         self.unflushed: list[Delivery] = []
-        self._secrets: dict[str, tuple[str, float]] = {}
+        self.signing_keys = SigningKeys(pool, settings.signing_secret_cache_seconds)
         self._succeeded_inline = metrics.run_outcomes_total.labels("succeeded")
         self.http = httpx.AsyncClient(limits=httpx.Limits(max_connections=settings.worker_concurrency))
 
@@ -306,29 +306,21 @@ class Worker:
             await handler(run.payload, context)
             return
         if kind == "http":
-            secret = await self._signing_secret(run.tenant_id)
+            try:
+                keys = await self.signing_keys.get(run.tenant_id)
+            except UnknownTenant:
+                raise AttemptFailed(f"tenant {run.tenant_id!r} no longer exists") from None
             await call_http(
                 self.http,
                 run.target,
                 run.payload,
                 context,
-                secret,
+                keys,
                 run.timeout_seconds,
                 self.settings.allow_private_targets,
             )
             return
         raise AttemptFailed(f"unknown target type {kind!r}")
-
-    async def _signing_secret(self, tenant_id: str) -> str:
-        cached = self._secrets.get(tenant_id)
-        if cached is not None and time.monotonic() - cached[1] < 60:
-            return cached[0]
-        async with self.pool.acquire() as conn:
-            secrets = await tenant_repo.get_signing_secrets(conn, [tenant_id])
-        if tenant_id not in secrets:
-            raise AttemptFailed(f"tenant {tenant_id!r} no longer exists")
-        self._secrets[tenant_id] = (secrets[tenant_id], time.monotonic())
-        return secrets[tenant_id]
 
     # ── group commit of outcomes ──
 

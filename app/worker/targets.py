@@ -1,18 +1,18 @@
 """Executing a run's target: an HTTP webhook, a registered Python handler, or nothing (noop).
 
-Webhooks are signed: `Scheduler-Signature: v1=<hex HMAC-SHA256(secret, "<timestamp>.<body>")>` with
-`Scheduler-Timestamp: <unix seconds>`, under the tenant's signing secret. The host is resolved and
+Webhooks follow Standard Webhooks (docs/webhooks.md): the body is an envelope naming the run, its
+attempt, epoch and target URL beside the payload, so the signature (`webhook-id`, `webhook-timestamp`,
+`webhook-signature` over "<id>.<timestamp>.<body>") covers all of them. The host is resolved and
 checked before every request, and the request goes to the address that passed the check (with the
 original Host header and TLS server name), so a DNS answer that changes between check and connect
 cannot redirect it to a private address. Redirects are not followed."""
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from importlib.metadata import entry_points
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -20,7 +20,8 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx
 import orjson
 
-from app.services.targets import HANDLER_GROUP, resolve_allowed
+from app.services.signing import signature_header
+from app.services.targets import HANDLER_GROUP, is_reserved_header, resolve_allowed
 
 MAX_ERROR_BODY = 300
 
@@ -46,13 +47,75 @@ def load_handlers() -> dict[str, Handler]:
     return {ep.name: ep.load() for ep in entry_points(group=HANDLER_GROUP)}
 
 
-def sign(secret: str, timestamp: int, body: bytes) -> str:
-    mac = hmac.new(secret.encode(), str(timestamp).encode() + b"." + body, hashlib.sha256)
-    return "v1=" + mac.hexdigest()
+@dataclass(frozen=True)
+class WebhookRequest:
+    """What call_http sends: built and signed before anything goes on the wire."""
+
+    method: str
+    url: str  # the checked address, not the name
+    headers: dict[str, str]
+    body: bytes
+    extensions: dict[str, Any] = field(default_factory=dict)
+
+
+def envelope(target: dict[str, Any], payload: Any, context: RunContext, timestamp: int) -> bytes:
+    """The signed body, in the spec's recommended shape. Everything a receiver decides on is inside
+    it: a captured request re-sent with another epoch, or to another URL of the tenant, fails
+    verification; the `Scheduler-*` headers only repeat some of it, unsigned."""
+    return orjson.dumps(
+        {
+            "type": "run.attempt",
+            "timestamp": datetime.fromtimestamp(timestamp, UTC).isoformat().replace("+00:00", "Z"),
+            "data": {
+                "run_id": context.run_id,
+                "tenant_id": context.tenant_id,
+                "job": context.job,
+                "attempt": context.attempt,
+                "epoch": context.epoch,
+                "method": target.get("method", "POST"),
+                "url": target["url"],
+                "payload": payload,
+            },
+        }
+    )
 
 
 def _host_for_url(address: str) -> str:
     return f"[{address}]" if ":" in address else address
+
+
+async def build_request(
+    target: dict[str, Any],
+    payload: Any,
+    context: RunContext,
+    signing_keys: list[bytes],
+    allow_private: bool,
+) -> WebhookRequest:
+    """Resolve and check the host, build the envelope and sign it. `signing_keys`: the tenant's
+    valid keys, newest first (two during a rotation's overlap)."""
+    timestamp = int(time.time())
+    body = envelope(target, payload, context, timestamp)
+    parts = urlsplit(target["url"])
+    assert parts.hostname is not None
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    address = (await resolve_allowed(parts.hostname, port, allow_private=allow_private))[0]
+    pinned = urlunsplit(parts._replace(netloc=f"{_host_for_url(address)}:{port}"))
+    # A job saved before a header was reserved may still name it: dropped here, not sent.
+    headers = {k: v for k, v in target.get("headers", {}).items() if not is_reserved_header(k)}
+    headers |= {
+        "Host": parts.netloc.rsplit("@", 1)[-1],
+        "Content-Type": "application/json",
+        "webhook-id": context.run_id,
+        "webhook-timestamp": str(timestamp),
+        "webhook-signature": signature_header(signing_keys, context.run_id, timestamp, body),
+        "Scheduler-Run-Id": context.run_id,
+        "Scheduler-Attempt": str(context.attempt),
+        "Scheduler-Epoch": str(context.epoch),
+    }
+    if context.traceparent:
+        headers["traceparent"] = context.traceparent
+    extensions = {"sni_hostname": parts.hostname} if parts.scheme == "https" else {}
+    return WebhookRequest(target.get("method", "POST"), pinned, headers, body, extensions)
 
 
 async def call_http(
@@ -60,37 +123,19 @@ async def call_http(
     target: dict[str, Any],
     payload: Any,
     context: RunContext,
-    secret: str,
+    signing_keys: list[bytes],
     timeout: float,
     allow_private: bool,
 ) -> None:
-    body = orjson.dumps(payload)
-    timestamp = int(time.time())
-    parts = urlsplit(target["url"])
-    assert parts.hostname is not None
-    port = parts.port or (443 if parts.scheme == "https" else 80)
-    address = (await resolve_allowed(parts.hostname, port, allow_private=allow_private))[0]
-    pinned = urlunsplit(parts._replace(netloc=f"{_host_for_url(address)}:{port}"))
-    headers = {
-        **target.get("headers", {}),
-        "Host": parts.netloc.rsplit("@", 1)[-1],
-        "Content-Type": "application/json",
-        "Scheduler-Run-Id": context.run_id,
-        "Scheduler-Attempt": str(context.attempt),
-        "Scheduler-Epoch": str(context.epoch),
-        "Scheduler-Timestamp": str(timestamp),
-        "Scheduler-Signature": sign(secret, timestamp, body),
-    }
-    if context.traceparent:
-        headers["traceparent"] = context.traceparent
+    request = await build_request(target, payload, context, signing_keys, allow_private)
     response = await client.request(
-        target.get("method", "POST"),
-        pinned,
-        content=body,
-        headers=headers,
+        request.method,
+        request.url,
+        content=request.body,
+        headers=request.headers,
         timeout=timeout,
         follow_redirects=False,
-        extensions={"sni_hostname": parts.hostname} if parts.scheme == "https" else {},
+        extensions=request.extensions,
     )
     if not 200 <= response.status_code < 300:
         raise AttemptFailed(f"HTTP {response.status_code}: {response.text[:MAX_ERROR_BODY]}")

@@ -20,6 +20,7 @@ import pytest
 
 from app.config import Settings
 from app.errors import InvalidInput
+from app.services.signing import new_signing_secret, signing_key
 from app.worker.targets import RunContext, call_http
 from tests.e2e.conftest import wait_for
 from tests.processes import Process, processes
@@ -109,9 +110,9 @@ async def test_redirects_are_not_followed_and_secrets_stay_out_of_the_worker_log
         s.worker.stop()
         log = s.worker.log_path.read_text(errors="replace")
         assert "HTTP Request" in log  # DEBUG logging was on: the calls are in the log...
-        for needle in (s.signing_secret, s.api_key, ADMIN_TOKEN, "tok_do_not_log", "Scheduler-Signature: v1"):
+        for needle in (s.signing_secret, s.api_key, ADMIN_TOKEN, "tok_do_not_log", "webhook-signature"):
             assert needle not in log, f"{needle!r} in the worker's log"  # ...and no secret with them
-        signature = s.receiver.calls[-1].headers["scheduler-signature"]
+        signature = s.receiver.calls[-1].headers["webhook-signature"]
         assert signature not in log and signature not in str(failed)
 
 
@@ -143,7 +144,7 @@ async def test_call_http_connects_to_the_checked_address_with_the_original_host(
 
     async with httpx.AsyncClient(transport=httpx.MockTransport(handler)) as client:
         target = {"type": "http", "url": "https://rebind.example:8443/hook?x=1"}
-        await call_http(client, target, {"a": 1}, CONTEXT, "whsec_x", 5, False)
+        await call_http(client, target, {"a": 1}, CONTEXT, [b"k" * 32], 5, False)
         [request] = seen
         assert request.url.host == "93.184.215.14" and request.url.port == 8443
         assert request.url.path == "/hook" and request.url.query == b"x=1"
@@ -152,7 +153,7 @@ async def test_call_http_connects_to_the_checked_address_with_the_original_host(
         assert lookups == ["rebind.example"]  # one resolution per request, and it was the checked one
 
         with pytest.raises(InvalidInput, match="private"):  # the second answer is private: refused
-            await call_http(client, target, {"a": 1}, CONTEXT, "whsec_x", 5, False)
+            await call_http(client, target, {"a": 1}, CONTEXT, [b"k" * 32], 5, False)
         assert len(seen) == 1  # nothing sent
 
 
@@ -160,7 +161,7 @@ async def test_a_real_request_carries_the_names_host_header() -> None:
     async with running_receiver() as receiver, httpx.AsyncClient() as client:
         port = int(receiver.url.rsplit(":", 1)[1].split("/")[0])
         target = {"type": "http", "url": f"http://localhost:{port}/hook"}
-        await call_http(client, target, {"a": 1}, CONTEXT, "whsec_x", 5, True)
+        await call_http(client, target, {"a": 1}, CONTEXT, [b"k" * 32], 5, True)
         [call] = receiver.calls
         assert call.headers["host"] == f"localhost:{port}"
 
@@ -174,33 +175,52 @@ def doc_block(language: str) -> str:
 
 
 async def test_the_documented_verification_accepts_the_workers_signature(tmp_path: Path) -> None:
-    secret = "whsec_" + "k" * 43
+    secret = new_signing_secret()
+    other = new_signing_secret()
     async with running_receiver() as receiver, httpx.AsyncClient() as client:
         target = {"type": "http", "url": receiver.url}
-        await call_http(client, target, {"hello": "wörld", "n": [1, 2]}, CONTEXT, secret, 5, True)
+        await call_http(
+            client, target, {"hello": "wörld", "n": [1, 2]}, CONTEXT, [signing_key(secret)], 5, True
+        )
     [call] = receiver.calls
-    ts, signature, body = call.headers["scheduler-timestamp"], call.headers["scheduler-signature"], call.body
-    assert re.fullmatch(r"v1=[0-9a-f]{64}", signature)
+    assert re.fullmatch(r"v1,[A-Za-z0-9+/]{43}=", call.headers["webhook-signature"])
+    assert call.headers["webhook-id"] == CONTEXT.run_id
 
     namespace: dict[str, Any] = {}
     exec(doc_block("python"), namespace)  # noqa: S102 - the documentation's own snippet
-    verify = namespace["verify"]
-    assert verify(secret, ts, signature, body)
-    assert not verify(secret + "x", ts, signature, body)
-    assert not verify(secret, ts, signature, body + b" ")
-    assert not verify(secret, str(int(ts) - 1), signature, body)
-    assert not verify(secret, ts, signature, body, now=int(ts) + 301)  # replayed too late
-    assert verify(secret, ts, signature, body, now=int(ts) + 299)
+    verified_run = namespace["verified_run"]
+    data = verified_run(secret, call.body, call.headers, receiver.url)
+    assert data is not None and data["payload"] == {"hello": "wörld", "n": [1, 2]}
+    assert (data["run_id"], data["attempt"], data["epoch"]) == (CONTEXT.run_id, 1, 1)
+    assert verified_run(other, call.body, call.headers, receiver.url) is None
+    assert verified_run(secret, call.body + b" ", call.headers, receiver.url) is None
+    assert verified_run(secret, call.body, call.headers, receiver.url + "/other") is None  # sent elsewhere
+    stale = dict(call.headers, **{"webhook-timestamp": str(int(time.time()) - 301)})
+    assert verified_run(secret, call.body, stale, receiver.url) is None
 
-    (tmp_path / "body.json").write_bytes(body)
-    [command] = [line for line in doc_block("sh").splitlines() if line.strip()]
-    out = subprocess.run(
-        ["bash", "-c", command],
-        cwd=tmp_path,
-        env={"TS": ts, "SECRET": secret, "PATH": "/usr/bin:/bin"},
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    assert out.stdout.strip() == signature
-    assert abs(time.time() - int(ts)) < 60
+    def shell(body: bytes, **headers: str) -> subprocess.CompletedProcess[str]:
+        (tmp_path / "body.json").write_bytes(body)
+        env = {
+            "WEBHOOK_ID": call.headers["webhook-id"],
+            "WEBHOOK_TIMESTAMP": call.headers["webhook-timestamp"],
+            "WEBHOOK_SIGNATURE": call.headers["webhook-signature"],
+            "SECRET": secret,
+            "PATH": "/usr/bin:/bin",
+            **headers,
+        }
+        return subprocess.run(
+            ["bash", "-c", doc_block("sh")], cwd=tmp_path, env=env, capture_output=True, text=True
+        )
+
+    ok = shell(call.body)
+    assert ok.returncode == 0 and ok.stdout.strip() == "verified", ok
+    for bad in (
+        shell(call.body + b" "),
+        shell(call.body, SECRET=other),
+        shell(call.body, WEBHOOK_ID="01a22a00-74e0-7756-b59d-820d74f51310"),
+        shell(call.body, WEBHOOK_TIMESTAMP=str(int(time.time()) - 301)),
+    ):
+        assert bad.returncode == 1, bad
+    # Two signatures (a rotation's overlap): the shell check finds its own among them.
+    both = f"v1,{'A' * 43}= {call.headers['webhook-signature']}"
+    assert shell(call.body, WEBHOOK_SIGNATURE=both).returncode == 0

@@ -23,6 +23,7 @@ def test_schema_documents_every_route_and_its_errors() -> None:
         "/tenants",
         "/tenants/{tenant_id}/keys",
         "/tenants/{tenant_id}/keys/{key_id}",
+        "/tenants/{tenant_id}/signing-secrets",
         "/tenants/{tenant_id}/jobs",
         "/tenants/{tenant_id}/jobs/{name}",
         "/tenants/{tenant_id}/runs",

@@ -30,7 +30,23 @@ RETURNING id;
 SELECT tenant_id, salt, hash FROM api_keys WHERE id = :id AND revoked_at IS NULL;
 
 -- name: get_signing_secrets
-SELECT id, signing_secret FROM tenants WHERE id = ANY(CAST(:tenant_ids AS text[]));
+-- The previous secret only while its rotation overlap lasts, with how long it still does: the
+-- worker's cache ends there, so the overlap is timed by the database's clock, not a worker's.
+SELECT signing_secret,
+       CASE WHEN previous_expires_at > now() THEN previous_signing_secret END AS previous_signing_secret,
+       CASE WHEN previous_expires_at > now()
+            THEN CAST(EXTRACT(EPOCH FROM previous_expires_at - now()) AS float8) END AS previous_valid_seconds
+FROM tenants WHERE id = :id;
+
+-- name: rotate_signing_secret
+-- The current secret becomes the previous one, valid for the overlap. One previous secret at a
+-- time: rotating again within an overlap retires the oldest at once (what a leaked secret needs).
+UPDATE tenants
+SET previous_signing_secret = signing_secret,
+    previous_expires_at = now() + make_interval(secs => :overlap_seconds),
+    signing_secret = :signing_secret
+WHERE id = :id
+RETURNING previous_expires_at;
 
 -- ─────────────────────────────────── jobs ───────────────────────────────────
 

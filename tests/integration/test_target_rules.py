@@ -1,0 +1,132 @@
+"""A job's webhook target through the API (issue 12, items 9 and 10): every IPv4-embedding and
+metadata form of a forbidden address is a 422 naming `target.url`, framing and hop-by-hop headers a
+422 naming `target.headers`, with nothing written, beside a well-behaved job that is accepted; and a
+job stored before a header was reserved cannot make the worker send it."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import httpx
+import pytest
+
+from app.config import Settings
+from app.worker.targets import call_http
+from tests.integration.test_security_webhooks import CONTEXT
+from tests.receiver import running_receiver
+from tests.support import api_client, bearer, create_tenant
+from tests.unit.test_target_addresses import FORBIDDEN, METADATA_FORMS
+
+
+def url_of(address: str) -> str:
+    host = f"[{address.replace('%', '%25')}]" if ":" in address else address
+    return f"http://{host}/hook"
+
+
+@pytest.fixture
+async def strict(settings: Settings) -> AsyncIterator[tuple[httpx.AsyncClient, dict[str, str]]]:
+    async with api_client(settings, allow_private_targets=False) as api:
+        yield api, bearer((await create_tenant(api, "acme"))["api_key"])
+
+
+async def jobs(api: httpx.AsyncClient, auth: dict[str, str]) -> list[str]:
+    r = await api.get("/tenants/acme/jobs", headers=auth)
+    return [j["name"] for j in r.json()["jobs"]]
+
+
+async def test_every_forbidden_address_form_is_a_422_naming_target_url(strict: tuple) -> None:
+    api, auth = strict
+    accepted = []
+    for i, (address, why) in enumerate(FORBIDDEN):
+        if "%" in address:
+            continue  # a zone id is for link-local use on this host; covered by the unit table
+        r = await api.put(
+            f"/tenants/acme/jobs/j{i}",
+            json={"target": {"type": "http", "url": url_of(address)}},
+            headers=auth,
+        )
+        if r.status_code != 422 or r.json().get("field") != "target.url":
+            accepted.append(f"{address} ({why}): {r.status_code} {r.text}")
+    assert not accepted, "\n".join(accepted)
+    assert await jobs(api, auth) == []  # nothing written
+    # The well-behaved neighbour: a public address literal is accepted (and never called here).
+    r = await api.put(
+        "/tenants/acme/jobs/ok",
+        json={"target": {"type": "http", "url": "http://93.184.215.14/hook"}},
+        headers=auth,
+    )
+    assert r.status_code == 201, r.text
+
+
+async def test_metadata_is_refused_even_where_private_targets_are_allowed(
+    api: httpx.AsyncClient, tenant: dict
+) -> None:
+    auth = bearer(tenant["api_key"])  # this API allows private targets, as dev and tests do
+    for address in METADATA_FORMS:
+        r = await api.put(
+            "/tenants/acme/jobs/meta", json={"target": {"type": "http", "url": url_of(address)}}, headers=auth
+        )
+        assert r.status_code == 422 and r.json()["field"] == "target.url", (address, r.text)
+    r = await api.put(
+        "/tenants/acme/jobs/local",
+        json={"target": {"type": "http", "url": "http://127.0.0.1:9/hook"}},
+        headers=auth,
+    )
+    assert r.status_code == 201, r.text
+
+
+@pytest.mark.parametrize(
+    "header",
+    [
+        "Transfer-Encoding",
+        "content-length",
+        "Connection",
+        "Keep-Alive",
+        "Proxy-Authorization",
+        "TE",
+        "Trailer",
+        "Upgrade",
+        "Host",
+        "Expect",
+        "Content-Encoding",
+        "webhook-signature",
+        "Webhook-Id",
+    ],
+)
+async def test_framing_and_hop_by_hop_headers_are_a_422_naming_target_headers(
+    api: httpx.AsyncClient, tenant: dict, header: str
+) -> None:
+    auth = bearer(tenant["api_key"])
+    target = {
+        "type": "http",
+        "url": "http://127.0.0.1:9/hook",
+        "headers": {"X-Team": "blue", header: "chunked"},
+    }
+    r = await api.put("/tenants/acme/jobs/framing", json={"target": target}, headers=auth)
+    assert r.status_code == 422 and r.json()["field"] == "target.headers", r.text
+    assert (await api.get("/tenants/acme/jobs/framing", headers=auth)).status_code == 404
+    del target["headers"][header]
+    assert (
+        await api.put("/tenants/acme/jobs/framing", json={"target": target}, headers=auth)
+    ).status_code == 201
+
+
+async def test_a_stored_job_naming_framing_headers_cannot_make_the_worker_send_them() -> None:
+    """A job saved before the rule still names Transfer-Encoding: the worker drops it, so the
+    receiver gets one framing (Content-Length) and the job's own headers."""
+    target = {
+        "type": "http",
+        "headers": {
+            "Transfer-Encoding": "chunked",
+            "connection": "upgrade",
+            "X-Team": "blue",
+            "webhook-id": "forged",
+        },
+    }
+    async with running_receiver() as receiver, httpx.AsyncClient() as client:
+        target["url"] = receiver.url
+        await call_http(client, target, {"a": 1}, CONTEXT, [b"k" * 32], 5, True)
+    [call] = receiver.calls
+    assert "transfer-encoding" not in call.headers and call.headers["content-length"] == str(len(call.body))
+    assert call.headers["x-team"] == "blue" and call.headers["webhook-id"] == CONTEXT.run_id
+    assert call.payload == {"a": 1}
