@@ -29,7 +29,11 @@ async def create_tenant(body: TenantCreate, state: StateDep, principal: Principa
 
 
 @router.post(
-    "/tenants/{tenant_id}/keys", status_code=201, response_model=KeyCreated, responses=ERRORS, name="create_key"
+    "/tenants/{tenant_id}/keys",
+    status_code=201,
+    response_model=KeyCreated,
+    responses=ERRORS,
+    name="create_key",
 )
 async def rotate_key(tenant_id: str, state: StateDep, principal: PrincipalDep) -> KeyCreated:
     """Issue another key for the tenant. Earlier keys keep working until revoked."""

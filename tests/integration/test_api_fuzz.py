@@ -45,7 +45,9 @@ def fuzz(base_url: str, auth: dict[str, str]) -> list[str]:
                     )
                 elif response.status_code != 204:
                     [content_type] = response.headers["content-type"]  # schemathesis keeps a list per header
-                    expected = "application/problem+json" if response.status_code >= 400 else "application/json"
+                    expected = (
+                        "application/problem+json" if response.status_code >= 400 else "application/json"
+                    )
                     assert content_type.startswith(expected), case.as_curl_command()
 
             try:
