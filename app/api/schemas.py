@@ -122,6 +122,12 @@ class RunSubmit(Strict):
 
 
 class RunBatchSubmit(Strict):
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [{"runs": [{"job": "send-report", "payload": {"user": u}} for u in (1, 2)]}]
+        },
+    )
     runs: list[RunSubmit] = Field(min_length=1)
 
 
