@@ -22,6 +22,7 @@ JobName = Annotated[str, Field(pattern=JOB_NAME_PATTERN, examples=["send-report"
 TARGET_TYPES = frozenset(
     get_args(m.model_fields["type"].annotation)[0] for m in (HttpTarget, PythonTarget, NoopTarget)
 )
+PAYLOAD_RULE = "Any JSON, at most SCHEDULER_MAX_PAYLOAD_BYTES (65536) encoded, without NUL characters."
 # No control characters: the header form cannot carry them, so neither may the body form, and a
 # NUL cannot be stored in a Postgres text column (it was a 500).
 IdempotencyKey = Annotated[str, Field(min_length=1, max_length=255, pattern=r"^[^\x00-\x1f\x7f]+$")]
@@ -79,7 +80,9 @@ class JobPut(Strict):
     )
     schedule: str | None = Field(default=None, max_length=200, examples=["*/5 * * * *"])
     timezone: str = Field(default="UTC", max_length=64)
-    payload: Any = Field(default_factory=dict)
+    payload: Any = Field(
+        default_factory=dict, description=f"Each run's payload unless it brings one. {PAYLOAD_RULE}"
+    )
     max_attempts: int = Field(default=3, ge=1, le=100)
     backoff_seconds: float = Field(default=10, ge=0, le=86_400)
     timeout_seconds: float = Field(default=30, gt=0, le=3_600)
@@ -115,9 +118,11 @@ class RunSubmit(Strict):
     )
     job: JobName
     scheduled_at: AwareDatetime | None = Field(
-        default=None, description="ISO 8601 with a timezone; default now (the database's clock)."
+        default=None,
+        description="ISO 8601 with a timezone; default now (the database's clock). At most "
+        "SCHEDULER_MAX_SCHEDULE_AHEAD_DAYS (366) ahead and SCHEDULER_MAX_SCHEDULE_BEHIND_DAYS (7) behind.",
     )
-    payload: Any = Field(default=None, description="Default: the job's payload.")
+    payload: Any = Field(default=None, description=f"Default: the job's payload. {PAYLOAD_RULE}")
     idempotency_key: IdempotencyKey | None = None
 
 
@@ -128,7 +133,7 @@ class RunBatchSubmit(Strict):
             "examples": [{"runs": [{"job": "send-report", "payload": {"user": u}} for u in (1, 2)]}]
         },
     )
-    runs: list[RunSubmit] = Field(min_length=1)
+    runs: list[RunSubmit] = Field(min_length=1, description="At most SCHEDULER_MAX_BATCH (1000) runs.")
 
 
 class Run(BaseModel):
