@@ -12,6 +12,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from fastapi.routing import APIRoute
 from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
 from prometheus_fastapi_instrumentator import Instrumentator
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -19,13 +20,14 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.api import health, jobs, runs, tenants
 from app.api.deps import State
+from app.api.schemas import TARGET_TYPES, serve_problems_as_problem_json
 from app.bus.hot_index import HotIndex
 from app.bus.jetstream import close as close_nats
 from app.bus.jetstream import connect
 from app.config import Settings, get_settings
 from app.db.connection import create_pool
 from app.engine.supervisor import Engine
-from app.errors import AppError, PayloadTooLarge
+from app.errors import PROBLEM_JSON, AppError, InvalidInput, PayloadTooLarge, problem
 from app.services.submission import AdmissionControl
 from app.telemetry.tracing import recording, setup_tracing
 
@@ -42,26 +44,42 @@ def _field(loc: tuple[Any, ...]) -> str:
 
 
 def _error(
-    status: int, error: str, message: str, field: str | None = None, headers: dict[str, str] | None = None
+    status: int, code: str, detail: str, field: str | None = None, headers: dict[str, str] | None = None
 ) -> JSONResponse:
-    body: dict[str, Any] = {"error": error, "message": message}
-    if field is not None:
-        body["field"] = field
-    return JSONResponse(body, status_code=status, headers=headers)
+    return JSONResponse(
+        problem(status, code, detail, field), status_code=status, headers=headers, media_type=PROBLEM_JSON
+    )
 
 
 async def _app_error(_: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, AppError)
-    return JSONResponse(exc.body(), status_code=exc.status_code, headers=exc.headers)
+    return _error(exc.status_code, exc.code, exc.message, exc.field, exc.headers)
+
+
+def _drop_union_tags(loc: tuple[Any, ...]) -> tuple[Any, ...]:
+    """A discriminated union reports ('target', 'http', 'url'): keep the field, drop the tag. A
+    header's name is the tenant's data, not a field of ours: stop at `headers`."""
+    out: list[Any] = []
+    for part in loc:
+        if out and out[-1] == "target" and part in TARGET_TYPES:
+            continue
+        out.append(part)
+        if part == "headers" and "target" in out:
+            break
+    return tuple(out)
 
 
 async def _validation_error(_: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
     first = exc.errors()[0]
-    field = _field(tuple(first.get("loc", ())))
+    field = _field(_drop_union_tags(tuple(first.get("loc", ()))))
     if first.get("type") == "json_invalid":
-        return _error(422, "InvalidInput", "request body is not valid JSON", "body")
-    return _error(422, "InvalidInput", f"{field}: {first.get('msg', 'invalid')}", field)
+        return _error(422, InvalidInput.code, "request body is not valid JSON", "body")
+    return _error(422, InvalidInput.code, f"{field}: {first.get('msg', 'invalid')}", field)
+
+
+# Starlette's own errors (unknown route, wrong method, ...) by status; anything else is `http_error`.
+_HTTP_CODES = {400: "bad_request", 401: "unauthorized", 404: "not_found", 405: "method_not_allowed"}
 
 
 async def _http_error(request: Request, exc: Exception) -> JSONResponse:
@@ -71,16 +89,16 @@ async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     if isinstance(exc.__cause__, AppError):  # BodyLimit refused a streamed (chunked) body mid-read
         return await _app_error(request, exc.__cause__)
     if isinstance(exc.__cause__, UnicodeDecodeError):
-        return _error(422, "InvalidInput", "request body is not valid UTF-8", "body")
-    names = {404: "NotFound", 405: "MethodNotAllowed", 401: "Unauthorized"}
+        return _error(422, InvalidInput.code, "request body is not valid UTF-8", "body")
     headers = dict(exc.headers) if exc.headers else None
-    return _error(exc.status_code, names.get(exc.status_code, "HTTPError"), str(exc.detail), headers=headers)
+    code = _HTTP_CODES.get(exc.status_code, "http_error")
+    return _error(exc.status_code, code, str(exc.detail), headers=headers)
 
 
 async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
     # Never leak internals (or secrets inside them) to the caller; the log has the details.
     log.exception("unhandled error", exc_info=exc)
-    return _error(500, "InternalError", "internal error")
+    return _error(500, "internal_error", "internal error")
 
 
 class BodyLimit:
@@ -111,11 +129,17 @@ class BodyLimit:
         await self.app(scope, limited, send)
 
     async def _refuse(self, scope: Scope, receive: Receive, send: Send) -> None:
-        response = _error(413, "PayloadTooLarge", f"request body over {self.limit} bytes", "body")
+        response = _error(413, PayloadTooLarge.code, f"request body over {self.limit} bytes", "body")
         await response(scope, receive, send)
 
 
 _instrumentator: Instrumentator | None = None
+
+
+def operation_id(route: APIRoute) -> str:
+    """The route's name in camelCase (submit_run -> submitRun): what generated clients call it."""
+    first, *rest = route.name.split("_")
+    return first + "".join(word.capitalize() for word in rest)
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -195,7 +219,16 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         # included when nothing exports: 9 % of a single POST's CPU (py-spy). Server spans come from
         # opentelemetry-instrumentation-fastapi below when recorded, metrics from Prometheus.
         telemetry={"tracing": False, "metrics": False, "logs": False},
+        generate_unique_id_function=operation_id,
     )
+    build_openapi = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            app.openapi_schema = serve_problems_as_problem_json(build_openapi())
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
     for router in (tenants.router, jobs.router, runs.router, health.router):
         app.include_router(router)
     app.add_exception_handler(AppError, _app_error)

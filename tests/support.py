@@ -212,14 +212,19 @@ async def count_rows(pool: asyncpg.Pool, table: str) -> int:
 
 
 def assert_error(
-    response: httpx.Response, status: int, error: str, field: str | None = None
+    response: httpx.Response, status: int, code: str, field: str | None = None
 ) -> dict[str, object]:
-    """The API's error shape: {"error": <class name>, "message": ..., "field": ...}."""
+    """The API's error shape, RFC 9457 problem details: application/problem+json with type, title,
+    status and detail, and our extension members code (stable) and field (the input at fault)."""
     assert response.status_code == status, f"{response.status_code} {response.text}"
-    assert response.headers["content-type"].startswith("application/json"), response.headers
+    assert response.headers["content-type"] == "application/problem+json", response.headers
     body = dict(response.json())
-    assert body["error"] == error, body
-    assert isinstance(body["message"], str) and body["message"], body
+    assert body["type"] == "about:blank", body
+    assert body["status"] == status, body
+    assert isinstance(body["title"], str) and body["title"], body
+    assert body["code"] == code, body
+    assert isinstance(body["detail"], str) and body["detail"], body
+    assert set(body) <= {"type", "title", "status", "detail", "code", "field"}, body
     if field is not None:
         assert body.get("field") == field, body
     return body

@@ -7,6 +7,7 @@ from typing import Annotated
 
 import asyncpg
 from fastapi import Depends, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from app.bus.hot_index import HotIndex
 from app.config import Settings
@@ -32,13 +33,24 @@ async def get_state(request: Request) -> State:  # async: a sync dependency runs
     return state
 
 
-async def get_principal(request: Request, state: Annotated[State, Depends(get_state)]) -> Principal:
-    header = request.headers.get("authorization", "")
-    scheme, _, token = header.partition(" ")
+# Declares the bearer scheme in the OpenAPI contract and reads the header; a missing or non-bearer
+# header is None here, so the refusal stays authenticate's 401 problem, not FastAPI's own.
+bearer = HTTPBearer(
+    auto_error=False,
+    scheme_name="bearer",
+    bearerFormat="sch_<key id>_<secret>",
+    description="A tenant's API key, or the admin token.",
+)
+
+
+async def get_principal(
+    state: Annotated[State, Depends(get_state)],
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
+) -> Principal:
     return await authenticate(
         state.pool,
         state.keys,
-        token.strip() if scheme.lower() == "bearer" else None,
+        credentials.credentials if credentials is not None else None,
         state.settings.admin_token,
     )
 

@@ -15,13 +15,14 @@ from app.services.jobs import put_job
 
 router = APIRouter(tags=["jobs"])
 ERRORS = error_responses(401, 404, 413, 422)
-JobNamePath = Annotated[str, Path(pattern=JOB_NAME_PATTERN)]
+JobNamePath = Annotated[str, Path(pattern=JOB_NAME_PATTERN, examples=["send-report"])]
 
 
 @router.put(
     "/tenants/{tenant_id}/jobs/{name}",
     response_model=Job,
     responses=error_responses(401, 404, 413, 422, success={201: Job}),
+    name="put_job",
 )
 async def upsert_job(
     tenant_id: str,

@@ -92,7 +92,13 @@ async def submit_run(
     return json_response(run_out(result.run), 201 if result.created else 200)
 
 
-@router.post("/tenants/{tenant_id}/runs/batch", status_code=201, response_model=RunBatch, responses=ERRORS)
+@router.post(
+    "/tenants/{tenant_id}/runs/batch",
+    status_code=201,
+    response_model=RunBatch,
+    responses=ERRORS,
+    name="submit_run_batch",
+)
 async def submit_batch(
     tenant_id: str, body: RunBatchSubmit, request: Request, state: StateDep, principal: PrincipalDep
 ) -> Response:

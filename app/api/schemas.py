@@ -3,18 +3,26 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 from uuid import UUID
 
 import orjson
 from fastapi import Response
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
+from app.errors import PROBLEM_JSON, PROBLEM_TYPE
+from app.services.targets import HttpTarget, NoopTarget, PythonTarget, Target
+
 TENANT_ID_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,62}$"
 JOB_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$"
 RunStatus = Literal["pending", "dispatched", "running", "succeeded", "failed", "cancelled"]
 
 JobName = Annotated[str, Field(pattern=JOB_NAME_PATTERN, examples=["send-report"])]
+# The `type` tags of a job's target, as the discriminated union `Target` declares them.
+TARGET_TYPES = frozenset(
+    get_args(m.model_fields["type"].annotation)[0] for m in (HttpTarget, PythonTarget, NoopTarget)
+)
+PAYLOAD_RULE = "Any JSON, at most SCHEDULER_MAX_PAYLOAD_BYTES (65536) encoded, without NUL characters."
 # No control characters: the header form cannot carry them, so neither may the body form, and a
 # NUL cannot be stored in a Postgres text column (it was a 500).
 IdempotencyKey = Annotated[str, Field(min_length=1, max_length=255, pattern=r"^[^\x00-\x1f\x7f]+$")]
@@ -72,14 +80,30 @@ class ApiKeyList(BaseModel):
 
 
 class JobPut(Strict):
-    target: dict[str, Any] = Field(
-        description='`{"type": "http", "url": ..., "method": "POST", "headers": {}}`, '
-        '`{"type": "python", "handler": NAME}` (a registered handler) or `{"type": "noop"}`',
-        examples=[{"type": "http", "url": "https://example.com/hook"}],
+    # Examples are whole valid bodies: contract tests (schemathesis) send them as they are.
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {"target": {"type": "noop"}},
+                {
+                    "target": {"type": "python", "handler": "echo"},
+                    "schedule": "30 2 * * *",
+                    "timezone": "Europe/Berlin",
+                    "misfire": "latest",
+                },
+            ]
+        },
+    )
+    target: Target = Field(
+        description="What a run calls: a signed webhook (`http`), a handler the deployment "
+        "registered (`python`), or nothing (`noop`). A webhook's host must resolve to public addresses.",
     )
     schedule: str | None = Field(default=None, max_length=200, examples=["*/5 * * * *"])
     timezone: str = Field(default="UTC", max_length=64)
-    payload: Any = Field(default_factory=dict)
+    payload: Any = Field(
+        default_factory=dict, description=f"Each run's payload unless it brings one. {PAYLOAD_RULE}"
+    )
     max_attempts: int = Field(default=3, ge=1, le=100)
     backoff_seconds: float = Field(default=10, ge=0, le=86_400)
     timeout_seconds: float = Field(default=30, gt=0, le=3_600)
@@ -90,7 +114,7 @@ class JobPut(Strict):
 class Job(BaseModel):
     tenant_id: str
     name: str
-    target: dict[str, Any]
+    target: Target
     schedule: str | None
     timezone: str
     payload: Any
@@ -110,16 +134,27 @@ class JobList(BaseModel):
 
 
 class RunSubmit(Strict):
+    model_config = ConfigDict(
+        extra="forbid", json_schema_extra={"examples": [{"job": "send-report", "payload": {"user": 42}}]}
+    )
     job: JobName
     scheduled_at: AwareDatetime | None = Field(
-        default=None, description="ISO 8601 with a timezone; default now (the database's clock)."
+        default=None,
+        description="ISO 8601 with a timezone; default now (the database's clock). At most "
+        "SCHEDULER_MAX_SCHEDULE_AHEAD_DAYS (366) ahead and SCHEDULER_MAX_SCHEDULE_BEHIND_DAYS (7) behind.",
     )
-    payload: Any = Field(default=None, description="Default: the job's payload.")
+    payload: Any = Field(default=None, description=f"Default: the job's payload. {PAYLOAD_RULE}")
     idempotency_key: IdempotencyKey | None = None
 
 
 class RunBatchSubmit(Strict):
-    runs: list[RunSubmit] = Field(min_length=1)
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [{"runs": [{"job": "send-report", "payload": {"user": u}} for u in (1, 2)]}]
+        },
+    )
+    runs: list[RunSubmit] = Field(min_length=1, description="At most SCHEDULER_MAX_BATCH (1000) runs.")
 
 
 class Run(BaseModel):
@@ -150,21 +185,58 @@ class RunList(BaseModel):
     next_cursor: str | None
 
 
-class Error(BaseModel):
-    error: str = Field(description="The error's class name, e.g. InvalidInput, NotFound, Conflict.")
-    message: str
-    field: str | None = None
+class Problem(BaseModel):
+    """An error, as RFC 9457 problem details, served as application/problem+json."""
+
+    type: str = Field(
+        default=PROBLEM_TYPE,
+        description="`about:blank`: each problem means what its status means; `code` names the kind.",
+    )
+    title: str = Field(description="The status's phrase, e.g. Unprocessable Content.", examples=["Not Found"])
+    status: int = Field(ge=400, le=599)
+    detail: str = Field(description="What went wrong, for a person.")
+    code: str = Field(
+        description="Stable, for programs: invalid_input, unauthorized, not_found, conflict, "
+        "payload_too_large, over_quota, method_not_allowed, internal_error, unavailable. "
+        "New codes may be added.",
+        examples=["not_found"],
+    )
+    field: str | None = Field(
+        default=None, description="The input at fault, e.g. runs[3].scheduled_at or Authorization."
+    )
+
+
+RETRY_AFTER = {
+    "Retry-After": {
+        "description": "Seconds to wait before submitting again.",
+        "schema": {"type": "integer", "minimum": 0},
+    }
+}
 
 
 def error_responses(
     *codes: int, success: dict[int, type[BaseModel]] | None = None
 ) -> dict[int | str, dict[str, Any]]:
-    """The OpenAPI `responses` of a route: its error answers all share the Error body; `success`
-    adds the other successful answers a route gives (200 beside 201, say)."""
-    responses: dict[int | str, dict[str, Any]] = {code: {"model": Error} for code in codes}
+    """The OpenAPI `responses` of a route: its error answers are all problem details (a 429 with
+    its Retry-After); `success` adds the other successful answers a route gives (200 beside 201)."""
+    responses: dict[int | str, dict[str, Any]] = {code: {"model": Problem} for code in codes}
+    if 429 in responses:
+        responses[429]["headers"] = RETRY_AFTER
     for code, model in (success or {}).items():
         responses[code] = {"model": model}
     return responses
+
+
+def serve_problems_as_problem_json(schema: dict[str, Any]) -> dict[str, Any]:
+    """FastAPI documents every response model as application/json; errors are application/problem+json."""
+    problem_ref = "#/components/schemas/Problem"
+    for path in schema.get("paths", {}).values():
+        for operation in path.values():
+            for response in operation.get("responses", {}).values():
+                content = response.get("content", {})
+                if content.get("application/json", {}).get("schema", {}).get("$ref") == problem_ref:
+                    content[PROBLEM_JSON] = content.pop("application/json")
+    return schema
 
 
 class Health(BaseModel):

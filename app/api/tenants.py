@@ -38,7 +38,13 @@ async def create_tenant(body: TenantCreate, state: StateDep, principal: Principa
     return TenantCreated(id=body.id, key_id=key_id, api_key=key, signing_secret=secret)
 
 
-@router.post("/tenants/{tenant_id}/keys", status_code=201, response_model=KeyCreated, responses=ERRORS)
+@router.post(
+    "/tenants/{tenant_id}/keys",
+    status_code=201,
+    response_model=KeyCreated,
+    responses=ERRORS,
+    name="create_key",
+)
 async def rotate_key(tenant_id: str, state: StateDep, principal: PrincipalDep) -> KeyCreated:
     """Issue another key for the tenant. Earlier keys keep working until revoked."""
     principal.require_tenant(tenant_id)

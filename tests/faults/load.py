@@ -235,7 +235,7 @@ async def flood(
             if r.status_code == 201:
                 report.flood_accepted += size
             elif r.status_code == 429:
-                report.flood_refusals.append((429, r.headers.get("retry-after"), r.json().get("error")))
+                report.flood_refusals.append((429, r.headers.get("retry-after"), r.json().get("code")))
                 if len(report.flood_refusals) == 3:
                     break
                 await asyncio.sleep(0.5)

@@ -105,7 +105,7 @@ async def test_bad_credentials_are_401(
     for name, headers in variants.items():
         r = await _send(api, method, request, headers)
         assert r.status_code == 401, f"{name}: {r.status_code} {r.text}"
-        assert_error(r, 401, "Unauthorized")
+        assert_error(r, 401, "unauthorized")
     assert await snapshot(pool) == before
 
 
@@ -118,7 +118,7 @@ async def test_another_tenants_key_gets_404_and_changes_nothing(
     before = await snapshot(pool)
 
     r = await _send(api, method, request, intruder)
-    assert_error(r, 404, "NotFound")
+    assert_error(r, 404, "not_found")
     assert "alpha" not in r.text or path.startswith("/tenants/{tenant_id}"), r.text  # no leak of the owner
     assert await snapshot(pool) == before
     run = await api.get(f"/runs/{victim.run_id}", headers=victim.auth)

@@ -23,7 +23,7 @@ class Bad:
     content: bytes | None = None  # sent as is, instead of json
     headers: dict[str, str] = default(default_factory=dict)
     status: int = 422
-    error: str = "InvalidInput"
+    error: str = "invalid_input"
 
 
 RUNS = "/tenants/acme/runs"
@@ -57,7 +57,7 @@ def raw(
 
 
 def too_large(bad: Bad) -> Bad:
-    return replace(bad, status=413, error="PayloadTooLarge")
+    return replace(bad, status=413, error="payload_too_large")
 
 
 CASES = {
@@ -148,7 +148,7 @@ async def test_request_over_the_body_limit_is_413(settings: Settings, pool: asyn
         r = await api.post(
             "/tenants/acme/runs", content=body, headers={**auth, "Content-Type": "application/json"}
         )
-        assert_error(r, 413, "PayloadTooLarge", field="body")
+        assert_error(r, 413, "payload_too_large", field="body")
 
         # Streamed without a length (chunked): refused once the limit is passed.
         async def chunks() -> AsyncIterator[bytes]:
@@ -158,10 +158,10 @@ async def test_request_over_the_body_limit_is_413(settings: Settings, pool: asyn
         r = await api.post(
             "/tenants/acme/runs", content=chunks(), headers={**auth, "Content-Type": "application/json"}
         )
-        assert_error(r, 413, "PayloadTooLarge", field="body")
+        assert_error(r, 413, "payload_too_large", field="body")
         assert await snapshot(pool) == before
 
 
 async def test_unknown_route_and_method_are_json(api: httpx.AsyncClient, acme: dict[str, str]) -> None:
-    assert_error(await api.get("/nowhere", headers=acme), 404, "NotFound")
-    assert_error(await api.delete("/tenants/acme/runs", headers=acme), 405, "MethodNotAllowed")
+    assert_error(await api.get("/nowhere", headers=acme), 404, "not_found")
+    assert_error(await api.delete("/tenants/acme/runs", headers=acme), 405, "method_not_allowed")

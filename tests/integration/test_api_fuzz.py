@@ -45,7 +45,10 @@ def fuzz(base_url: str, auth: dict[str, str]) -> list[str]:
                     )
                 elif response.status_code != 204:
                     [content_type] = response.headers["content-type"]  # schemathesis keeps a list per header
-                    assert content_type.startswith("application/json"), case.as_curl_command()
+                    expected = (
+                        "application/problem+json" if response.status_code >= 400 else "application/json"
+                    )
+                    assert content_type.startswith(expected), case.as_curl_command()
 
             try:
                 send()

@@ -68,7 +68,7 @@ async def test_upsert_creates_then_replaces(api: httpx.AsyncClient, tenant: dict
 
 async def test_get_unknown_job_is_404(api: httpx.AsyncClient, tenant: dict) -> None:
     assert_error(
-        await api.get("/tenants/acme/jobs/nope", headers=tenant["auth"]), 404, "NotFound", field="name"
+        await api.get("/tenants/acme/jobs/nope", headers=tenant["auth"]), 404, "not_found", field="name"
     )
 
 
@@ -76,7 +76,7 @@ async def test_put_job_of_unknown_tenant_is_404(
     api: httpx.AsyncClient, admin: dict, pool: asyncpg.Pool
 ) -> None:
     r = await api.put("/tenants/nobody/jobs/x", json={"target": {"type": "noop"}}, headers=admin)
-    assert_error(r, 404, "NotFound", field="tenant_id")
+    assert_error(r, 404, "not_found", field="tenant_id")
     assert await count_rows(pool, "jobs") == 0
 
 
@@ -118,9 +118,9 @@ async def test_delete_is_204_then_404_and_cancels_pending_runs(
 
     r = await api.delete("/tenants/acme/jobs/doomed", headers=tenant["auth"])
     assert r.status_code == 204 and r.content == b""
-    assert_error(await api.get("/tenants/acme/jobs/doomed", headers=tenant["auth"]), 404, "NotFound")
+    assert_error(await api.get("/tenants/acme/jobs/doomed", headers=tenant["auth"]), 404, "not_found")
     assert_error(
-        await api.delete("/tenants/acme/jobs/doomed", headers=tenant["auth"]), 404, "NotFound", field="name"
+        await api.delete("/tenants/acme/jobs/doomed", headers=tenant["auth"]), 404, "not_found", field="name"
     )
 
     async def status(run: dict) -> str:
@@ -192,7 +192,7 @@ async def test_bad_targets_are_422_naming_the_field(
 ) -> None:
     before = await snapshot(pool)
     r = await api.put("/tenants/acme/jobs/t", json={"target": target}, headers=tenant["auth"])
-    assert_error(r, 422, "InvalidInput", field=field)
+    assert_error(r, 422, "invalid_input", field=field)
     assert await snapshot(pool) == before
 
 
@@ -215,7 +215,7 @@ async def test_private_webhooks_are_refused_unless_allowed(
     async with api_client(settings, allow_private_targets=False) as api:
         auth = bearer((await create_tenant(api, "acme"))["api_key"])
         r = await api.put("/tenants/acme/jobs/t", json={"target": {"type": "http", "url": url}}, headers=auth)
-        assert_error(r, 422, "InvalidInput", field="target.url")
+        assert_error(r, 422, "invalid_input", field="target.url")
         assert await count_rows(pool, "jobs") == 0
         # A public address is fine under the same settings (an IP literal: no DNS needed).
         public = {"type": "http", "url": "https://93.184.215.14/hook"}
@@ -285,7 +285,7 @@ async def test_bad_job_fields_are_422_naming_the_field(
     before = await snapshot(pool)
     body = {"target": {"type": "noop"}, "schedule": "*/5 * * * *", **fields}
     r = await api.put("/tenants/acme/jobs/t", json=body, headers=tenant["auth"])
-    assert_error(r, 422, "InvalidInput", field=field)
+    assert_error(r, 422, "invalid_input", field=field)
     assert await snapshot(pool) == before
 
 
@@ -294,5 +294,5 @@ async def test_bad_job_name_is_422(
     api: httpx.AsyncClient, tenant: dict, pool: asyncpg.Pool, name: str
 ) -> None:
     r = await api.put(f"/tenants/acme/jobs/{name}", json={"target": {"type": "noop"}}, headers=tenant["auth"])
-    assert_error(r, 422, "InvalidInput", field="name")
+    assert_error(r, 422, "invalid_input", field="name")
     assert await count_rows(pool, "jobs") == 1  # only the fixture's `hello`

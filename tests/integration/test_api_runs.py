@@ -81,9 +81,9 @@ async def test_get_run_and_unknown_ids(api: httpx.AsyncClient, tenant: dict) -> 
     assert r.status_code == 200 and r.json() == run
     # A well-formed id that names no run: the same day's partition, another random tail.
     missing = uuid.UUID(int=(uuid.UUID(str(run["id"])).int ^ 0xFFFF))
-    assert_error(await api.get(f"/runs/{missing}", headers=tenant["auth"]), 404, "NotFound", field="run_id")
+    assert_error(await api.get(f"/runs/{missing}", headers=tenant["auth"]), 404, "not_found", field="run_id")
     assert_error(
-        await api.get("/runs/not-a-uuid", headers=tenant["auth"]), 422, "InvalidInput", field="run_id"
+        await api.get("/runs/not-a-uuid", headers=tenant["auth"]), 422, "invalid_input", field="run_id"
     )
 
 
@@ -96,9 +96,9 @@ async def test_get_run_and_unknown_ids(api: httpx.AsyncClient, tenant: dict) -> 
     ],
 )
 async def test_any_uuid_that_names_no_run_is_404(api: httpx.AsyncClient, tenant: dict, run_id: str) -> None:
-    assert_error(await api.get(f"/runs/{run_id}", headers=tenant["auth"]), 404, "NotFound", field="run_id")
+    assert_error(await api.get(f"/runs/{run_id}", headers=tenant["auth"]), 404, "not_found", field="run_id")
     r = await api.post(f"/runs/{run_id}/cancel", headers=tenant["auth"])
-    assert_error(r, 404, "NotFound", field="run_id")
+    assert_error(r, 404, "not_found", field="run_id")
 
 
 # ─── idempotency ───
@@ -116,7 +116,7 @@ async def test_idempotency_key_in_the_body(api: httpx.AsyncClient, tenant: dict,
 
     before = await snapshot(pool)
     r3 = await api.post("/tenants/acme/runs", json={**body, "payload": {"n": 2}}, headers=tenant["auth"])
-    assert_error(r3, 409, "Conflict", field="idempotency_key")
+    assert_error(r3, 409, "conflict", field="idempotency_key")
     assert await snapshot(pool) == before
 
 
@@ -140,9 +140,9 @@ async def test_idempotency_key_header(api: httpx.AsyncClient, tenant: dict, pool
 
     before = await snapshot(pool)
     r5 = await api.post("/tenants/acme/runs", json={**body, "payload": {"n": 9}}, headers=headers)
-    assert_error(r5, 409, "Conflict", field="idempotency_key")
+    assert_error(r5, 409, "conflict", field="idempotency_key")
     r6 = await api.post("/tenants/acme/runs", json={**body, "idempotency_key": "other"}, headers=headers)
-    assert_error(r6, 422, "InvalidInput", field="idempotency_key")
+    assert_error(r6, 422, "invalid_input", field="idempotency_key")
     assert await snapshot(pool) == before
 
 
@@ -195,10 +195,10 @@ async def test_batch_over_the_limit_is_422_and_writes_nothing(
     r = await api.post(
         "/tenants/acme/runs/batch", json={"runs": [{"job": "hello"}] * 1001}, headers=tenant["auth"]
     )
-    assert_error(r, 422, "InvalidInput", field="runs")
+    assert_error(r, 422, "invalid_input", field="runs")
     assert await count_rows(pool, "job_runs") == 0
     r = await api.post("/tenants/acme/runs/batch", json={"runs": []}, headers=tenant["auth"])
-    assert_error(r, 422, "InvalidInput", field="runs")
+    assert_error(r, 422, "invalid_input", field="runs")
 
 
 def _batch_with(index: int, bad: dict) -> dict:
@@ -210,12 +210,12 @@ def _batch_with(index: int, bad: dict) -> dict:
 @pytest.mark.parametrize(
     ("index", "bad", "status", "error", "field"),
     [
-        (3, {"job": "no-such-job"}, 422, "InvalidInput", "runs[3].job"),
-        (2, {"scheduled_at": "2030-01-01T00:00:00"}, 422, "InvalidInput", "runs[2].scheduled_at"),
-        (4, {"scheduled_at": "2999-01-01T00:00:00Z"}, 422, "InvalidInput", "runs[4].scheduled_at"),
-        (1, {"payload": {"blob": "x" * 70_000}}, 413, "PayloadTooLarge", "runs[1].payload"),
-        (0, {"priority": 1}, 422, "InvalidInput", "runs[0].priority"),
-        (4, {"idempotency_key": "b0"}, 422, "InvalidInput", "runs[4].idempotency_key"),
+        (3, {"job": "no-such-job"}, 422, "invalid_input", "runs[3].job"),
+        (2, {"scheduled_at": "2030-01-01T00:00:00"}, 422, "invalid_input", "runs[2].scheduled_at"),
+        (4, {"scheduled_at": "2999-01-01T00:00:00Z"}, 422, "invalid_input", "runs[4].scheduled_at"),
+        (1, {"payload": {"blob": "x" * 70_000}}, 413, "payload_too_large", "runs[1].payload"),
+        (0, {"priority": 1}, 422, "invalid_input", "runs[0].priority"),
+        (4, {"idempotency_key": "b0"}, 422, "invalid_input", "runs[4].idempotency_key"),
     ],
     ids=["unknown-job", "naive-datetime", "too-far", "oversize-payload", "unknown-field", "key-reused"],
 )
@@ -327,7 +327,7 @@ async def test_list_rejects_bad_parameters(
     api: httpx.AsyncClient, tenant: dict, params: dict, field: str
 ) -> None:
     r = await api.get("/tenants/acme/runs", params=params, headers=tenant["auth"])
-    assert_error(r, 422, "InvalidInput", field=field)
+    assert_error(r, 422, "invalid_input", field=field)
 
 
 # ─── cancel ───
@@ -340,7 +340,7 @@ async def test_cancel_pending_then_again(api: httpx.AsyncClient, tenant: dict) -
     assert r.json()["status"] == "cancelled" and r.json()["finished_at"] is not None
     assert (await api.get(f"/runs/{run['id']}", headers=tenant["auth"])).json()["status"] == "cancelled"
     again = await api.post(f"/runs/{run['id']}/cancel", headers=tenant["auth"])
-    assert_error(again, 409, "Conflict", field="status")
+    assert_error(again, 409, "conflict", field="status")
 
 
 @pytest.mark.parametrize(
@@ -382,11 +382,11 @@ async def test_over_quota_is_429_with_retry_after_and_writes_nothing(
 
         before = await snapshot(pool)
         r = await api.post("/tenants/full/runs", json={"job": "hello"}, headers=full)
-        body = assert_error(r, 429, "OverQuota", field="tenant_id")
-        assert "5" in str(body["message"])
+        body = assert_error(r, 429, "over_quota", field="tenant_id")
+        assert "5" in str(body["detail"])
         assert int(r.headers["Retry-After"]) > 0
         r = await api.post("/tenants/full/runs/batch", json={"runs": [{"job": "hello"}] * 2}, headers=full)
-        assert_error(r, 429, "OverQuota")
+        assert_error(r, 429, "over_quota")
         assert await snapshot(pool) == before
 
         # A replay creates nothing, so it is not refused.
@@ -406,7 +406,7 @@ async def test_a_batch_that_would_cross_the_quota_is_refused_whole(
         for _ in range(3):
             await submit_run(api, "acme", auth, job="hello")
         r = await api.post("/tenants/acme/runs/batch", json={"runs": [{"job": "hello"}] * 3}, headers=auth)
-        assert_error(r, 429, "OverQuota")
+        assert_error(r, 429, "over_quota")
         assert await count_rows(pool, "job_runs") == 3
         r = await api.post("/tenants/acme/runs/batch", json={"runs": [{"job": "hello"}] * 2}, headers=auth)
         assert r.status_code == 201, r.text

@@ -40,7 +40,7 @@ async def test_duplicate_tenant_is_409_and_writes_nothing(
     await create_tenant(api, "acme")
     before = await snapshot(pool)
     r = await api.post("/tenants", json={"id": "acme"}, headers=admin)
-    assert_error(r, 409, "Conflict", field="id")
+    assert_error(r, 409, "conflict", field="id")
     assert await snapshot(pool) == before  # in particular, no second key was issued
 
 
@@ -62,7 +62,7 @@ async def test_bad_tenant_id_is_422_naming_id(
     api: httpx.AsyncClient, admin: dict, pool: asyncpg.Pool, body: dict
 ) -> None:
     r = await api.post("/tenants", json=body, headers=admin)
-    assert_error(r, 422, "InvalidInput", field="id")
+    assert_error(r, 422, "invalid_input", field="id")
     assert await count_rows(pool, "tenants") == 0
 
 
@@ -72,7 +72,7 @@ async def test_tenant_key_cannot_create_tenants(
     before = await snapshot(pool)
     r = await api.post("/tenants", json={"id": "mallory"}, headers=tenant["auth"])
     # 404, not 403: a tenant key learns nothing about the admin surface.
-    assert_error(r, 404, "NotFound")
+    assert_error(r, 404, "not_found")
     assert await snapshot(pool) == before
 
 
@@ -94,7 +94,7 @@ async def test_rotating_a_key_of_an_unknown_tenant_is_404(
     api: httpx.AsyncClient, admin: dict, pool: asyncpg.Pool
 ) -> None:
     r = await api.post("/tenants/nobody/keys", headers=admin)
-    assert_error(r, 404, "NotFound", field="tenant_id")
+    assert_error(r, 404, "not_found", field="tenant_id")
     assert await count_rows(pool, "api_keys") == 0
 
 
@@ -112,7 +112,7 @@ async def test_a_revoked_key_stops_working_and_the_others_do_not(
 
     r = await api.delete(f"/tenants/acme/keys/{old_id}", headers=new)
     assert r.status_code == 204, r.text
-    assert_error(await api.get("/tenants/acme/jobs", headers=old), 401, "Unauthorized")
+    assert_error(await api.get("/tenants/acme/jobs", headers=old), 401, "unauthorized")
     assert (await api.get("/tenants/acme/jobs", headers=new)).status_code == 200
     listed = (await api.get("/tenants/acme/keys", headers=new)).json()["keys"]
     assert [k["revoked_at"] is not None for k in listed] == [True, False]
@@ -122,7 +122,7 @@ async def test_a_revoked_key_stops_working_and_the_others_do_not(
     assert await pool.fetchval("SELECT revoked_at FROM api_keys WHERE revoked_at IS NOT NULL") == revoked_at
     # A key can revoke itself: the caller is then locked out until the admin issues another.
     assert (await api.delete(f"/tenants/acme/keys/{rotated['key_id']}", headers=new)).status_code == 204
-    assert_error(await api.get("/tenants/acme/jobs", headers=new), 401, "Unauthorized")
+    assert_error(await api.get("/tenants/acme/jobs", headers=new), 401, "unauthorized")
     assert (await api.post("/tenants/acme/keys", headers=admin)).status_code == 201
 
 
@@ -131,7 +131,7 @@ async def test_revoking_an_unknown_key_is_404_naming_it(
 ) -> None:
     before = await snapshot(pool)
     r = await api.delete(f"/tenants/acme/keys/{'0' * 32}", headers=tenant["auth"])
-    assert_error(r, 404, "NotFound", field="key_id")
+    assert_error(r, 404, "not_found", field="key_id")
     r = await api.delete("/tenants/acme/keys/not-a-key-id", headers=tenant["auth"])
-    assert_error(r, 422, "InvalidInput", field="key_id")
+    assert_error(r, 422, "invalid_input", field="key_id")
     assert await snapshot(pool) == before

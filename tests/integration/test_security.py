@@ -96,24 +96,24 @@ async def test_right_key_id_with_a_wrong_secret_is_401(api: httpx.AsyncClient, t
         f"sch_{key_id}_",
     ):
         r = await api.get("/tenants/acme/jobs", headers=bearer(token))
-        assert_error(r, 401, "Unauthorized")
+        assert_error(r, 401, "unauthorized")
         assert secret not in r.text and token not in r.text
     assert (await api.get("/tenants/acme/jobs", headers=tenant["auth"])).status_code == 200
 
 
 async def test_only_the_admin_token_creates_tenants(api: httpx.AsyncClient, tenant: dict) -> None:
     body = {"id": "mallory"}
-    assert_error(await api.post("/tenants", json=body, headers=tenant["auth"]), 404, "NotFound")
-    assert_error(await api.post("/tenants", json=body), 401, "Unauthorized")
+    assert_error(await api.post("/tenants", json=body, headers=tenant["auth"]), 404, "not_found")
+    assert_error(await api.post("/tenants", json=body), 401, "unauthorized")
     for token in (ADMIN_TOKEN + "x", ADMIN_TOKEN[:-1], ADMIN_TOKEN.upper()):
-        assert_error(await api.post("/tenants", json=body, headers=bearer(token)), 401, "Unauthorized")
+        assert_error(await api.post("/tenants", json=body, headers=bearer(token)), 401, "unauthorized")
     assert_error(
-        await api.post("/tenants", json=body, headers={"Authorization": "Bearer"}), 401, "Unauthorized"
+        await api.post("/tenants", json=body, headers={"Authorization": "Bearer"}), 401, "unauthorized"
     )
     assert_error(
         await api.post("/tenants", json=body, headers={"Authorization": f"Basic {ADMIN_TOKEN}"}),
         401,
-        "Unauthorized",
+        "unauthorized",
     )
     r = await api.post("/tenants", json=body, headers=bearer(ADMIN_TOKEN))
     assert r.status_code == 201, r.text
@@ -183,8 +183,8 @@ async def test_job_put_refuses_targets_resolving_to_private_addresses(strict_api
         if r.status_code != 422:
             accepted.append(f"{url}: {r.status_code} {r.text}")
             continue
-        body = assert_error(r, 422, "InvalidInput", field="target.url")
-        assert "private" in str(body["message"]) or "resolve" in str(body["message"]), body
+        body = assert_error(r, 422, "invalid_input", field="target.url")
+        assert "private" in str(body["detail"]) or "resolve" in str(body["detail"]), body
     assert not accepted, "\n".join(accepted)
     assert (await api.get("/tenants/acme/jobs", headers=auth)).json()["jobs"] == []  # nothing written
 
@@ -206,7 +206,7 @@ async def test_request_and_payload_size_limits(settings: Settings) -> None:
         await put_job(api, "acme", "hello", auth)
         big = {"job": "hello", "payload": {"blob": "x" * 5000}}
         r = await api.post("/tenants/acme/runs", json=big, headers=auth)
-        assert_error(r, 413, "PayloadTooLarge", field="body")
+        assert_error(r, 413, "payload_too_large", field="body")
 
         async def chunks() -> AsyncIterator[bytes]:  # no Content-Length: refused while streaming
             yield b'{"job": "hello", "payload": {"blob": "'
@@ -217,28 +217,28 @@ async def test_request_and_payload_size_limits(settings: Settings) -> None:
         r = await api.post(
             "/tenants/acme/runs", content=chunks(), headers={**auth, "Content-Type": "application/json"}
         )
-        assert_error(r, 413, "PayloadTooLarge", field="body")
+        assert_error(r, 413, "payload_too_large", field="body")
 
         over = {"blob": "x" * 2000}  # under the request limit, over the payload limit
         body = assert_error(
             await api.post("/tenants/acme/runs", json={"job": "hello", "payload": over}, headers=auth),
             413,
-            "PayloadTooLarge",
+            "payload_too_large",
             field="payload",
         )
-        assert "payload" in str(body["message"])
+        assert "payload" in str(body["detail"])
         batch = {"runs": [{"job": "hello"}, {"job": "hello", "payload": over}]}
         assert_error(
             await api.post("/tenants/acme/runs/batch", json=batch, headers=auth),
             413,
-            "PayloadTooLarge",
+            "payload_too_large",
             field="runs[1].payload",
         )
         job = {"target": {"type": "noop"}, "payload": over}
         assert_error(
             await api.put("/tenants/acme/jobs/big", json=job, headers=auth),
             413,
-            "PayloadTooLarge",
+            "payload_too_large",
             field="payload",
         )
         assert (await api.get("/tenants/acme/runs", headers=auth)).json()["runs"] == []
@@ -291,8 +291,8 @@ async def test_secrets_never_reach_error_bodies_or_logs(
             r = await api.get("/tenants/acme/jobs", headers=auth)
         finally:
             await pool.execute("ALTER TABLE jobs_away RENAME TO jobs")
-        assert_error(r, 500, "InternalError")
-        assert r.json()["message"] == "internal error"  # no internals, no SQL
+        assert_error(r, 500, "internal_error")
+        assert r.json()["detail"] == "internal error"  # no internals, no SQL
         bodies.append(r.text)
     assert "unhandled error" in caplog.text and "jobs" in caplog.text  # the log has the details
     for text, where in [*((b, "an error body") for b in bodies), (caplog.text, "the API's log")]:

@@ -35,4 +35,65 @@ def test_schema_documents_every_route_and_its_errors() -> None:
     }
     submit = schema["paths"]["/tenants/{tenant_id}/runs"]["post"]
     assert {"200", "201", "401", "404", "409", "413", "422", "429"} <= set(submit["responses"])
-    assert set(schema["components"]["schemas"]["Error"]["properties"]) == {"error", "message", "field"}
+    problem = schema["components"]["schemas"]["Problem"]
+    assert set(problem["properties"]) == {"type", "title", "status", "detail", "code", "field"}
+    for path in schema["paths"].values():
+        for operation in path.values():
+            for status, response in operation["responses"].items():
+                if status.startswith(("4", "5")) and status != "503":  # /readyz answers 503 with Health
+                    assert list(response["content"]) == ["application/problem+json"], (operation, status)
+    assert submit["responses"]["429"]["headers"]["Retry-After"]["schema"]["type"] == "integer"
+
+
+def test_every_operation_has_a_named_id_and_the_bearer_scheme() -> None:
+    schema = json.loads(DEFAULT_PATH.read_text())
+    ids = {
+        f"{method.upper()} {path}": operation["operationId"]
+        for path, operations in schema["paths"].items()
+        for method, operation in operations.items()
+    }
+    assert ids == {
+        "POST /tenants": "createTenant",
+        "POST /tenants/{tenant_id}/keys": "createKey",
+        "GET /tenants/{tenant_id}/keys": "listKeys",
+        "DELETE /tenants/{tenant_id}/keys/{key_id}": "revokeKey",
+        "PUT /tenants/{tenant_id}/jobs/{name}": "putJob",
+        "GET /tenants/{tenant_id}/jobs/{name}": "getJob",
+        "GET /tenants/{tenant_id}/jobs": "listJobs",
+        "DELETE /tenants/{tenant_id}/jobs/{name}": "deleteJob",
+        "POST /tenants/{tenant_id}/runs": "submitRun",
+        "POST /tenants/{tenant_id}/runs/batch": "submitRunBatch",
+        "GET /tenants/{tenant_id}/runs": "listRuns",
+        "GET /runs/{run_id}": "getRun",
+        "POST /runs/{run_id}/cancel": "cancelRun",
+        "GET /healthz": "healthz",
+        "GET /readyz": "readyz",
+    }
+    assert schema["components"]["securitySchemes"]["bearer"] == {
+        "type": "http",
+        "scheme": "bearer",
+        "bearerFormat": "sch_<key id>_<secret>",
+        "description": "A tenant's API key, or the admin token.",
+    }
+    for path, operations in schema["paths"].items():
+        for operation in operations.values():
+            expected = None if path in ("/healthz", "/readyz") else [{"bearer": []}]
+            assert operation.get("security") == expected, path
+
+
+def test_job_target_is_a_discriminated_union() -> None:
+    components = json.loads(DEFAULT_PATH.read_text())["components"]["schemas"]
+    for model in ("JobPut", "Job"):
+        target = components[model]["properties"]["target"]
+        assert target["discriminator"] == {
+            "propertyName": "type",
+            "mapping": {
+                "http": "#/components/schemas/HttpTarget",
+                "python": "#/components/schemas/PythonTarget",
+                "noop": "#/components/schemas/NoopTarget",
+            },
+        }
+    assert {"type", "url", "method", "headers"} == set(components["HttpTarget"]["properties"])
+    assert components["HttpTarget"]["properties"]["url"]["format"] == "uri"
+    assert components["PythonTarget"]["properties"]["handler"]["maxLength"] == 200
+    assert components["JobPut"]["properties"]["max_attempts"]["maximum"] == 100
