@@ -57,6 +57,7 @@ def test_every_operation_has_a_named_id_and_the_bearer_scheme() -> None:
         "POST /tenants/{tenant_id}/keys": "createKey",
         "GET /tenants/{tenant_id}/keys": "listKeys",
         "DELETE /tenants/{tenant_id}/keys/{key_id}": "revokeKey",
+        "POST /tenants/{tenant_id}/signing-secrets": "rotateSigningSecret",
         "PUT /tenants/{tenant_id}/jobs/{name}": "putJob",
         "GET /tenants/{tenant_id}/jobs/{name}": "getJob",
         "GET /tenants/{tenant_id}/jobs": "listJobs",
