@@ -111,20 +111,7 @@ async def running_prometheus(
     }
     (root / "prometheus.yml").write_text(yaml.safe_dump(config))
     port = free_port()
-    with open(root / "prometheus.log", "wb") as log:
-        proc = subprocess.Popen(
-            [
-                exe,
-                f"--config.file={root / 'prometheus.yml'}",
-                f"--storage.tsdb.path={root / 'data'}",
-                f"--web.listen-address=127.0.0.1:{port}",
-                # Without these, the Debian build also asks for its console templates.
-                f"--web.console.templates={root}",
-                f"--web.console.libraries={root}",
-            ],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
+    proc = _start(exe, root, port)
     prom = Prometheus(f"http://127.0.0.1:{port}", proc)
     try:
         deadline = time.monotonic() + 60
@@ -147,3 +134,20 @@ async def running_prometheus(
             proc.kill()
             proc.wait()
         shutil.rmtree(root, ignore_errors=True)
+
+
+def _start(exe: str, root: Path, port: int) -> subprocess.Popen[bytes]:
+    with open(root / "prometheus.log", "wb") as log:
+        return subprocess.Popen(
+            [
+                exe,
+                f"--config.file={root / 'prometheus.yml'}",
+                f"--storage.tsdb.path={root / 'data'}",
+                f"--web.listen-address=127.0.0.1:{port}",
+                # Without these, the Debian build also asks for its console templates.
+                f"--web.console.templates={root}",
+                f"--web.console.libraries={root}",
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )

@@ -115,14 +115,18 @@ async def run(bench: Bench, args: argparse.Namespace) -> Report:
         target = {"type": "http", "url": hook_url, "method": "POST"}
         engine = ops_process("engine", base, bench.logs)
         workers = [ops_process("worker", base, bench.logs, name=f"worker-{i}") for i in range(args.workers)]
-        api = SchedulerProcess("api", base.model_copy(update={"port": free_port(), "engine": "off"}), bench.logs)
+        api = SchedulerProcess(
+            "api", base.model_copy(update={"port": free_port(), "engine": "off"}), bench.logs
+        )
         report.workload = {
             "runs": n,
             "target": f"http on loopback answering after {delay:g} s",
-            "processes": f"1 engine + {args.workers} worker(s) x concurrency {concurrency} + 1 api (ENGINE=off)",
+            "processes": f"1 engine, {args.workers} worker(s) x {concurrency} slots, 1 api (ENGINE=off)",
             "worker capacity": f"{args.workers * concurrency / delay:.0f} runs/s",
             "dispatch lease": f"{lease:g} s (shortened so a queue that outlives it shows in a short run)",
-            "prometheus": f"scrape every {SCRAPE_SECONDS:g} s" if queries else "not installed: signals not evaluated",
+            "prometheus": f"scrape every {SCRAPE_SECONDS:g} s"
+            if queries
+            else "not installed: signals not evaluated",
         }
         pool = await create_pool(url, min_size=1, max_size=2, name="bench-slow")
         nc = await bench.nats()
@@ -133,19 +137,26 @@ async def run(bench: Bench, args: argparse.Namespace) -> Report:
             procs = [api, engine, *workers]
             async with running(procs), _maybe_prometheus(procs, bool(queries)) as prom:
                 async with pool.acquire() as conn:
-                    due_at, start = await workload.due_burst(conn, n, args.tenants, 0.5 + n / 10_000, target=target)
+                    due_at, start = await workload.due_burst(
+                        conn, n, args.tenants, 0.5 + n / 10_000, target=target
+                    )
                     await workload.wake_at(conn, start, due_at)
                 done_at: float | None = None
                 deadline = start + args.timeout
                 # Sample until every run succeeded, then a few scrapes more to see the signals fall.
-                while done_at is None or time.perf_counter() - done_at < 4 * SCRAPE_SECONDS + base.reap_interval_seconds:
+                while (
+                    done_at is None
+                    or time.perf_counter() - done_at < 4 * SCRAPE_SECONDS + base.reap_interval_seconds
+                ):
                     sample = await _sample(pool, nc, base, engine, workers, prom, queries)
                     sample["t"] = time.perf_counter() - start
                     samples.append(sample)
                     if done_at is None and sample["succeeded"] >= n:
                         done_at = time.perf_counter()
                     if time.perf_counter() > deadline:
-                        raise TimeoutError(f"slow-target: {sample['succeeded']} of {n} after {args.timeout:.0f}s")
+                        raise TimeoutError(
+                            f"slow-target: {sample['succeeded']} of {n} after {args.timeout:.0f}s"
+                        )
                     await asyncio.sleep(1.0)
             async with pool.acquire() as conn:
                 lags = (await workload.fetch(conn, "lag_percentiles", ps=PS))[0]
@@ -180,8 +191,8 @@ async def _sample(
     queries: list[prometheus.Query],
 ) -> dict[str, Any]:
     async with pool.acquire() as conn:
-        q = SQL["sample"]
-        row = await conn.fetchrow(q.sql, *q.args({}))
+        sql = SQL["sample"]
+        row = await conn.fetchrow(sql.sql, *sql.args({}))
     waiting, delivered = await _stream(nc, settings.stream, settings.consumer)
     em = await engine.scrape()
     stale = 0.0
