@@ -208,7 +208,9 @@ def test_workers_scale_on_their_backlog_and_cpu() -> None:
     assert trigger["metricType"] == "AverageValue"
     query = trigger["metadata"]["query"]
     assert "scheduler_worker_backlog_messages" in query
-    assert re.search(r"scheduler_due_pending_runs\) and on\(\) \(max\(scheduler_dispatch_paused\) > 0\)", query)
+    assert re.search(
+        r"scheduler_due_pending_runs\) and on\(\) \(max\(scheduler_dispatch_paused\) > 0\)", query
+    )
     (config,) = [cm for cm in _of_kind("ConfigMap") if cm["metadata"]["name"] == "scheduler-config"]
     assert trigger["metadata"]["threshold"] == config["data"]["SCHEDULER_WORKER_CONCURRENCY"]
     (cpu,) = [t for t in scaled["spec"]["triggers"] if t["type"] == "cpu"]
