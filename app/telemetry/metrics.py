@@ -63,7 +63,7 @@ oldest_due_pending_age_seconds = Gauge(
 )
 due_pending_runs = Gauge(
     "scheduler_due_pending_runs",
-    "Due runs still pending, read from the database (counted up to 100,000). Engines scale on the "
+    "Due runs still pending, read from the database (counted up to 20,000). Engines scale on the "
     "due backlog only while they are not paused by backpressure (scheduler_dispatch_paused).",
 )
 dispatch_paused = Gauge(
