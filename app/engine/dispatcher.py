@@ -70,6 +70,7 @@ class Dispatcher:
         self._room = 0  # messages this engine may still add to the workers' queue before asking again
         self._publishing = 0  # runs claimed whose PubAcks are not all in: the stream may not count them yet
         self._delivery_rate = DeliveryRate()
+        self._paused = False
         self.wake = asyncio.Event()
         # Busy time of each phase, read by the bench: claim SQL, publish (send + PubAcks), and
         # settle (releasing what was not acked).
@@ -157,6 +158,7 @@ class Dispatcher:
             backlog = None
         if backlog is None:  # no consumer yet (no worker ever started), or NATS away: do not block on it
             self._room = self.settings.max_queued_messages - self._publishing
+            self._paused = False
             metrics.dispatch_paused.set(0)
             return False
         rate = self._delivery_rate.update(backlog.delivered, now)
@@ -165,9 +167,17 @@ class Dispatcher:
         metrics.worker_delivery_rate.set(rate)
         self._room = queue_room(backlog, rate, self.settings, self._publishing)
         paused = self._room <= 0
+        if paused != self._paused:  # log the transitions, not every check
+            log.info(
+                "workers are %s (%d waiting, %d in flight, %.0f/s): %s claims",
+                "behind" if paused else "catching up",
+                backlog.waiting,
+                backlog.in_flight,
+                rate,
+                "pausing" if paused else "resuming",
+            )
+        self._paused = paused
         metrics.dispatch_paused.set(int(paused))
-        if paused:
-            log.debug("workers are behind (%d waiting, %.0f/s); pausing claims", backlog.waiting, rate)
         return paused
 
     async def _listen(self, stop: asyncio.Event) -> asyncpg.Connection | None:
