@@ -1,5 +1,5 @@
 """slow-target (end to end): N runs to a local webhook that answers after D seconds, drained by W
-worker processes of concurrency C behind one engine, with an API process (ENGINE=off) beside them —
+worker processes of concurrency C behind E engines (one by default), with an API process (ENGINE=off) —
 the everyday case where the tenants' endpoints, not our CPU, set the pace.
 
 It counts what a slow drain must not cost: claims per run (each claim bumps the epoch, so sum(epoch)
@@ -57,6 +57,7 @@ FROM job_runs;
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--runs", type=int, help="runs (default 1000; smoke 60)")
     p.add_argument("--delay", type=float, help="seconds the target takes to answer (default 1; smoke 0.2)")
+    p.add_argument("--engines", type=int, default=1, help="engine processes (default 1)")
     p.add_argument("--workers", type=int, default=1, help="worker processes (default 1)")
     p.add_argument("--concurrency", type=int, help="targets one worker runs at once (default 32; smoke 8)")
     p.add_argument("--lease", type=float, help="SCHEDULER_DISPATCH_LEASE_SECONDS (default 10; smoke 2)")
@@ -113,7 +114,7 @@ async def run(bench: Bench, args: argparse.Namespace) -> Report:
             worker_fetch_batch=concurrency,
         )
         target = {"type": "http", "url": hook_url, "method": "POST"}
-        engine = ops_process("engine", base, bench.logs)
+        engines = [ops_process("engine", base, bench.logs, name=f"engine-{i}") for i in range(args.engines)]
         workers = [ops_process("worker", base, bench.logs, name=f"worker-{i}") for i in range(args.workers)]
         api = SchedulerProcess(
             "api", base.model_copy(update={"port": free_port(), "engine": "off"}), bench.logs
@@ -121,7 +122,7 @@ async def run(bench: Bench, args: argparse.Namespace) -> Report:
         report.workload = {
             "runs": n,
             "target": f"http on loopback answering after {delay:g} s",
-            "processes": f"1 engine, {args.workers} worker(s) x {concurrency} slots, 1 api (ENGINE=off)",
+            "processes": f"{args.engines} engine(s), {args.workers} worker(s) x {concurrency} slots, 1 api",
             "worker capacity": f"{args.workers * concurrency / delay:.0f} runs/s",
             "dispatch lease": f"{lease:g} s (shortened so a queue that outlives it shows in a short run)",
             "prometheus": f"scrape every {SCRAPE_SECONDS:g} s"
@@ -134,7 +135,7 @@ async def run(bench: Bench, args: argparse.Namespace) -> Report:
         try:
             async with pool.acquire() as conn:
                 await workload.execute(conn, "seed_tenants", tenants=args.tenants, target=target)
-            procs = [api, engine, *workers]
+            procs = [api, *engines, *workers]
             async with running(procs), _maybe_prometheus(procs, bool(queries)) as prom:
                 async with pool.acquire() as conn:
                     due_at, start = await workload.due_burst(
@@ -148,7 +149,7 @@ async def run(bench: Bench, args: argparse.Namespace) -> Report:
                     done_at is None
                     or time.perf_counter() - done_at < 4 * SCRAPE_SECONDS + base.reap_interval_seconds
                 ):
-                    sample = await _sample(pool, nc, base, engine, workers, prom, queries)
+                    sample = await _sample(pool, nc, base, engines, workers, prom, queries)
                     sample["t"] = time.perf_counter() - start
                     samples.append(sample)
                     if done_at is None and sample["succeeded"] >= n:
@@ -185,7 +186,7 @@ async def _sample(
     pool: Any,
     nc: NATS,
     settings: Any,
-    engine: SchedulerProcess,
+    engines: list[SchedulerProcess],
     workers: list[SchedulerProcess],
     prom: prometheus.Prometheus | None,
     queries: list[prometheus.Query],
@@ -194,14 +195,16 @@ async def _sample(
         sql = SQL["sample"]
         row = await conn.fetchrow(sql.sql, *sql.args({}))
     waiting, delivered = await _stream(nc, settings.stream, settings.consumer)
-    em = await engine.scrape()
+    reaped = 0.0
+    for e in engines:
+        reaped += (await e.scrape()).value("scheduler_runs_reaped_total", from_status="dispatched")
     stale = 0.0
     for w in workers:
         stale += (await w.scrape()).value("scheduler_stale_results_total", stage="start")
     out: dict[str, Any] = dict(row) | {
         "stream_waiting": waiting,
         "stream_delivered": delivered,
-        "reaped_dispatched": em.value("scheduler_runs_reaped_total", from_status="dispatched"),
+        "reaped_dispatched": reaped,
         "stale_starts": stale,
         "signals": {},
     }
@@ -267,7 +270,7 @@ def _figures(
     report.data |= {"samples": samples, "wall_seconds": wall, "lags": dict(lags)}
     report.draw = lambda fig: _chart(fig, samples, queries)
     report.not_mean = (
-        "One engine and few workers against a loopback target that only sleeps: the figures show how "
+        "Few engines and workers against a loopback target that only sleeps: the figures show how "
         "the scheduler behaves when workers bind (claims, reaps, where the backlog waits, which signal "
         "rises), not how many runs per second a deployment can drive. The lease is shortened to make a "
         "minute-long effect show in seconds; the scrape interval is 1 s, not a production 15-30 s. "
