@@ -36,8 +36,9 @@ class Settings(BaseSettings):
     # Claim and leases.
     batch_size: int = Field(default=500, ge=1, le=10_000)
     per_tenant_cap: int = Field(default=100, ge=1)
-    # Claimed and published, not yet started by a worker. If the engine dies before publishing, the
-    # run waits this long; the engine's backpressure keeps a queued message's wait well below it.
+    # Claimed, not yet started by a worker. If the engine dies before publishing, the run is rescued
+    # after this long (once its claim is older than every message still waiting in the stream: a run
+    # whose message waits behind slow workers is never re-sent; app/engine/reaper.py).
     dispatch_lease_seconds: float = Field(default=60.0, gt=0)
     lease_seconds: float = Field(default=30.0, gt=0)  # running; heartbeats extend it
     poll_interval_seconds: float = Field(default=0.5, gt=0)
@@ -45,8 +46,13 @@ class Settings(BaseSettings):
     publish_timeout_seconds: float = Field(default=5.0, gt=0)
     # Claimed batches whose PubAcks are still awaited while the next batch is claimed.
     dispatch_batches_in_flight: int = Field(default=2, ge=1, le=16)
-    # Backpressure: stop claiming while this many messages wait in the stream for a worker.
-    max_queued_messages: int = Field(default=50_000, ge=1)
+    # Backpressure (app/engine/backlog.py): stop claiming while the stream holds more than the workers
+    # take in `max_queue_seconds` at their measured rate (at least one round of claim batches), or
+    # more than `max_queued_messages` at all (the stream's memory). The rest waits pending, where the
+    # claim is fair per tenant. The time bound applied is at most half the dispatch lease, so that a
+    # lapsed lease still means "the message is gone", not "the workers are slow".
+    max_queue_seconds: float = Field(default=10.0, gt=0)
+    max_queued_messages: int = Field(default=20_000, ge=1)
     hot_index: Literal["off", "redis"] = "off"
 
     # JetStream names; tests and benches isolate themselves by changing them.

@@ -100,12 +100,17 @@ async def claim_floor(conn: asyncpg.Connection) -> tuple[datetime, datetime]:
     return row["floor"], row["db_now"]
 
 
-async def oldest_due_pending_age(conn: asyncpg.Connection) -> float:
-    return float(await q.fetchval(conn, "oldest_due_pending_age"))
+async def due_backlog(conn: asyncpg.Connection, limit: int) -> tuple[float, int]:
+    """(age of the oldest due pending run in seconds, due pending runs counted up to `limit`)."""
+    row = await q.fetchrow(conn, "due_backlog", limit=limit)
+    assert row is not None
+    return float(row["oldest_age"]), int(row["runs"])
 
 
-async def reap_dispatched_runs(conn: asyncpg.Connection, limit: int) -> list[asyncpg.Record]:
-    return await q.fetch(conn, "reap_dispatched_runs", limit=limit)
+async def reap_dispatched_runs(
+    conn: asyncpg.Connection, limit: int, claimed_before: datetime | None = None
+) -> list[asyncpg.Record]:
+    return await q.fetch(conn, "reap_dispatched_runs", limit=limit, claimed_before=claimed_before)
 
 
 async def reap_running_runs(conn: asyncpg.Connection, limit: int) -> list[asyncpg.Record]:

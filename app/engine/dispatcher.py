@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import random
 import time
@@ -34,6 +35,7 @@ from app.config import Settings
 from app.db import dispatch as dispatch_repo
 from app.db.dispatch import Fence
 from app.db.runs import DUE_CHANNEL
+from app.engine.backlog import DeliveryRate, queue_room, read_backlog
 from app.engine.floor import ClaimBounds
 from app.engine.loop import sleep_or_stop
 from app.telemetry import metrics
@@ -51,6 +53,8 @@ DB_ERRORS = (
     TimeoutError,
 )
 SCAN_EVERY_SECONDS = 1.0
+# While paused, the queue is asked this often: the workers may empty the room in well under a poll.
+PAUSED_RECHECK_SECONDS = 0.25
 
 
 class Dispatcher:
@@ -64,6 +68,9 @@ class Dispatcher:
         self._last_scan = 0.0
         self._queue_checked_at = 0.0
         self._room = 0  # messages this engine may still add to the workers' queue before asking again
+        self._publishing = 0  # runs claimed whose PubAcks are not all in: the stream may not count them yet
+        self._delivery_rate = DeliveryRate()
+        self._paused = False
         self.wake = asyncio.Event()
         # Busy time of each phase, read by the bench: claim SQL, publish (send + PubAcks), and
         # settle (releasing what was not acked).
@@ -92,7 +99,7 @@ class Dispatcher:
                     listener = await self._listen(stop)
                     continue
                 if await self._workers_behind():
-                    await _first_of(stop, self.wake, timeout=self.settings.poll_interval_seconds)
+                    await _first_of(stop, self.wake, timeout=PAUSED_RECHECK_SECONDS)
                     continue
                 await slots.acquire()
                 try:
@@ -106,10 +113,11 @@ class Dispatcher:
                     continue
                 if claimed:
                     self._room -= len(claimed)
+                    self._publishing += len(claimed)
                     task = asyncio.create_task(self.settle(claimed, sent))
                     settling.add(task)
                     task.add_done_callback(settling.discard)
-                    task.add_done_callback(lambda _: slots.release())
+                    task.add_done_callback(functools.partial(self._settled, len(claimed), slots))
                     # More may be due, so no sleep: a short batch is no proof that the due set is
                     # empty. The per-tenant cap cuts a batch that one tenant crowds to `cap` runs,
                     # and sleeping after each one held a lone busy tenant to `cap` runs per poll
@@ -129,29 +137,48 @@ class Dispatcher:
                 await self._unlisten(listener)
             await self.publisher.stop()
 
+    def _settled(self, runs: int, slots: asyncio.Semaphore, _task: asyncio.Task[None]) -> None:
+        self._publishing -= runs
+        slots.release()
+
     async def _workers_behind(self) -> bool:
-        """Backpressure: pause claiming while the workers' queue is deep. Claimed-but-queued runs
-        only age their dispatch lease; leaving them pending keeps the lease meaningful and lets the
-        due-lag metric (which scales engines) and the worker CPU (which scales workers) tell apart
-        "engines are behind" from "workers are behind". The stream is asked once a second, or sooner
-        when this engine has used up the room it had."""
+        """Backpressure: pause claiming while the workers' queue is full (see app/engine/backlog.py
+        for the two bounds). Runs left pending stay in the fair per-tenant claim, keep their due lag
+        visible in the database, and show as the *workers'* backlog: a paused engine exports
+        `scheduler_dispatch_paused` 1, which tells the autoscalers that workers bind, not engines.
+        The stream is asked once a second, or at once when this engine used up the room it had."""
         now = time.monotonic()
         if self._room > 0 and now - self._queue_checked_at < 1.0:
             return False
         self._queue_checked_at = now
         try:
-            info = await self.nc.jetstream().consumer_info(
-                self.settings.stream, self.settings.consumer, timeout=1
-            )
-        except Exception:  # no consumer yet (no worker ever started) or NATS away: do not block on it
-            self._room = self.settings.max_queued_messages
+            backlog = await read_backlog(self.nc.jetstream(), self.settings)
+        except Exception as exc:  # NATS away: publishes fail and release their runs anyway
+            log.debug("backpressure: cannot read the workers' consumer: %s", exc)
+            backlog = None
+        if backlog is None:  # no consumer yet (no worker ever started), or NATS away: do not block on it
+            self._room = self.settings.max_queued_messages - self._publishing
+            self._paused = False
+            metrics.dispatch_paused.set(0)
             return False
-        queued = info.num_pending + info.num_ack_pending
-        self._room = self.settings.max_queued_messages - queued
-        if self._room <= 0:
-            log.info("workers are %d messages behind; pausing claims", queued)
-            return True
-        return False
+        rate = self._delivery_rate.update(backlog.delivered, now)
+        metrics.worker_backlog_messages.labels("waiting").set(backlog.waiting)
+        metrics.worker_backlog_messages.labels("in_flight").set(backlog.in_flight)
+        metrics.worker_delivery_rate.set(rate)
+        self._room = queue_room(backlog, rate, self.settings, self._publishing)
+        paused = self._room <= 0
+        if paused != self._paused:  # log the transitions, not every check
+            log.info(
+                "workers are %s (%d waiting, %d in flight, %.0f/s): %s claims",
+                "behind" if paused else "catching up",
+                backlog.waiting,
+                backlog.in_flight,
+                rate,
+                "pausing" if paused else "resuming",
+            )
+        self._paused = paused
+        metrics.dispatch_paused.set(int(paused))
+        return paused
 
     async def _listen(self, stop: asyncio.Event) -> asyncpg.Connection | None:
         conn: asyncpg.Connection | None = None

@@ -26,7 +26,7 @@ class Engine:
         self.settings = settings
         self.nc = nc
         self.dispatcher = Dispatcher(settings, pool, nc, hot_index)
-        self.reaper = Reaper(settings, pool, hot_index)
+        self.reaper = Reaper(settings, pool, hot_index, nc)
         self.cron = CronMaterializer(settings, pool, hot_index=hot_index)
         self.maintenance = PartitionMaintenance(settings, pool)
 

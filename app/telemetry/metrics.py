@@ -61,6 +61,25 @@ oldest_due_pending_age_seconds = Gauge(
     "scheduler_oldest_due_pending_age_seconds",
     "Age of the oldest due pending run, read from the database; it still moves when the engine stalls.",
 )
+due_pending_runs = Gauge(
+    "scheduler_due_pending_runs",
+    "Due runs still pending, read from the database (counted up to 20,000). Engines scale on the "
+    "due backlog only while they are not paused by backpressure (scheduler_dispatch_paused).",
+)
+dispatch_paused = Gauge(
+    "scheduler_dispatch_paused",
+    "1 while this engine holds claims because the workers' queue is full: the workers bind, not engines.",
+)
+worker_backlog_messages = Gauge(
+    "scheduler_worker_backlog_messages",
+    "Messages the workers' consumer holds, as an engine last read it: waiting (not yet delivered) "
+    "and in_flight (delivered, not yet acked: starting or executing).",
+    ["state"],
+)
+worker_delivery_rate = Gauge(
+    "scheduler_worker_delivery_rate",
+    "Messages per second the workers take from the stream, as an engine measures it (sizes backpressure).",
+)
 partitions_at_risk = Gauge(
     "scheduler_partitions_at_risk",
     "Partitions past retention kept because they still hold non-terminal runs.",

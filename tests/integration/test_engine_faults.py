@@ -187,7 +187,9 @@ async def test_a_due_run_wakes_an_idle_engine(settings: Settings, pool: asyncpg.
 
 
 async def test_engine_pauses_while_workers_are_behind(settings: Settings, pool: asyncpg.Pool) -> None:
-    """Backpressure: with the workers' queue past max_queued_messages, runs stay pending."""
+    """Backpressure: with the workers' queue past max_queued_messages, runs stay pending. It used to
+    admit one batch too many on a slower machine (150, issue 13): the consumer's num_pending counts a
+    message a moment after its PubAck, and the batch whose PubAcks were still out was not counted."""
     from app.bus.jetstream import ensure_consumer
 
     async with pool.acquire() as conn:

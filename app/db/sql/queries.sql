@@ -325,18 +325,29 @@ RETURNING r.id, r.scheduled_at, r.due_at;
 SELECT COALESCE(min(scheduled_at), now()) AS floor, now() AS db_now
 FROM job_runs WHERE status IN ('pending', 'dispatched', 'running');
 
--- name: oldest_due_pending_age
--- Read from the database, not from claims, so it keeps rising when every engine is stalled.
-SELECT COALESCE(extract(epoch FROM now() - min(due_at)), 0)
-FROM job_runs WHERE status = 'pending' AND due_at <= now();
+-- name: due_backlog
+-- The due backlog still pending, for the engines' autoscaler and alerts: its oldest age and its size,
+-- read from the database, not from claims, so they keep rising when every engine is stalled. The size is
+-- counted up to :limit, so the cost stays bounded however deep the backlog (both read the pending
+-- partial index; a due run has scheduled_at <= due_at <= now(), which prunes future partitions).
+SELECT COALESCE(extract(epoch FROM now() - min(due_at)), 0) AS oldest_age,
+       (SELECT count(*) FROM (
+            SELECT 1 FROM job_runs
+            WHERE status = 'pending' AND due_at <= now() AND scheduled_at <= now()
+            LIMIT :limit) AS d) AS runs
+FROM job_runs WHERE status = 'pending' AND due_at <= now() AND scheduled_at <= now();
 
 -- ─────────────────────────────────── reaper ─────────────────────────────────
 
 -- name: reap_dispatched_runs
--- A dispatched run whose lease lapsed never started: back to pending, no attempt consumed.
+-- A dispatched run whose lease lapsed never started: back to pending, no attempt consumed. Only if
+-- it was claimed before :claimed_before (null: no bound), the time from which a message may still
+-- wait in the stream: a run queued behind slow workers is not lost, and re-sending it only doubled
+-- the work and the stale starts (issue 14).
 WITH expired AS (
     SELECT id, scheduled_at FROM job_runs
     WHERE status = 'dispatched' AND lease_expires_at < now()
+      AND COALESCE(dispatched_at, '-infinity') < COALESCE(CAST(:claimed_before AS timestamptz), 'infinity')
     ORDER BY lease_expires_at
     LIMIT :limit
     FOR UPDATE SKIP LOCKED
