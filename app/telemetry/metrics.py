@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from prometheus_client import Counter, Gauge, Histogram
+import contextlib
+
+from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
 
 # Sub-second to 30 minutes: KEDA scales engines on this, and a backed-up queue lives in the tail.
 LAG_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1200, 1800)
@@ -57,22 +59,64 @@ execution_duration_seconds = Histogram(
 cron_runs_materialized_total = Counter(
     "scheduler_cron_runs_materialized_total", "Cron occurrences inserted as runs."
 )
-oldest_due_pending_age_seconds = Gauge(
+# Gauges only an engine can read: created unregistered and exposed by a process that runs an
+# engine (`expose_engine_metrics`). An API with SCHEDULER_ENGINE=off or a worker exported them as 0,
+# so a max() over them read 0 — "no backlog" — when every engine was dead; absent, they say so.
+ENGINE_ONLY: list[Gauge] = []
+# Gauges only a worker exports, so `absent(...)` of one tells that no worker is up.
+WORKER_ONLY: list[Gauge] = []
+
+
+def _only(tier: list[Gauge], name: str, documentation: str) -> Gauge:
+    gauge = Gauge(name, documentation, registry=None)
+    tier.append(gauge)
+    return gauge
+
+
+oldest_due_pending_age_seconds = _only(
+    ENGINE_ONLY,
     "scheduler_oldest_due_pending_age_seconds",
     "Age of the oldest due pending run, read from the database; it still moves when the engine stalls.",
 )
-partitions_at_risk = Gauge(
+partitions_at_risk = _only(
+    ENGINE_ONLY,
     "scheduler_partitions_at_risk",
     "Partitions past retention kept because they still hold non-terminal runs.",
 )
-partitions_total = Gauge("scheduler_partitions", "Daily partitions of job_runs (DEFAULT excluded).")
+partitions_total = _only(
+    ENGINE_ONLY, "scheduler_partitions", "Daily partitions of job_runs (DEFAULT excluded)."
+)
+default_partition_rows = _only(
+    ENGINE_ONLY,
+    "scheduler_default_partition_rows",
+    "Rows in the DEFAULT partition (moved out by maintenance).",
+)
+worker_slots = _only(
+    WORKER_ONLY,
+    "scheduler_worker_slots",
+    "Targets this worker runs at once (SCHEDULER_WORKER_CONCURRENCY); absent when no worker is up.",
+)
 partitions_analyzed_total = Counter(
     "scheduler_partitions_analyzed_total",
     "Partitions ANALYZEd by the engine because their rows changed faster than autovacuum analyzes.",
 )
-default_partition_rows = Gauge(
-    "scheduler_default_partition_rows", "Rows in the DEFAULT partition (moved out by maintenance)."
-)
 hot_index_events_total = Counter(
     "scheduler_hot_index_events_total", "Redis hot index hits, misses, stale ids and fallbacks.", ["event"]
 )
+
+
+def _expose(tier: list[Gauge], registry: CollectorRegistry) -> None:
+    for gauge in tier:
+        with contextlib.suppress(ValueError):  # registered already: one process may run both roles
+            registry.register(gauge)
+
+
+def expose_engine_metrics(registry: CollectorRegistry = REGISTRY) -> None:
+    """Called by a process that runs an engine (`scheduler engine`, an API with its engine on)."""
+    _expose(ENGINE_ONLY, registry)
+
+
+def expose_worker_metrics(concurrency: int, registry: CollectorRegistry = REGISTRY) -> None:
+    """Called by a process that runs a worker."""
+    worker_slots.set(concurrency)
+    _expose(WORKER_ONLY, registry)
