@@ -508,3 +508,40 @@ def test_alert_rules_fire_on_a_dead_tier_and_not_on_a_zero(tmp_path: Path) -> No
         [PROMTOOL, "test", "rules", "tests.yaml"], cwd=tmp_path, capture_output=True, text=True
     )
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+PRIVATE_RANGES = {"10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "169.254.0.0/16"}
+
+
+def test_workers_reach_the_world_but_not_the_cluster_and_only_prometheus_reaches_them() -> None:
+    (policy,) = _of_kind("NetworkPolicy")
+    worker = _deployment_running("worker")
+    pod_labels = worker["spec"]["template"]["metadata"]["labels"]
+    selector = policy["spec"]["podSelector"]["matchLabels"].items()
+    assert selector <= pod_labels.items()
+    for other in _of_kind("Deployment"):
+        if other is not worker:
+            assert not selector <= other["spec"]["template"]["metadata"]["labels"].items()
+    assert set(policy["spec"]["policyTypes"]) == {"Ingress", "Egress"}
+
+    (ingress,) = policy["spec"]["ingress"]
+    assert ingress["ports"] == [{"port": "metrics", "protocol": "TCP"}]
+    assert {p["name"] for p in worker["spec"]["template"]["spec"]["containers"][0]["ports"]} == {"metrics"}
+    (source,) = ingress["from"]
+    assert source == {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}
+
+    blocks = [
+        peer["ipBlock"]
+        for rule in policy["spec"]["egress"]
+        for peer in rule.get("to", [])
+        if "ipBlock" in peer
+    ]
+    (v4,) = [b for b in blocks if b["cidr"] == "0.0.0.0/0"]
+    assert set(v4["except"]) >= PRIVATE_RANGES
+    (v6,) = [b for b in blocks if b["cidr"] == "::/0"]
+    assert {"fc00::/7", "fe80::/10"} <= set(v6["except"])
+    for rule in policy["spec"]["egress"]:
+        if "to" not in rule:  # a rule open to any address is one of the services' ports, nothing else
+            assert {p["port"] for p in rule["ports"]} <= {5432, 4222, 6379}
+    dns = [rule for rule in policy["spec"]["egress"] if {p["port"] for p in rule.get("ports", [])} == {53}]
+    assert dns and {p["protocol"] for p in dns[0]["ports"]} == {"UDP", "TCP"}
