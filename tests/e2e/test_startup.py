@@ -117,3 +117,23 @@ async def test_a_process_becomes_ready_when_nats_comes_up_later(
         finally:
             process.stop(timeout=10)
             nats.stop()
+
+
+async def test_the_ops_server_binds_scheduler_host(settings: Settings, tmp_path: Path) -> None:
+    """Bound to 127.0.0.2 (loopback too on Linux), the ops port is not open on 127.0.0.1: it binds
+    SCHEDULER_HOST, not every interface."""
+    async with processes(settings, tmp_path) as spawn:
+        worker = spawn("worker", SCHEDULER_HOST="127.0.0.2")
+        deadline = time.monotonic() + 30
+        async with httpx.AsyncClient(timeout=2) as client:
+            while True:
+                assert worker.proc.poll() is None, worker.output()
+                try:
+                    if (await client.get(f"http://127.0.0.2:{worker.port}/readyz")).status_code == 200:
+                        break
+                except httpx.TransportError:
+                    pass
+                assert time.monotonic() < deadline, worker.output()
+                await asyncio.sleep(0.1)
+            with pytest.raises(httpx.ConnectError):
+                await client.get(f"http://127.0.0.1:{worker.port}/healthz")
