@@ -157,7 +157,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
         async def connect_and_start() -> None:
             nonlocal engine_pool, engine_task
-            if not await deps.connect(stop):
+            if not await deps.connect_postgres(stop):
                 return
             assert deps.pool is not None and settings.database_url
             hot_index = (
@@ -168,32 +168,21 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             state = State(settings, deps.pool, AdmissionControl(settings.tenant_max_pending), hot_index)
             state.checks = app.state.checks
             app.state.scheduler = state
-            if deps.nc is not None:
-                expose_engine_metrics()
-                url = settings.database_url
-                engine_pool = await until_connected(
-                    lambda: create_pool(url, min_size=1, max_size=5, name="scheduler-engine"),
-                    "postgres",
-                    stop,
-                )
-                if engine_pool is None:
-                    return
-                task = asyncio.create_task(Engine(settings, engine_pool, deps.nc, hot_index).run(stop))
-                engine_task = task
-
-                async def engine_running() -> None:
-                    # The engine stops itself when one of its tasks dies, and the API would go on
-                    # answering ready with nothing dispatching (seen in the fault harness): say so.
-                    if task.done():
-                        raise RuntimeError("the engine stopped")
-
-                app.state.checks["engine"] = engine_running
-            app.state.ready.set()
+            app.state.ready.set()  # routes need Postgres alone
             # Everything built so far lives as long as the process: out of the collector's sight,
             # so full collections walk only what requests allocate (they took 20-65 ms each, a
             # single-POST tail, measured with gc callbacks).
             gc.collect()
             gc.freeze()
+            if settings.engine != "on" or not await deps.connect_nats(stop):
+                return
+            assert deps.nc is not None
+            url = settings.database_url
+            engine_pool = await until_connected(
+                lambda: create_pool(url, min_size=1, max_size=5, name="scheduler-engine"), "postgres", stop
+            )
+            if engine_pool is not None:
+                engine_task = asyncio.create_task(Engine(settings, engine_pool, deps.nc, hot_index).run(stop))
 
         starting = asyncio.create_task(start(), name="start")
 
@@ -204,6 +193,18 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 raise NotConnected("starting")
 
         app.state.checks["started"] = started
+        if settings.engine == "on":
+            expose_engine_metrics()
+
+            async def engine_running() -> None:
+                # The engine stops itself when one of its tasks dies, and the API would go on
+                # answering ready with nothing dispatching (seen in the fault harness): say so.
+                if engine_task is None:
+                    raise NotConnected("the engine has not started")
+                if engine_task.done():
+                    raise RuntimeError("the engine stopped")
+
+            app.state.checks["engine"] = engine_running
         # Reachable dependencies are usually reached at once: wait that long before serving. An
         # unreachable one is retried behind an open port (uvicorn handles no signal before that).
         await asyncio.wait({starting}, timeout=STARTUP_WAIT_SECONDS)

@@ -81,6 +81,9 @@ class Dependencies:
 
     async def connect(self, stop: asyncio.Event) -> bool:
         """Reach every dependency; False if `stop` came first."""
+        return await self.connect_postgres(stop) and await self.connect_nats(stop)
+
+    async def connect_postgres(self, stop: asyncio.Event) -> bool:
         min_size, max_size = self.pool_sizes
         self.pool = await until_connected(
             lambda: create_pool(
@@ -93,16 +96,16 @@ class Dependencies:
             "postgres",
             stop,
         )
-        if self.pool is None:
-            return False
-        if self.nats_url is not None:
-            url = self.nats_url
-            self.nc = await until_connected(
-                lambda: connect_nats(url, self.name, retry_at_start=False), "nats", stop
-            )
-            if self.nc is None:
-                return False
-        return True
+        return self.pool is not None
+
+    async def connect_nats(self, stop: asyncio.Event) -> bool:
+        if self.nats_url is None:
+            return True
+        url = self.nats_url
+        self.nc = await until_connected(
+            lambda: connect_nats(url, self.name, retry_at_start=False), "nats", stop
+        )
+        return self.nc is not None
 
     def checks(self) -> dict[str, Check]:
         """Readiness checks by name: what the process needs, failing until it has reached it."""
