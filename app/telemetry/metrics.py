@@ -67,32 +67,33 @@ ENGINE_ONLY: list[Gauge] = []
 WORKER_ONLY: list[Gauge] = []
 
 
-def _only(tier: list[Gauge], name: str, documentation: str) -> Gauge:
+def engine_gauge(name: str, documentation: str) -> Gauge:
+    """A gauge only engines export (see ENGINE_ONLY): anything read from the database for them."""
     gauge = Gauge(name, documentation, registry=None)
-    tier.append(gauge)
+    ENGINE_ONLY.append(gauge)
     return gauge
 
 
-oldest_due_pending_age_seconds = _only(
-    ENGINE_ONLY,
+def worker_gauge(name: str, documentation: str) -> Gauge:
+    gauge = Gauge(name, documentation, registry=None)
+    WORKER_ONLY.append(gauge)
+    return gauge
+
+
+oldest_due_pending_age_seconds = engine_gauge(
     "scheduler_oldest_due_pending_age_seconds",
     "Age of the oldest due pending run, read from the database; it still moves when the engine stalls.",
 )
-partitions_at_risk = _only(
-    ENGINE_ONLY,
+partitions_at_risk = engine_gauge(
     "scheduler_partitions_at_risk",
     "Partitions past retention kept because they still hold non-terminal runs.",
 )
-partitions_total = _only(
-    ENGINE_ONLY, "scheduler_partitions", "Daily partitions of job_runs (DEFAULT excluded)."
-)
-default_partition_rows = _only(
-    ENGINE_ONLY,
+partitions_total = engine_gauge("scheduler_partitions", "Daily partitions of job_runs (DEFAULT excluded).")
+default_partition_rows = engine_gauge(
     "scheduler_default_partition_rows",
     "Rows in the DEFAULT partition (moved out by maintenance).",
 )
-worker_slots = _only(
-    WORKER_ONLY,
+worker_slots = worker_gauge(
     "scheduler_worker_slots",
     "Targets this worker runs at once (SCHEDULER_WORKER_CONCURRENCY); absent when no worker is up.",
 )
