@@ -46,50 +46,44 @@ def _run_until_signal(main: Callable[[asyncio.Event], Awaitable[None]]) -> None:
 
 
 async def _process(settings: Settings, role: str, stop: asyncio.Event) -> None:
-    """`scheduler engine` / `scheduler worker`: the role's loop plus its ops server."""
+    """`scheduler engine` / `scheduler worker`: the role's loop plus its ops server. The ops port
+    opens first; Postgres and NATS are reached in the background (app.startup) while /readyz says
+    503, and SIGTERM ends the wait."""
     from app.bus.hot_index import HotIndex
-    from app.bus.jetstream import close as close_nats
-    from app.bus.jetstream import connect
-    from app.db.connection import create_pool
+    from app.startup import Dependencies
+    from app.telemetry import metrics
     from app.telemetry.ops_server import ops_app, serve
     from app.telemetry.tracing import setup_tracing
 
     assert settings.database_url and settings.nats_url
     setup_tracing(f"scheduler-{role}")
-    pool = await create_pool(settings.database_url, min_size=2, max_size=10, name=f"scheduler-{role}")
-    nc = await connect(settings.nats_url, f"scheduler-{role}")
-    hot_index = (
-        HotIndex(settings.redis_url, f"{settings.stream}:due")
-        if settings.hot_index == "redis" and settings.redis_url
-        else None
-    )
-
-    async def postgres() -> None:
-        async with pool.acquire() as conn:
-            await conn.fetchval("SELECT 1")
-
-    async def nats() -> None:
-        await nc.flush(timeout=1)
-
-    ops = asyncio.create_task(
-        serve(ops_app({"postgres": postgres, "nats": nats}), "0.0.0.0", settings.metrics_port, stop)
-    )
+    if role == "engine":
+        metrics.expose_engine_metrics()
+    else:
+        metrics.expose_worker_metrics(settings.worker_concurrency)
+    deps = Dependencies(settings.database_url, settings.nats_url, f"scheduler-{role}")
+    ops = asyncio.create_task(serve(ops_app(deps.checks()), settings.host, settings.metrics_port, stop))
+    hot_index = None
     try:
+        if not await deps.connect(stop):
+            return
+        assert deps.pool is not None and deps.nc is not None
+        if settings.hot_index == "redis" and settings.redis_url:
+            hot_index = HotIndex(settings.redis_url, f"{settings.stream}:due")
         if role == "engine":
             from app.engine.supervisor import Engine
 
-            await Engine(settings, pool, nc, hot_index).run(stop)
+            await Engine(settings, deps.pool, deps.nc, hot_index).run(stop)
         else:
             from app.worker.consumer import Worker
 
-            await Worker(settings, pool, nc, hot_index).run(stop)
+            await Worker(settings, deps.pool, deps.nc, hot_index).run(stop)
     finally:
         stop.set()
         await ops
         if hot_index is not None:
             await hot_index.close()
-        await close_nats(nc)
-        await pool.close()
+        await deps.close()
 
 
 def cmd_api(settings: Settings, args: argparse.Namespace) -> None:
@@ -97,7 +91,7 @@ def cmd_api(settings: Settings, args: argparse.Namespace) -> None:
 
     from app.main import create_app
 
-    _require(settings, "database_url", "nats_url")
+    _require(settings, "database_url", *(("nats_url",) if settings.engine == "on" else ()))
     # With several workers, each process imports the app itself and reads the same environment.
     uvicorn.run(
         create_app(settings) if settings.api_workers == 1 else "app.main:create_app",

@@ -9,6 +9,7 @@ import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
+import asyncpg
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -22,16 +23,17 @@ from app.api import health, jobs, runs, tenants
 from app.api.deps import State
 from app.api.schemas import TARGET_TYPES, serve_problems_as_problem_json
 from app.bus.hot_index import HotIndex
-from app.bus.jetstream import close as close_nats
-from app.bus.jetstream import connect
 from app.config import Settings, get_settings
 from app.db.connection import create_pool
 from app.engine.supervisor import Engine
 from app.errors import PROBLEM_JSON, AppError, InvalidInput, PayloadTooLarge, problem
 from app.services.submission import AdmissionControl
-from app.telemetry.tracing import recording, setup_tracing
+from app.startup import Dependencies, NotConnected, until_connected
+from app.telemetry.metrics import expose_engine_metrics
+from app.telemetry.tracing import NO_NATIVE_TELEMETRY, recording, setup_tracing
 
 log = logging.getLogger(__name__)
+STARTUP_WAIT_SECONDS = 1.0
 DESCRIPTION = "Multi-tenant distributed job scheduler: Postgres is the truth, NATS JetStream carries work."
 
 
@@ -148,65 +150,99 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        if not settings.database_url or not settings.nats_url:
+        if not settings.database_url or (settings.engine == "on" and not settings.nats_url):
             raise RuntimeError(
-                "SCHEDULER_DATABASE_URL and SCHEDULER_NATS_URL must be set (or use `scheduler dev`)"
+                "SCHEDULER_DATABASE_URL (and SCHEDULER_NATS_URL unless SCHEDULER_ENGINE=off) must be set"
+                " (or use `scheduler dev`)"
             )
-        # The engine this process may run takes its own pool: it LISTENs and holds advisory locks.
-        pool = await create_pool(
-            settings.database_url, min_size=2, max_size=20, name="scheduler-api", session_state=False
+        # An API without an engine serves from Postgres alone: it does not connect to NATS, so a
+        # NATS outage cannot make it unready. The engine this process may run takes its own pool:
+        # it LISTENs and holds advisory locks.
+        deps = Dependencies(
+            settings.database_url,
+            settings.nats_url if settings.engine == "on" else None,
+            "scheduler-api",
+            min_size=2,
+            max_size=20,
+            session_state=False,
         )
-        nc = await connect(settings.nats_url, "scheduler-api")
-        hot_index = (
-            HotIndex(settings.redis_url, f"{settings.stream}:due")
-            if (settings.hot_index == "redis" and settings.redis_url)
-            else None
-        )
-
-        async def postgres() -> None:
-            async with pool.acquire() as conn:
-                await conn.fetchval("SELECT 1")
-
-        async def nats() -> None:
-            if not nc.is_connected:
-                raise ConnectionError("nats disconnected")
-            await nc.flush(timeout=1)
-
-        state = State(settings, pool, AdmissionControl(settings.tenant_max_pending), hot_index)
-        state.checks = {"postgres": postgres, "nats": nats}
-        app.state.scheduler = state
         stop = asyncio.Event()
-        engine_task = None
-        engine_pool = None
-        if settings.engine == "on":
-            engine_pool = await create_pool(
-                settings.database_url, min_size=1, max_size=5, name="scheduler-engine"
+        app.state.ready = asyncio.Event()
+        app.state.checks = deps.checks()
+        engine_pool: asyncpg.Pool | None = None
+        engine_task: asyncio.Task[None] | None = None
+
+        async def start() -> None:
+            try:
+                await connect_and_start()
+            except Exception:
+                log.exception("API start-up failed")
+                raise
+
+        async def connect_and_start() -> None:
+            nonlocal engine_pool, engine_task
+            if not await deps.connect_postgres(stop):
+                return
+            assert deps.pool is not None and settings.database_url
+            hot_index = (
+                HotIndex(settings.redis_url, f"{settings.stream}:due")
+                if (settings.hot_index == "redis" and settings.redis_url)
+                else None
             )
-            engine = Engine(settings, engine_pool, nc, hot_index)
-            engine_task = asyncio.create_task(engine.run(stop), name="engine")
+            state = State(settings, deps.pool, AdmissionControl(settings.tenant_max_pending), hot_index)
+            state.checks = app.state.checks
+            app.state.scheduler = state
+            app.state.ready.set()  # routes need Postgres alone
+            # Everything built so far lives as long as the process: out of the collector's sight,
+            # so full collections walk only what requests allocate (they took 20-65 ms each, a
+            # single-POST tail, measured with gc callbacks).
+            gc.collect()
+            gc.freeze()
+            if settings.engine != "on" or not await deps.connect_nats(stop):
+                return
+            assert deps.nc is not None
+            url = settings.database_url
+            engine_pool = await until_connected(
+                lambda: create_pool(url, min_size=1, max_size=5, name="scheduler-engine"), "postgres", stop
+            )
+            if engine_pool is not None:
+                engine_task = asyncio.create_task(Engine(settings, engine_pool, deps.nc, hot_index).run(stop))
+
+        starting = asyncio.create_task(start(), name="start")
+
+        async def started() -> None:
+            if starting.done() and not starting.cancelled() and starting.exception() is not None:
+                raise RuntimeError("start-up failed")  # the log has why
+            if not app.state.ready.is_set():
+                raise NotConnected("starting")
+
+        app.state.checks["started"] = started
+        if settings.engine == "on":
+            expose_engine_metrics()
 
             async def engine_running() -> None:
                 # The engine stops itself when one of its tasks dies, and the API would go on
                 # answering ready with nothing dispatching (seen in the fault harness): say so.
+                if engine_task is None:
+                    raise NotConnected("the engine has not started")
                 if engine_task.done():
                     raise RuntimeError("the engine stopped")
 
-            state.checks["engine"] = engine_running
-        # Everything built so far lives as long as the process: out of the collector's sight, so
-        # full collections walk only what requests allocate (they took 20-65 ms each, a
-        # single-POST tail, measured with gc callbacks).
-        gc.collect()
-        gc.freeze()
+            app.state.checks["engine"] = engine_running
+        # Reachable dependencies are usually reached at once: wait that long before serving. An
+        # unreachable one is retried behind an open port (uvicorn handles no signal before that).
+        await asyncio.wait({starting}, timeout=STARTUP_WAIT_SECONDS)
         try:
             yield
         finally:
             stop.set()
+            await asyncio.gather(starting, return_exceptions=True)
             if engine_task is not None:
                 await asyncio.gather(engine_task, return_exceptions=True)
-            if hot_index is not None:
-                await hot_index.close()
-            await close_nats(nc)
-            await pool.close()
+            state = getattr(app.state, "scheduler", None)
+            if state is not None and state.hot_index is not None:
+                await state.hot_index.close()
+            await deps.close()
             if engine_pool is not None:
                 await engine_pool.close()
 
@@ -218,7 +254,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         # FastAPI's own OpenTelemetry layer switches itself on for any SDK tracer provider, ours
         # included when nothing exports: 9 % of a single POST's CPU (py-spy). Server spans come from
         # opentelemetry-instrumentation-fastapi below when recorded, metrics from Prometheus.
-        telemetry={"tracing": False, "metrics": False, "logs": False},
+        telemetry=NO_NATIVE_TELEMETRY,
         generate_unique_id_function=operation_id,
     )
     build_openapi = app.openapi

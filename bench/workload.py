@@ -24,7 +24,9 @@ SQL = parse(r"""
 -- Tenants t000..t(N-1), each with a noop job `noop`, as the API would have created them.
 WITH t AS (
     INSERT INTO tenants (id, signing_secret)
-    SELECT 't' || lpad(CAST(g AS text), 3, '0'), md5(CAST(random() AS text))
+    -- A Standard Webhooks secret (whsec_ + base64 of 32 random bytes), as the API mints them.
+    SELECT 't' || lpad(CAST(g AS text), 3, '0'),
+           'whsec_' || encode(decode(md5(random()::text) || md5(random()::text), 'hex'), 'base64')
     FROM generate_series(0, :tenants - 1) AS g
     ON CONFLICT (id) DO NOTHING
     RETURNING id

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from dataclasses import dataclass, field
 from typing import Annotated
 
@@ -11,6 +13,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from app.bus.hot_index import HotIndex
 from app.config import Settings
+from app.errors import Unavailable
 from app.services.auth import KeyCache, Principal, authenticate
 from app.services.submission import AdmissionControl, WakeUps
 
@@ -28,7 +31,17 @@ class State:
     checks: dict[str, object] = field(default_factory=dict)  # readiness probes by name
 
 
+# A request that reaches a process still connecting (app.startup) waits this long, then gets a 503.
+STARTING_WAIT_SECONDS = 5.0
+
+
 async def get_state(request: Request) -> State:  # async: a sync dependency runs in a thread pool
+    ready: asyncio.Event = request.app.state.ready
+    if not ready.is_set():
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(ready.wait(), STARTING_WAIT_SECONDS)
+        if not ready.is_set():
+            raise Unavailable("starting: the database is not reachable yet", headers={"Retry-After": "5"})
     state: State = request.app.state.scheduler
     return state
 

@@ -34,20 +34,27 @@ log = logging.getLogger(__name__)
 DUPLICATE_WINDOW_SECONDS = 120.0
 
 
-async def connect(url: str, name: str) -> NATS:
-    """A connection that keeps reconnecting: a NATS restart stalls publishes, it does not end the process."""
+async def connect(url: str, name: str, *, retry_at_start: bool = True) -> NATS:
+    """A connection that keeps reconnecting: a NATS restart stalls publishes, it does not end the process.
+
+    `retry_at_start=False`: a server that cannot be reached at all raises after a second try instead
+    of being retried forever inside this call, so the caller can report it and stop when asked
+    (app.startup); once connected, the connection is re-made forever all the same."""
 
     async def on_error(exc: Exception) -> None:
         log.warning("nats: %s", exc)
 
-    return await nats.connect(
+    nc = await nats.connect(
         url,
         name=name,
-        max_reconnect_attempts=-1,
+        # nats-py counts per server and gives up once a server failed more than this; -1 never does.
+        max_reconnect_attempts=-1 if retry_at_start else 1,
         reconnect_time_wait=0.5,
         connect_timeout=5,
         error_cb=on_error,
     )
+    nc.options["max_reconnect_attempts"] = -1  # read again at every reconnect
+    return nc
 
 
 async def close(nc: NATS) -> None:

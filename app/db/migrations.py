@@ -1,4 +1,9 @@
-"""Alembic, driven from code: `scheduler migrate`, `scheduler dev`, the tests and the bench."""
+"""Alembic, driven from code: `scheduler migrate`, `scheduler dev`, the tests and the bench.
+
+The migration scripts are found beside the package, never in the working directory: in a checkout
+(or an editable install) they are the project's `alembic/`; an installed package carries them as
+`app/db/alembic/` (the image's build puts them there). So `scheduler migrate` works from anywhere.
+alembic.ini at the project root is for the `alembic` command line in a checkout; this needs none."""
 
 from __future__ import annotations
 
@@ -9,15 +14,22 @@ from alembic.config import Config
 
 from app.db.connection import sqlalchemy_url
 
+INSTALLED = Path(__file__).resolve().parent / "alembic"
+CHECKOUT = Path(__file__).resolve().parent.parent.parent / "alembic"
+
+
+def migrations_dir() -> Path:
+    for candidate in (INSTALLED, CHECKOUT):
+        if (candidate / "env.py").is_file():
+            return candidate
+    raise RuntimeError(f"no migration scripts beside the package (looked in {INSTALLED} and {CHECKOUT})")
+
 
 def alembic_config(database_url: str) -> Config:
-    # alembic.ini sits at the project root: beside the package in a checkout, in the working
-    # directory in the container image.
-    root = Path(__file__).resolve().parent.parent.parent
-    ini = root / "alembic.ini" if (root / "alembic.ini").exists() else Path("alembic.ini")
-    config = Config(str(ini))
-    config.set_main_option("script_location", str(ini.parent / "alembic"))
-    config.set_main_option("sqlalchemy.url", sqlalchemy_url(database_url))
+    config = Config()
+    config.set_main_option("script_location", str(migrations_dir()))
+    # Options are interpolated (configparser): a "%" in a password must be doubled.
+    config.set_main_option("sqlalchemy.url", sqlalchemy_url(database_url).replace("%", "%%"))
     return config
 
 

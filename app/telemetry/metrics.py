@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from prometheus_client import Counter, Gauge, Histogram
+import contextlib
+
+from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
 
 # Sub-second to 30 minutes: KEDA scales engines on this, and a backed-up queue lives in the tail.
 LAG_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1200, 1800)
@@ -57,41 +59,84 @@ execution_duration_seconds = Histogram(
 cron_runs_materialized_total = Counter(
     "scheduler_cron_runs_materialized_total", "Cron occurrences inserted as runs."
 )
-oldest_due_pending_age_seconds = Gauge(
+# Gauges only an engine can read: created unregistered and exposed by a process that runs an
+# engine (`expose_engine_metrics`). An API with SCHEDULER_ENGINE=off or a worker exported them as 0,
+# so a max() over them read 0 — "no backlog" — when every engine was dead; absent, they say so.
+ENGINE_ONLY: list[Gauge] = []
+# Gauges only a worker exports, so `absent(...)` of one tells that no worker is up.
+WORKER_ONLY: list[Gauge] = []
+
+
+def engine_gauge(name: str, documentation: str, labelnames: tuple[str, ...] = ()) -> Gauge:
+    """A gauge only engines export (see ENGINE_ONLY): anything read from the database for them."""
+    gauge = Gauge(name, documentation, labelnames, registry=None)
+    ENGINE_ONLY.append(gauge)
+    return gauge
+
+
+def worker_gauge(name: str, documentation: str) -> Gauge:
+    gauge = Gauge(name, documentation, registry=None)
+    WORKER_ONLY.append(gauge)
+    return gauge
+
+
+oldest_due_pending_age_seconds = engine_gauge(
     "scheduler_oldest_due_pending_age_seconds",
     "Age of the oldest due pending run, read from the database; it still moves when the engine stalls.",
 )
-due_pending_runs = Gauge(
+due_pending_runs = engine_gauge(
     "scheduler_due_pending_runs",
     "Due runs still pending, read from the database (counted up to 20,000). Engines scale on the "
     "due backlog only while they are not paused by backpressure (scheduler_dispatch_paused).",
 )
-dispatch_paused = Gauge(
+dispatch_paused = engine_gauge(
     "scheduler_dispatch_paused",
     "1 while this engine holds claims because the workers' queue is full: the workers bind, not engines.",
 )
-worker_backlog_messages = Gauge(
+worker_backlog_messages = engine_gauge(
     "scheduler_worker_backlog_messages",
     "Messages the workers' consumer holds, as an engine last read it: waiting (not yet delivered) "
     "and in_flight (delivered, not yet acked: starting or executing).",
-    ["state"],
+    ("state",),
 )
-worker_delivery_rate = Gauge(
+worker_delivery_rate = engine_gauge(
     "scheduler_worker_delivery_rate",
     "Messages per second the workers take from the stream, as an engine measures it (sizes backpressure).",
 )
-partitions_at_risk = Gauge(
+partitions_at_risk = engine_gauge(
     "scheduler_partitions_at_risk",
     "Partitions past retention kept because they still hold non-terminal runs.",
 )
-partitions_total = Gauge("scheduler_partitions", "Daily partitions of job_runs (DEFAULT excluded).")
+partitions_total = engine_gauge("scheduler_partitions", "Daily partitions of job_runs (DEFAULT excluded).")
+default_partition_rows = engine_gauge(
+    "scheduler_default_partition_rows",
+    "Rows in the DEFAULT partition (moved out by maintenance).",
+)
+worker_slots = worker_gauge(
+    "scheduler_worker_slots",
+    "Targets this worker runs at once (SCHEDULER_WORKER_CONCURRENCY); absent when no worker is up.",
+)
 partitions_analyzed_total = Counter(
     "scheduler_partitions_analyzed_total",
     "Partitions ANALYZEd by the engine because their rows changed faster than autovacuum analyzes.",
 )
-default_partition_rows = Gauge(
-    "scheduler_default_partition_rows", "Rows in the DEFAULT partition (moved out by maintenance)."
-)
 hot_index_events_total = Counter(
     "scheduler_hot_index_events_total", "Redis hot index hits, misses, stale ids and fallbacks.", ["event"]
 )
+
+
+def _expose(tier: list[Gauge], registry: CollectorRegistry) -> None:
+    for gauge in tier:
+        with contextlib.suppress(ValueError):  # registered already: one process may run both roles
+            registry.register(gauge)
+
+
+def expose_engine_metrics(registry: CollectorRegistry = REGISTRY) -> None:
+    """Called by a process that runs an engine (`scheduler engine`, an API with its engine on)."""
+    _expose(ENGINE_ONLY, registry)
+
+
+def expose_worker_metrics(concurrency: int, registry: CollectorRegistry = REGISTRY) -> None:
+    """Called by a process that runs a worker."""
+    worker_slots.set(concurrency)
+    _expose(WORKER_ONLY, registry)

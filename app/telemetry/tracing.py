@@ -7,6 +7,7 @@ about a fifth of the engine loop (measured by `scheduler bench dispatch`)."""
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from collections.abc import Mapping
@@ -16,7 +17,7 @@ from typing import Any
 from opentelemetry import context, propagate, trace
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 from opentelemetry.sdk.trace.sampling import (
     ALWAYS_OFF,
     Sampler,
@@ -24,7 +25,12 @@ from opentelemetry.sdk.trace.sampling import (
     _get_from_env_or_default,
 )
 
+log = logging.getLogger(__name__)
 _configured = False
+# FastAPI's own OpenTelemetry layer switches itself on for any SDK tracer provider: every app passes
+# this, and spans come from opentelemetry-instrumentation-fastapi where they are wanted (the API's
+# routes), never from scrapes and probes.
+NO_NATIVE_TELEMETRY: Any = {"tracing": False, "metrics": False, "logs": False}
 
 
 class WhenExporting(Sampler):
@@ -57,16 +63,48 @@ def setup_tracing(service_name: str, extra_processor: SpanProcessor | None = Non
                 _sampler.exporting = True
         return
     provider = TracerProvider(resource=Resource.create({"service.name": service_name}), sampler=_sampler)
-    if os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT"):
-        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
-
-        provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+    exporter = span_exporter()
+    if exporter is not None:
+        provider.add_span_processor(BatchSpanProcessor(exporter))
         _sampler.exporting = True
     if extra_processor is not None:
         provider.add_span_processor(extra_processor)
         _sampler.exporting = True
     trace.set_tracer_provider(provider)
     _configured = True
+
+
+def span_exporter() -> SpanExporter | None:
+    """The OTLP exporter the standard variables ask for, or None when no endpoint is set.
+    OTEL_EXPORTER_OTLP_TRACES_PROTOCOL, else OTEL_EXPORTER_OTLP_PROTOCOL: `grpc` (the default, as
+    before these were read) or `http/protobuf`. The Python exporters have no `http/json`; an
+    unknown protocol exports nothing and says so, rather than stopping the process over tracing."""
+    if not (
+        os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") or os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+    ):
+        return None
+    protocol = (
+        (
+            os.environ.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
+            or os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL")
+            or "grpc"
+        )
+        .strip()
+        .lower()
+    )
+    if protocol == "grpc":
+        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as Grpc
+
+        return Grpc()
+    if protocol == "http/protobuf":
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as Http
+
+        return Http()
+    log.error(
+        "OTEL_EXPORTER_OTLP_PROTOCOL=%r is not supported (grpc, http/protobuf): spans are not exported",
+        protocol,
+    )
+    return None
 
 
 def tracer(name: str) -> trace.Tracer:

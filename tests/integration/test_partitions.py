@@ -15,13 +15,14 @@ from datetime import UTC, date, datetime, time, timedelta
 import asyncpg
 import httpx
 import pytest
-from prometheus_client import REGISTRY
+from prometheus_client import CollectorRegistry
 
 from app.config import Settings
 from app.db import dispatch as dispatch_repo
 from app.db.connection import connect, create_pool
 from app.engine import partitions
 from app.engine.partitions import PartitionMaintenance
+from app.telemetry.metrics import expose_engine_metrics
 from tests import factories
 from tests.support import submit_run
 
@@ -157,7 +158,9 @@ async def test_retention_drops_finished_days_and_keeps_a_day_with_unfinished_run
     have = await attached(pool)
     assert part(finished) not in have and not await table_exists(pool, part(finished))  # detached and gone
     assert part(unfinished) in have
-    assert REGISTRY.get_sample_value("scheduler_partitions_at_risk") == 1
+    exported = CollectorRegistry()  # what an engine exports (an engine-only gauge)
+    expose_engine_metrics(exported)
+    assert exported.get_sample_value("scheduler_partitions_at_risk") == 1
     async with pool.acquire() as conn:
         assert await conn.fetchval("SELECT count(*) FROM job_runs WHERE scheduled_at < $1", at_noon(day)) == 3
         claimed = await claim(conn)  # the floor reaches back 39 days

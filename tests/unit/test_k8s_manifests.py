@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import json
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -335,9 +336,10 @@ def _run_app(code: str) -> str:
 
 @pytest.fixture(scope="module")
 def exported_families() -> dict[str, str]:
-    """`# TYPE` lines of the engine/worker /metrics payload: metric family name -> type."""
+    """`# TYPE` lines of the engine and worker /metrics payloads together: family name -> type."""
     text = _run_app(
         "import sys, prometheus_client\nfrom app.telemetry import metrics\n"
+        "metrics.expose_engine_metrics()\nmetrics.expose_worker_metrics(1)\n"
         "sys.stdout.write(prometheus_client.generate_latest().decode())"
     )
     return dict(re.findall(r"^# TYPE (\S+) (\S+)$", text, flags=re.MULTILINE))
@@ -430,3 +432,141 @@ def test_every_queried_metric_is_exported(exported_families: dict[str, str]) -> 
         assert names, query
         missing = {n for n in names if not _is_exported(n, exported_families)}
         assert not missing, f"{query!r} reads metrics the app does not export: {sorted(missing)}"
+
+
+# ─────────────── alert rules, checked and unit-tested by Prometheus' own promtool ───────────────
+# promtool comes with Debian's `prometheus` package; without it these two tests skip.
+
+PROMTOOL = shutil.which("promtool")
+needs_promtool = pytest.mark.skipif(
+    PROMTOOL is None, reason="promtool not installed (apt-get install prometheus)"
+)
+
+
+def _rules_file(tmp_path: Path) -> Path:
+    (config,) = [cm for cm in _of_kind("ConfigMap") if cm["metadata"]["name"] == "scheduler-prometheus-rules"]
+    path = tmp_path / "scheduler.rules.yaml"
+    path.write_text(config["data"]["scheduler.rules.yaml"])
+    return path
+
+
+@needs_promtool
+def test_alert_rules_pass_promtool_check(tmp_path: Path) -> None:
+    assert PROMTOOL is not None
+    done = subprocess.run(
+        [PROMTOOL, "check", "rules", str(_rules_file(tmp_path))], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+# Series as a scrape of each tier would leave them (the `up`-style labels are Prometheus' own).
+RULE_TESTS = """
+rule_files: [scheduler.rules.yaml]
+evaluation_interval: 1m
+tests:
+  # Every engine and every worker dead: no engine-only or worker-only gauge is scraped, while the
+  # API still exports its common metrics. The backlog alert cannot fire on a 0 nobody measured.
+  - interval: 1m
+    input_series:
+      - series: 'scheduler_runs_claimed_total{job="api"}'
+        values: '0+0x20'
+    alert_rule_test:
+      - eval_time: 10m
+        alertname: SchedulerEnginesAbsent
+        exp_alerts:
+          - exp_labels: {severity: critical}
+            exp_annotations: {summary: No engine is up; due runs are not being dispatched.}
+      - eval_time: 10m
+        alertname: SchedulerWorkersAbsent
+        exp_alerts:
+          - exp_labels: {severity: critical}
+            exp_annotations: {summary: No worker is up; dispatched runs are not being executed.}
+      - eval_time: 10m
+        alertname: SchedulerBacklogStuck
+        exp_alerts: []
+  # Both tiers up, a backlog stuck for 10 minutes, churn in the reaper, and a third of runs failing.
+  - interval: 1m
+    input_series:
+      - series: 'scheduler_oldest_due_pending_age_seconds{job="engine"}'
+        values: '400+60x30'
+      - series: 'scheduler_worker_slots{job="worker"}'
+        values: '256x30'
+      - series: 'scheduler_runs_reaped_total{from_status="dispatched", to_status="pending"}'
+        values: '0+60x30'
+      - series: 'scheduler_run_outcomes_total{status="succeeded"}'
+        values: '0+120x30'
+      - series: 'scheduler_run_outcomes_total{status="failed"}'
+        values: '0+60x30'
+      - series: 'scheduler_run_outcomes_total{status="pending"}'
+        values: '0+600x30'
+    alert_rule_test:
+      - eval_time: 25m
+        alertname: SchedulerEnginesAbsent
+        exp_alerts: []
+      - eval_time: 25m
+        alertname: SchedulerWorkersAbsent
+        exp_alerts: []
+      - eval_time: 25m
+        alertname: SchedulerBacklogStuck
+        exp_alerts:
+          - exp_labels: {severity: critical}
+            exp_annotations: {summary: The oldest due pending run has waited more than 5 minutes.}
+      - eval_time: 25m
+        alertname: SchedulerRunsReaped
+        exp_alerts:
+          - exp_labels: {severity: warning, from_status: dispatched}
+            exp_annotations: {summary: The lease reaper keeps rescuing dispatched runs.}
+      - eval_time: 25m
+        alertname: SchedulerFailureRatioHigh
+        exp_alerts:
+          - exp_labels: {severity: warning}
+            exp_annotations: {summary: More than 20% of finished runs failed over the last 10 minutes.}
+"""
+
+
+@needs_promtool
+def test_alert_rules_fire_on_a_dead_tier_and_not_on_a_zero(tmp_path: Path) -> None:
+    assert PROMTOOL is not None
+    _rules_file(tmp_path)
+    (tmp_path / "tests.yaml").write_text(RULE_TESTS)
+    done = subprocess.run(
+        [PROMTOOL, "test", "rules", "tests.yaml"], cwd=tmp_path, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+PRIVATE_RANGES = {"10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "169.254.0.0/16"}
+
+
+def test_workers_reach_the_world_but_not_the_cluster_and_only_prometheus_reaches_them() -> None:
+    (policy,) = _of_kind("NetworkPolicy")
+    worker = _deployment_running("worker")
+    pod_labels = worker["spec"]["template"]["metadata"]["labels"]
+    selector = policy["spec"]["podSelector"]["matchLabels"].items()
+    assert selector <= pod_labels.items()
+    for other in _of_kind("Deployment"):
+        if other is not worker:
+            assert not selector <= other["spec"]["template"]["metadata"]["labels"].items()
+    assert set(policy["spec"]["policyTypes"]) == {"Ingress", "Egress"}
+
+    (ingress,) = policy["spec"]["ingress"]
+    assert ingress["ports"] == [{"port": "metrics", "protocol": "TCP"}]
+    assert {p["name"] for p in worker["spec"]["template"]["spec"]["containers"][0]["ports"]} == {"metrics"}
+    (source,) = ingress["from"]
+    assert source == {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}
+
+    blocks = [
+        peer["ipBlock"]
+        for rule in policy["spec"]["egress"]
+        for peer in rule.get("to", [])
+        if "ipBlock" in peer
+    ]
+    (v4,) = [b for b in blocks if b["cidr"] == "0.0.0.0/0"]
+    assert set(v4["except"]) >= PRIVATE_RANGES
+    (v6,) = [b for b in blocks if b["cidr"] == "::/0"]
+    assert {"fc00::/7", "fe80::/10"} <= set(v6["except"])
+    for rule in policy["spec"]["egress"]:
+        if "to" not in rule:  # a rule open to any address is one of the services' ports, nothing else
+            assert {p["port"] for p in rule["ports"]} <= {5432, 4222, 6379}
+    dns = [rule for rule in policy["spec"]["egress"] if {p["port"] for p in rule.get("ports", [])} == {53}]
+    assert dns and {p["protocol"] for p in dns[0]["ports"]} == {"UDP", "TCP"}
