@@ -8,11 +8,12 @@ from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any
 from uuid import UUID
 
-from fastapi import APIRouter, Header, Query, Request, Response
+from fastapi import APIRouter, Header, Path, Query, Request, Response
 
 from app.api.deps import PrincipalDep, State, StateDep
 from app.api.schemas import (
     JOB_NAME_PATTERN,
+    TENANT_ID_PATTERN,
     IdempotencyKey,
     Run,
     RunBatch,
@@ -32,12 +33,19 @@ from app.telemetry.tracing import submitter_traceparent
 
 router = APIRouter(tags=["runs"])
 ERRORS = error_responses(401, 404, 409, 413, 422, 429)
+# A tenant id that cannot exist is refused before any query (a NUL in it was a 500 in Postgres).
+TenantIdPath = Annotated[str, Path(pattern=TENANT_ID_PATTERN)]
 
 
 def _request(state: State, body: RunSubmit, field: str, header_key: str | None = None) -> RunRequest:
     settings = state.settings
     if body.payload is not None:
-        check_payload(body.payload, settings.max_payload_bytes, field=f"{field}payload")
+        check_payload(
+            body.payload,
+            settings.max_payload_bytes,
+            max_depth=settings.max_payload_depth,
+            field=f"{field}payload",
+        )
     if body.scheduled_at is not None:
         now = datetime.now(UTC)
         # A sanity bound, not a due decision: the database's clock still decides when it is due.
@@ -78,7 +86,7 @@ async def _submit(
     responses=error_responses(401, 404, 409, 413, 422, 429, success={200: Run}),
 )
 async def submit_run(
-    tenant_id: str,
+    tenant_id: TenantIdPath,
     body: RunSubmit,
     request: Request,
     state: StateDep,
@@ -94,7 +102,7 @@ async def submit_run(
 
 @router.post("/tenants/{tenant_id}/runs/batch", status_code=201, response_model=RunBatch, responses=ERRORS)
 async def submit_batch(
-    tenant_id: str, body: RunBatchSubmit, request: Request, state: StateDep, principal: PrincipalDep
+    tenant_id: TenantIdPath, body: RunBatchSubmit, request: Request, state: StateDep, principal: PrincipalDep
 ) -> Response:
     """Submit up to SCHEDULER_MAX_BATCH runs, validated all-or-nothing: one bad item writes nothing."""
     principal.require_tenant(tenant_id)
@@ -127,8 +135,12 @@ async def get_run(run_id: UUID, state: StateDep, principal: PrincipalDep) -> Res
 def _decode_cursor(cursor: str) -> tuple[datetime, UUID]:
     try:
         at, _, run_id = base64.urlsafe_b64decode(cursor.encode()).decode().partition("|")
-        return datetime.fromisoformat(at), UUID(run_id)
-    except (ValueError, binascii.Error, UnicodeDecodeError) as exc:
+        moment = datetime.fromisoformat(at)
+        if moment.tzinfo is None:
+            raise ValueError("no time zone")
+        # In UTC here: a moment past year 9999 once it is in UTC was an OverflowError inside the query.
+        return moment.astimezone(UTC), UUID(run_id)
+    except (ValueError, OverflowError, binascii.Error, UnicodeDecodeError) as exc:
         raise InvalidInput("cursor is not one this API returned", field="cursor") from exc
 
 
@@ -138,7 +150,7 @@ def _encode_cursor(run: dict[str, Any]) -> str:
 
 @router.get("/tenants/{tenant_id}/runs", response_model=RunList, responses=ERRORS)
 async def list_runs(
-    tenant_id: str,
+    tenant_id: TenantIdPath,
     state: StateDep,
     principal: PrincipalDep,
     status: RunStatus | None = None,

@@ -57,6 +57,10 @@ execution_duration_seconds = Histogram(
 cron_runs_materialized_total = Counter(
     "scheduler_cron_runs_materialized_total", "Cron occurrences inserted as runs."
 )
+cron_occurrences_skipped_total = Counter(
+    "scheduler_cron_occurrences_skipped_total",
+    "Cron occurrences not materialized because their tenant was at its backlog quota (logged too).",
+)
 oldest_due_pending_age_seconds = Gauge(
     "scheduler_oldest_due_pending_age_seconds",
     "Age of the oldest due pending run, read from the database; it still moves when the engine stalls.",
