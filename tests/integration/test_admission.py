@@ -91,7 +91,9 @@ async def test_cron_occurrences_over_the_quota_are_skipped_and_counted(
     skipped = metrics.cron_occurrences_skipped_total._value.get() - skipped_before
     assert skipped >= 12 * 2 - 5  # each job had at least two occurrences within three minutes
     # Skipped occurrences are not retried later: next_fire_at moved past them, like the inserted ones.
-    nexts = await pool.fetch("SELECT next_fire_at FROM jobs WHERE tenant_id = 'acme' AND schedule IS NOT NULL")
+    nexts = await pool.fetch(
+        "SELECT next_fire_at FROM jobs WHERE tenant_id = 'acme' AND schedule IS NOT NULL"
+    )
     now = await pool.fetchval("SELECT now()")
     assert all(r["next_fire_at"] > now + timedelta(seconds=120) for r in nexts)
 
