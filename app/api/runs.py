@@ -94,7 +94,7 @@ async def submit_run(
     idempotency_key: Annotated[IdempotencyKey | None, Header(alias="Idempotency-Key")] = None,
 ) -> Response:
     """Submit one run of a job. A repeated idempotency key with the same body answers 200 with the
-    same run; with another body, 409."""
+    same run; with another body, 422; while a request with that key is still in flight, 409."""
     principal.require_tenant(tenant_id)
     [result] = await _submit(state, request, tenant_id, [_request(state, body, "", idempotency_key)])
     return json_response(run_out(result.run), 201 if result.created else 200)
