@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import base64
 import binascii
+from collections.abc import Callable, Coroutine
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any
 from uuid import UUID
 
 from fastapi import APIRouter, Header, Path, Query, Request, Response
+from fastapi.routing import APIRoute
 
-from app.api.deps import PrincipalDep, State, StateDep
+from app.api.deps import PrincipalDep, State, StateDep, get_principal
 from app.api.schemas import (
     JOB_NAME_PATTERN,
     TENANT_ID_PATTERN,
@@ -31,7 +33,29 @@ from app.services.submission import RunRequest, Submitted, submit
 from app.services.validation import check_payload
 from app.telemetry.tracing import submitter_traceparent
 
+
+class _RefuseFullTenantsUnread(APIRoute):
+    """A submission of a tenant whose backlog is known to be full is refused before its body is
+    read: a 15 MiB batch refused with 429 used to be parsed first, 1.3 s of the shared event loop.
+    The caller is authenticated first, so only the tenant itself learns that it is full."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+
+        async def refuse_or_handle(request: Request) -> Response:
+            state: State = request.app.state.scheduler
+            tenant_id = request.path_params.get("tenant_id", "")
+            refusal = state.admission.known_full(tenant_id)
+            if refusal is not None:
+                (await get_principal(request, state)).require_tenant(tenant_id)
+                raise refusal
+            return await handler(request)
+
+        return refuse_or_handle
+
+
 router = APIRouter(tags=["runs"])
+submissions = APIRouter(route_class=_RefuseFullTenantsUnread)  # tagged "runs" by `router`
 ERRORS = error_responses(401, 404, 409, 413, 422, 429)
 # A tenant id that cannot exist is refused before any query (a NUL in it was a 500 in Postgres).
 TenantIdPath = Annotated[str, Path(pattern=TENANT_ID_PATTERN)]
@@ -79,7 +103,7 @@ async def _submit(
     return submitted
 
 
-@router.post(
+@submissions.post(
     "/tenants/{tenant_id}/runs",
     status_code=201,
     response_model=Run,
@@ -100,7 +124,9 @@ async def submit_run(
     return json_response(run_out(result.run), 201 if result.created else 200)
 
 
-@router.post("/tenants/{tenant_id}/runs/batch", status_code=201, response_model=RunBatch, responses=ERRORS)
+@submissions.post(
+    "/tenants/{tenant_id}/runs/batch", status_code=201, response_model=RunBatch, responses=ERRORS
+)
 async def submit_batch(
     tenant_id: TenantIdPath, body: RunBatchSubmit, request: Request, state: StateDep, principal: PrincipalDep
 ) -> Response:
@@ -183,3 +209,6 @@ async def cancel_run(run_id: UUID, state: StateDep, principal: PrincipalDep) -> 
             field="status",
         )
     return json_response(run_out(row))
+
+
+router.include_router(submissions)

@@ -69,6 +69,16 @@ class AdmissionControl:
     def ticket(self, tenant_id: str) -> Ticket:
         return Ticket(self, self._backlogs.setdefault(tenant_id, _Backlog()), tenant_id)
 
+    def known_full(self, tenant_id: str) -> OverQuota | None:
+        """The refusal, if a count at most `ttl_seconds` old already says no run fits: the route
+        answers 429 without reading (and parsing) a body that would be refused anyway."""
+        backlog = self._backlogs.get(tenant_id)
+        if backlog is None or time.monotonic() - backlog.counted_at > self.ttl_seconds:
+            return None
+        if backlog.count + backlog.reserved < self.max_pending:
+            return None
+        return _over_quota(tenant_id, backlog.count + backlog.reserved, self.max_pending)
+
     def _fresh_enough(self, backlog: _Backlog, adding: int) -> bool:
         age = time.monotonic() - backlog.counted_at
         near = backlog.count + backlog.reserved + adding > self.max_pending // 2
@@ -109,12 +119,7 @@ class Ticket:
         # From here to the reservation nothing awaits: the check and the reservation are one step.
         pending = backlog.count + backlog.reserved
         if pending + adding > control.max_pending:
-            raise OverQuota(
-                f"tenant {self._tenant_id!r} has {pending} pending runs; "
-                f"the backlog quota is {control.max_pending}",
-                field="tenant_id",
-                headers={"Retry-After": "5"},
-            )
+            raise _over_quota(self._tenant_id, pending, control.max_pending)
         backlog.reserved += adding
         self._reserved += adding
 
@@ -125,6 +130,14 @@ class Ticket:
     def release(self) -> None:
         self._backlog.reserved -= self._reserved
         self._reserved = 0
+
+
+def _over_quota(tenant_id: str, pending: int, max_pending: int) -> OverQuota:
+    return OverQuota(
+        f"tenant {tenant_id!r} has {pending} pending runs; the backlog quota is {max_pending}",
+        field="tenant_id",
+        headers={"Retry-After": "5"},
+    )
 
 
 class WakeUps:

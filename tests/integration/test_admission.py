@@ -4,6 +4,7 @@ runs (issues 12 items 5-6, 13 items 2 and 5)."""
 from __future__ import annotations
 
 import asyncio
+import socket
 from datetime import UTC, datetime, timedelta
 
 import asyncpg
@@ -156,3 +157,32 @@ async def test_a_request_still_in_flight_with_the_same_key_is_409(
         "/tenants/acme/runs", json={"job": "hello", "idempotency_key": "busy"}, headers=tenant["auth"]
     )
     assert r.status_code == 201, r.text
+
+
+def post_head_only(port: int, path: str, auth: dict[str, str], length: int) -> bytes:
+    """A POST whose head declares `length` body bytes, none of which are sent; returns the answer."""
+    headers = "".join(f"{k}: {v}\r\n" for k, v in auth.items())
+    head = f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n{headers}"
+    head += f"Content-Length: {length}\r\n\r\n"
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+        sock.sendall(head.encode())
+        return sock.recv(65536)
+
+
+async def test_a_full_tenants_batch_is_refused_before_its_body_is_read(
+    settings: Settings, pool: asyncpg.Pool
+) -> None:
+    async with api_client(settings, tenant_max_pending=2) as api:
+        auth = bearer((await create_tenant(api, "acme"))["api_key"])
+        await put_job(api, "acme", "hello", auth)
+        for _ in range(2):
+            await submit_run(api, "acme", auth, job="hello")
+        r = await api.post("/tenants/acme/runs", json={"job": "hello"}, headers=auth)
+        assert r.status_code == 429  # counted: the backlog is known to be full
+        port = int(str(api.base_url).rsplit(":", 1)[1].strip("/"))
+        # 15 MiB declared, not one byte sent: the answer cannot have waited for (or parsed) it.
+        answer = await asyncio.to_thread(post_head_only, port, "/tenants/acme/runs/batch", auth, 15 << 20)
+        assert answer.startswith(b"HTTP/1.1 429"), answer
+        # A stranger learns nothing about the tenant's backlog.
+        answer = await asyncio.to_thread(post_head_only, port, "/tenants/acme/runs/batch", {}, 15 << 20)
+        assert answer.startswith(b"HTTP/1.1 401"), answer
