@@ -103,17 +103,21 @@ class BodyLimit:
         limit = self.limit if scope["path"].endswith("/batch") else self.single_limit
         declared: int | None = None
         content_type = b""
+        chunked = False
         for name, value in scope.get("headers", []):
             if name == b"content-length" and value.isdigit():
                 declared = int(value)
             elif name == b"content-type":
                 content_type = value
+            elif name == b"transfer-encoding":
+                chunked = True
         if declared is not None and declared > limit:
             await _error(413, "PayloadTooLarge", f"request body over {limit} bytes", "body")(
                 scope, receive, send
             )
             return
-        if content_type and declared != 0 and not _is_json(content_type):
+        # Only a body is judged by its type: a GET that sends a Content-Type has none to misread.
+        if (declared or chunked) and content_type and not _is_json(content_type):
             message = "the body must be JSON: send Content-Type: application/json, or no Content-Type"
             await _error(415, "UnsupportedMediaType", message, "content-type")(scope, receive, send)
             return

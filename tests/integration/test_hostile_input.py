@@ -172,6 +172,9 @@ async def test_a_json_body_without_content_type_is_read_as_json(api: httpx.Async
         headers={**tenant["auth"], "Content-Type": "application/x-www-form-urlencoded"},
     )
     refused(r, 415, "content-type")
+    # No body, nothing to misread: a stray Content-Type on a GET is no error.
+    r = await api.get("/tenants/acme/runs", headers={**tenant["auth"], "Content-Type": "text/plain"})
+    assert r.status_code == 200, r.text
 
 
 # ─── jobs per tenant (issue 12, 6) ───
