@@ -53,8 +53,8 @@ class AdmissionControl:
     await between) as it compares count + reserved + adding with the quota, so concurrent requests
     cannot all pass on one stale figure (20 concurrent batches of 200 against a quota of 200 wrote
     800). The count is bounded (quota + 1 rows at most) and shared: it is taken again once it is
-    older than `ttl_seconds` (a tenth of that once the tenant is past half its quota), by one request
-    while the others wait for it. So a flood costs a few counts per second per tenant, not one per
+    older than `ttl_seconds` (a tenth of that past nine tenths of the quota), by one request while
+    the others wait for it. So a flood costs a few counts per second per tenant, not one per
     request, and what one process admitted since the count is added in as it commits.
 
     Across API processes a count cannot see what the others admitted after it was taken: the
@@ -81,7 +81,8 @@ class AdmissionControl:
 
     def _fresh_enough(self, backlog: _Backlog, adding: int) -> bool:
         age = time.monotonic() - backlog.counted_at
-        near = backlog.count + backlog.reserved + adding > self.max_pending // 2
+        # Near the quota a stale count matters; far from it, counting often would only cost.
+        near = (backlog.count + backlog.reserved + adding) * 10 > self.max_pending * 9
         return age <= (self.ttl_seconds / 10 if near else self.ttl_seconds)
 
 
