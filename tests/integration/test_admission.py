@@ -186,3 +186,27 @@ async def test_a_full_tenants_batch_is_refused_before_its_body_is_read(
         # A stranger learns nothing about the tenant's backlog.
         answer = await asyncio.to_thread(post_head_only, port, "/tenants/acme/runs/batch", {}, 15 << 20)
         assert answer.startswith(b"HTTP/1.1 401"), answer
+
+
+async def test_across_two_api_processes_the_overshoot_is_bounded_as_documented(
+    settings: Settings, pool: asyncpg.Pool
+) -> None:
+    """Two processes each decide on their own count: what one admits within the other's count age is
+    the documented bound (here: one batch of the other), never a free-for-all."""
+    async with (
+        api_client(settings, tenant_max_pending=200) as one,
+        api_client(settings, tenant_max_pending=200) as two,
+    ):
+        auth = bearer((await create_tenant(one, "acme"))["api_key"])
+        await put_job(one, "acme", "hello", auth)
+        batch = {"runs": [{"job": "hello"}] * 200}
+        responses = await asyncio.gather(
+            *(api.post("/tenants/acme/runs/batch", json=batch, headers=auth) for api in (one, two) * 10)
+        )
+        assert sum(r.status_code == 201 for r in responses) <= 2
+        assert await pending(pool, "acme") <= 200 + 200  # the quota, plus one batch of the other process
+        # Once either process counts again, neither admits more.
+        await asyncio.sleep(0.2)
+        for api in (one, two):
+            r = await api.post("/tenants/acme/runs", json={"job": "hello"}, headers=auth)
+            assert r.status_code == 429, r.text
