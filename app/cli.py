@@ -89,6 +89,7 @@ async def _process(settings: Settings, role: str, stop: asyncio.Event) -> None:
 def cmd_api(settings: Settings, args: argparse.Namespace) -> None:
     import uvicorn
 
+    from app.api.server import server_options
     from app.main import create_app
 
     _require(settings, "database_url", *(("nats_url",) if settings.engine == "on" else ()))
@@ -101,6 +102,7 @@ def cmd_api(settings: Settings, args: argparse.Namespace) -> None:
         port=args.port or settings.port,
         log_level=settings.log_level.lower(),
         access_log=False,
+        **server_options(settings),  # a bounded request head (431 past it)
     )
 
 

@@ -81,7 +81,14 @@ class Settings(BaseSettings):
     # Admission and input limits.
     tenant_max_pending: int = Field(default=100_000, ge=1)
     max_payload_bytes: int = Field(default=65_536, ge=1)
+    # Nesting of a payload's arrays and objects. Real documents rarely pass ten; the engine's message
+    # adds two levels and orjson stops at 254, so 32 leaves every JSON codec on the way a wide margin.
+    max_payload_depth: int = Field(default=32, ge=1, le=200)
+    # Job definitions per tenant: each cron job materializes runs on its own, so the count is bounded.
+    tenant_max_jobs: int = Field(default=1000, ge=1)
     max_request_bytes: int = Field(default=16 * 1024 * 1024, ge=1024)
+    # A request's line and headers together; over it, 431 before the parser sees more (app/api/server.py).
+    max_header_bytes: int = Field(default=16 * 1024, ge=1024)
     max_batch: int = Field(default=1000, ge=1)
     max_schedule_ahead_days: int = Field(default=366, ge=1)
     max_schedule_behind_days: int = Field(default=7, ge=0)

@@ -81,6 +81,7 @@ def run_dev(settings: Settings, host: str | None = None, port: int | None = None
 
 
 async def _serve(settings: Settings, host: str, port: int) -> None:
+    from app.api.server import server_options
     from app.bus.jetstream import close as close_nats
     from app.bus.jetstream import connect
     from app.db.connection import create_pool
@@ -91,7 +92,11 @@ async def _serve(settings: Settings, host: str, port: int) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    server = HostedServer(uvicorn.Config(create_app(settings), host=host, port=port, log_level="warning"))
+    server = HostedServer(
+        uvicorn.Config(
+            create_app(settings), host=host, port=port, log_level="warning", **server_options(settings)
+        )
+    )
     api = asyncio.create_task(server.serve())
     while not server.started:
         if api.done():

@@ -78,6 +78,11 @@ class PayloadTooLarge(AppError):
     code = "payload_too_large"
 
 
+class UnsupportedMediaType(AppError):
+    status_code = 415
+    code = "unsupported_media_type"
+
+
 class OverQuota(AppError):
     status_code = 429
     code = "over_quota"

@@ -26,7 +26,7 @@ from app.bus.hot_index import HotIndex
 from app.config import Settings, get_settings
 from app.db.connection import create_pool
 from app.engine.supervisor import Engine
-from app.errors import PROBLEM_JSON, AppError, InvalidInput, PayloadTooLarge, problem
+from app.errors import PROBLEM_JSON, AppError, InvalidInput, PayloadTooLarge, UnsupportedMediaType, problem
 from app.services.submission import AdmissionControl
 from app.startup import Dependencies, NotConnected, until_connected
 from app.telemetry.metrics import expose_engine_metrics
@@ -104,35 +104,59 @@ async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
 
 
 class BodyLimit:
-    """Refuses request bodies over the limit, declared or streamed, before a route reads them."""
+    """Refuses request bodies over the limit, declared or streamed, before a route reads them.
 
-    def __init__(self, app: ASGIApp, limit: int):
+    A batch may carry `limit` bytes; any other body far less (`single_limit`: a run or a job is one
+    payload plus a few fields), so a flood of oversized single POSTs is refused from its
+    Content-Length instead of being read and parsed. A body declared as something other than JSON
+    is refused with 415 naming the header; a body with no Content-Type is read as JSON."""
+
+    def __init__(self, app: ASGIApp, limit: int, single_limit: int):
         self.app = app
         self.limit = limit
+        self.single_limit = min(single_limit, limit)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        limit = self.limit if scope["path"].endswith("/batch") else self.single_limit
+        declared: int | None = None
+        content_type = b""
+        chunked = False
         for name, value in scope.get("headers", []):
-            if name == b"content-length" and value.isdigit() and int(value) > self.limit:
-                await self._refuse(scope, receive, send)
-                return
+            if name == b"content-length" and value.isdigit():
+                declared = int(value)
+            elif name == b"content-type":
+                content_type = value
+            elif name == b"transfer-encoding":
+                chunked = True
+        if declared is not None and declared > limit:
+            await _error(413, PayloadTooLarge.code, f"request body over {limit} bytes", "body")(
+                scope, receive, send
+            )
+            return
+        # Only a body is judged by its type: a GET that sends a Content-Type has none to misread.
+        if (declared or chunked) and content_type and not _is_json(content_type):
+            message = "the body must be JSON: send Content-Type: application/json, or no Content-Type"
+            await _error(415, UnsupportedMediaType.code, message, "content-type")(scope, receive, send)
+            return
         seen = 0
 
         async def limited() -> Message:
             nonlocal seen
             message = await receive()
             seen += len(message.get("body", b""))
-            if seen > self.limit:
-                raise PayloadTooLarge(f"request body over {self.limit} bytes", field="body")
+            if seen > limit:
+                raise PayloadTooLarge(f"request body over {limit} bytes", field="body")
             return message
 
         await self.app(scope, limited, send)
 
-    async def _refuse(self, scope: Scope, receive: Receive, send: Send) -> None:
-        response = _error(413, PayloadTooLarge.code, f"request body over {self.limit} bytes", "body")
-        await response(scope, receive, send)
+
+def _is_json(content_type: bytes) -> bool:
+    media = content_type.split(b";", 1)[0].strip().lower()
+    return media == b"application/json" or (media.startswith(b"application/") and media.endswith(b"+json"))
 
 
 _instrumentator: Instrumentator | None = None
@@ -256,6 +280,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         # opentelemetry-instrumentation-fastapi below when recorded, metrics from Prometheus.
         telemetry=NO_NATIVE_TELEMETRY,
         generate_unique_id_function=operation_id,
+        # No redirect from "/path/" to "/path": Starlette builds its Location from the Host header,
+        # which the caller controls. A wrong path is a 404.
+        redirect_slashes=False,
+        # A JSON body sent without Content-Type (curl's --data-raw, say) is read as JSON; any other
+        # declared type is refused by BodyLimit with 415 rather than misread as a string.
+        strict_content_type=False,
     )
     build_openapi = app.openapi
 
@@ -271,7 +301,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(Exception, _unexpected)
-    app.add_middleware(BodyLimit, limit=settings.max_request_bytes)
+    # One payload may need up to 4x its stored size in the request (escapes, whitespace).
+    single_limit = 4 * settings.max_payload_bytes + 65_536
+    app.add_middleware(BodyLimit, limit=settings.max_request_bytes, single_limit=single_limit)
 
     global _instrumentator
     if _instrumentator is None:  # its metrics live in the process-wide registry: register once

@@ -132,11 +132,14 @@ def process_env(settings: Settings) -> dict[str, str]:
 @contextlib.asynccontextmanager
 async def running_api(settings: Settings) -> AsyncIterator[str]:
     """The real app under uvicorn on a free port, in this event loop; yields its base URL."""
+    from app.api.server import server_options
     from app.main import create_app
 
     port = free_port()
     server = HostedServer(
-        uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="warning")
+        uvicorn.Config(
+            create_app(settings), host="127.0.0.1", port=port, log_level="warning", **server_options(settings)
+        )
     )
     task = asyncio.create_task(server.serve())
     while not server.started:

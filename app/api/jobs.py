@@ -7,7 +7,15 @@ from typing import Annotated
 from fastapi import APIRouter, Path, Query, Response
 
 from app.api.deps import PrincipalDep, StateDep
-from app.api.schemas import JOB_NAME_PATTERN, Job, JobList, JobPut, error_responses, job_out
+from app.api.schemas import (
+    JOB_NAME_PATTERN,
+    TENANT_ID_PATTERN,
+    Job,
+    JobList,
+    JobPut,
+    error_responses,
+    job_out,
+)
 from app.db import jobs as job_repo
 from app.db import tenants as tenant_repo
 from app.errors import NotFound
@@ -16,6 +24,8 @@ from app.services.jobs import put_job
 router = APIRouter(tags=["jobs"])
 ERRORS = error_responses(401, 404, 413, 422)
 JobNamePath = Annotated[str, Path(pattern=JOB_NAME_PATTERN, examples=["send-report"])]
+# A tenant id that cannot exist is refused before any query (a NUL in it was a 500 in Postgres).
+TenantIdPath = Annotated[str, Path(pattern=TENANT_ID_PATTERN)]
 
 
 @router.put(
@@ -25,7 +35,7 @@ JobNamePath = Annotated[str, Path(pattern=JOB_NAME_PATTERN, examples=["send-repo
     name="put_job",
 )
 async def upsert_job(
-    tenant_id: str,
+    tenant_id: TenantIdPath,
     name: JobNamePath,
     body: JobPut,
     state: StateDep,
@@ -44,6 +54,8 @@ async def upsert_job(
         body.model_dump(),
         allow_private_targets=state.settings.allow_private_targets,
         max_payload_bytes=state.settings.max_payload_bytes,
+        max_payload_depth=state.settings.max_payload_depth,
+        max_jobs=state.settings.tenant_max_jobs,
     )
     response.status_code = 201 if created else 200
     return job_out(row)
@@ -51,7 +63,7 @@ async def upsert_job(
 
 @router.get("/tenants/{tenant_id}/jobs", response_model=JobList, responses=ERRORS)
 async def list_jobs(
-    tenant_id: str,
+    tenant_id: TenantIdPath,
     state: StateDep,
     principal: PrincipalDep,
     limit: Annotated[int, Query(ge=1, le=500)] = 100,
@@ -68,7 +80,9 @@ async def list_jobs(
 
 
 @router.get("/tenants/{tenant_id}/jobs/{name}", response_model=Job, responses=ERRORS)
-async def get_job(tenant_id: str, name: JobNamePath, state: StateDep, principal: PrincipalDep) -> Job:
+async def get_job(
+    tenant_id: TenantIdPath, name: JobNamePath, state: StateDep, principal: PrincipalDep
+) -> Job:
     principal.require_tenant(tenant_id)
     async with state.pool.acquire() as conn:
         row = await job_repo.get_job(conn, tenant_id, name)
@@ -78,7 +92,9 @@ async def get_job(tenant_id: str, name: JobNamePath, state: StateDep, principal:
 
 
 @router.delete("/tenants/{tenant_id}/jobs/{name}", status_code=204, responses=ERRORS)
-async def delete_job(tenant_id: str, name: JobNamePath, state: StateDep, principal: PrincipalDep) -> Response:
+async def delete_job(
+    tenant_id: TenantIdPath, name: JobNamePath, state: StateDep, principal: PrincipalDep
+) -> Response:
     """Delete a job and cancel its runs that no worker has started."""
     principal.require_tenant(tenant_id)
     async with state.pool.acquire() as conn, conn.transaction():

@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import base64
 import binascii
+from collections.abc import Callable, Coroutine
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any
 from uuid import UUID
 
-from fastapi import APIRouter, Header, Query, Request, Response
+from fastapi import APIRouter, Header, Path, Query, Request, Response
+from fastapi.routing import APIRoute
 
-from app.api.deps import PrincipalDep, State, StateDep
+from app.api.deps import PrincipalDep, State, StateDep, bearer, get_principal, get_state
 from app.api.schemas import (
     JOB_NAME_PATTERN,
+    TENANT_ID_PATTERN,
     IdempotencyKey,
     Run,
     RunBatch,
@@ -30,14 +33,50 @@ from app.services.submission import RunRequest, Submitted, submit
 from app.services.validation import check_payload
 from app.telemetry.tracing import submitter_traceparent
 
+# Bodies at least this large are refused unread when their tenant is known to be full.
+UNREAD_REFUSAL_BYTES = 1 << 20
+
+
+class _RefuseFullTenantsUnread(APIRoute):
+    """A large submission of a tenant whose backlog is known to be full is refused before its body
+    is read: a 15 MiB batch refused with 429 used to be parsed first, 1.3 s of the shared event
+    loop. Smaller bodies are read as before, so an idempotent replay, which creates nothing, is
+    still answered 200 when the tenant is full. The caller is authenticated first, so only the
+    tenant itself learns that it is full."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+
+        async def refuse_or_handle(request: Request) -> Response:
+            state = await get_state(request)
+            tenant_id = request.path_params.get("tenant_id", "")
+            declared = request.headers.get("content-length", "")
+            large = declared.isdigit() and int(declared) >= UNREAD_REFUSAL_BYTES
+            refusal = state.admission.known_full(tenant_id) if large else None
+            if refusal is not None:
+                (await get_principal(state, await bearer(request))).require_tenant(tenant_id)
+                raise refusal
+            return await handler(request)
+
+        return refuse_or_handle
+
+
 router = APIRouter(tags=["runs"])
+submissions = APIRouter(route_class=_RefuseFullTenantsUnread)  # tagged "runs" by `router`
 ERRORS = error_responses(401, 404, 409, 413, 422, 429)
+# A tenant id that cannot exist is refused before any query (a NUL in it was a 500 in Postgres).
+TenantIdPath = Annotated[str, Path(pattern=TENANT_ID_PATTERN)]
 
 
 def _request(state: State, body: RunSubmit, field: str, header_key: str | None = None) -> RunRequest:
     settings = state.settings
     if body.payload is not None:
-        check_payload(body.payload, settings.max_payload_bytes, field=f"{field}payload")
+        check_payload(
+            body.payload,
+            settings.max_payload_bytes,
+            max_depth=settings.max_payload_depth,
+            field=f"{field}payload",
+        )
     if body.scheduled_at is not None:
         now = datetime.now(UTC)
         # A sanity bound, not a due decision: the database's clock still decides when it is due.
@@ -71,14 +110,14 @@ async def _submit(
     return submitted
 
 
-@router.post(
+@submissions.post(
     "/tenants/{tenant_id}/runs",
     status_code=201,
     response_model=Run,
     responses=error_responses(401, 404, 409, 413, 422, 429, success={200: Run}),
 )
 async def submit_run(
-    tenant_id: str,
+    tenant_id: TenantIdPath,
     body: RunSubmit,
     request: Request,
     state: StateDep,
@@ -86,13 +125,13 @@ async def submit_run(
     idempotency_key: Annotated[IdempotencyKey | None, Header(alias="Idempotency-Key")] = None,
 ) -> Response:
     """Submit one run of a job. A repeated idempotency key with the same body answers 200 with the
-    same run; with another body, 409."""
+    same run; with another body, 422; while a request with that key is still in flight, 409."""
     principal.require_tenant(tenant_id)
     [result] = await _submit(state, request, tenant_id, [_request(state, body, "", idempotency_key)])
     return json_response(run_out(result.run), 201 if result.created else 200)
 
 
-@router.post(
+@submissions.post(
     "/tenants/{tenant_id}/runs/batch",
     status_code=201,
     response_model=RunBatch,
@@ -100,7 +139,7 @@ async def submit_run(
     name="submit_run_batch",
 )
 async def submit_batch(
-    tenant_id: str, body: RunBatchSubmit, request: Request, state: StateDep, principal: PrincipalDep
+    tenant_id: TenantIdPath, body: RunBatchSubmit, request: Request, state: StateDep, principal: PrincipalDep
 ) -> Response:
     """Submit up to SCHEDULER_MAX_BATCH runs, validated all-or-nothing: one bad item writes nothing."""
     principal.require_tenant(tenant_id)
@@ -133,8 +172,12 @@ async def get_run(run_id: UUID, state: StateDep, principal: PrincipalDep) -> Res
 def _decode_cursor(cursor: str) -> tuple[datetime, UUID]:
     try:
         at, _, run_id = base64.urlsafe_b64decode(cursor.encode()).decode().partition("|")
-        return datetime.fromisoformat(at), UUID(run_id)
-    except (ValueError, binascii.Error, UnicodeDecodeError) as exc:
+        moment = datetime.fromisoformat(at)
+        if moment.tzinfo is None:
+            raise ValueError("no time zone")
+        # In UTC here: a moment past year 9999 once it is in UTC was an OverflowError inside the query.
+        return moment.astimezone(UTC), UUID(run_id)
+    except (ValueError, OverflowError, binascii.Error, UnicodeDecodeError) as exc:
         raise InvalidInput("cursor is not one this API returned", field="cursor") from exc
 
 
@@ -144,7 +187,7 @@ def _encode_cursor(run: dict[str, Any]) -> str:
 
 @router.get("/tenants/{tenant_id}/runs", response_model=RunList, responses=ERRORS)
 async def list_runs(
-    tenant_id: str,
+    tenant_id: TenantIdPath,
     state: StateDep,
     principal: PrincipalDep,
     status: RunStatus | None = None,
@@ -177,3 +220,6 @@ async def cancel_run(run_id: UUID, state: StateDep, principal: PrincipalDep) -> 
             field="status",
         )
     return json_response(run_out(row))
+
+
+router.include_router(submissions)

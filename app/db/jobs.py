@@ -21,6 +21,18 @@ async def upsert_job(conn: asyncpg.Connection, tenant_id: str, name: str, **fiel
     return row
 
 
+async def lock_tenant_job_count(
+    conn: asyncpg.Connection, tenant_id: str, name: str
+) -> tuple[int, bool] | None:
+    """(jobs, this name exists) under a lock on the tenant that holds until the caller's transaction
+    ends; None if the tenant does not exist."""
+    if await q.fetchval(conn, "lock_tenant_for_job_create", tenant_id=tenant_id) is None:
+        return None
+    row = await q.fetchrow(conn, "count_jobs", tenant_id=tenant_id, name=name)
+    assert row is not None
+    return int(row["jobs"]), bool(row["present"])
+
+
 async def get_job(conn: asyncpg.Connection, tenant_id: str, name: str) -> asyncpg.Record | None:
     return await q.fetchrow(conn, "get_job", tenant_id=tenant_id, name=name)
 

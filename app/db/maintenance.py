@@ -47,8 +47,8 @@ async def analyze_stale_partitions(conn: asyncpg.Connection, min_changes: int, m
     return [r["name"] for r in rows]
 
 
-async def default_partition_days(conn: asyncpg.Connection) -> list[date]:
-    return [r["day"] for r in await q.fetch(conn, "default_partition_days")]
+async def default_partition_days(conn: asyncpg.Connection, before: date) -> list[date]:
+    return [r["day"] for r in await q.fetch(conn, "default_partition_days", before=before)]
 
 
 async def count_default_rows(conn: asyncpg.Connection) -> int:
@@ -67,6 +67,8 @@ async def advisory_unlock(conn: asyncpg.Connection, key: int) -> None:
     await q.execute(conn, "advisory_unlock", key=key)
 
 
-async def delete_expired_idempotency_keys(conn: asyncpg.Connection, limit: int) -> int:
-    status = await q.execute(conn, "delete_expired_idempotency_keys", limit=limit)
+async def delete_expired_idempotency_keys(conn: asyncpg.Connection, grace_seconds: float, limit: int) -> int:
+    status = await q.execute(
+        conn, "delete_expired_idempotency_keys", grace_seconds=grace_seconds, limit=limit
+    )
     return int(status.split()[-1])

@@ -41,6 +41,11 @@ async def insert_runs(
     )
 
 
+async def missing_jobs(conn: asyncpg.Connection, tenant_id: str, names: list[str]) -> set[str]:
+    rows = await q.fetch(conn, "missing_jobs", tenant_id=tenant_id, names=list(dict.fromkeys(names)))
+    return {r["name"] for r in rows}
+
+
 async def notify_runs_due(conn: asyncpg.Connection, floor: datetime) -> None:
     await q.execute(conn, "notify_runs_due", channel=DUE_CHANNEL, floor=floor.isoformat())
 
@@ -56,8 +61,10 @@ async def insert_idempotency_keys(
     tenant_id: str,
     keys: list[str],
     run_ids: list[uuid.UUID],
+    run_scheduled_ats: list[datetime],
     body_hashes: list[str],
-    ttl_seconds: float,
+    grace_seconds: float,
+    in_flight_wait_ms: int,
 ) -> set[str]:
     rows = await q.fetch(
         conn,
@@ -65,8 +72,10 @@ async def insert_idempotency_keys(
         tenant_id=tenant_id,
         keys=keys,
         run_ids=run_ids,
+        run_scheduled_ats=run_scheduled_ats,
         body_hashes=body_hashes,
-        ttl_seconds=ttl_seconds,
+        grace_seconds=grace_seconds,
+        in_flight_wait=f"{in_flight_wait_ms}ms",
     )
     return {r["key"] for r in rows}
 

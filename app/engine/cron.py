@@ -43,10 +43,17 @@ class CronMaterializer:
     async def materialize_once(self) -> int:
         horizon = timedelta(seconds=self.settings.cron_horizon_seconds)
         catchup = timedelta(seconds=self.settings.cron_catchup_seconds)
+        quota = self.settings.tenant_max_pending
         inserted_total = 0
         hints: list[asyncpg.Record] = []
+        # Room left under each tenant's backlog quota, counted once per tick: cron runs are admitted
+        # like submitted ones, or 3,000 `* * * * *` jobs fill a backlog the API would refuse.
+        room: dict[str, int] = {}
         async with self.pool.acquire() as conn, conn.transaction():
             for job in await repo.lock_due_cron_jobs(conn, horizon.total_seconds(), JOBS_PER_TICK):
+                tenant = job["tenant_id"]
+                if tenant not in room:
+                    room[tenant] = quota - await run_repo.count_pending_runs(conn, tenant, quota + 1)
                 now = job["db_now"]
                 missed, _ = cron.due_occurrences(
                     job["schedule"],
@@ -63,11 +70,26 @@ class CronMaterializer:
                     job["schedule"], job["timezone"], start, now + horizon, OCCURRENCES_PER_JOB
                 )
                 occurrences = missed + upcoming
+                allowed = max(room[tenant], 0)
+                if len(occurrences) > allowed:
+                    # Skipped, never silently lost: counted and logged; next_fire_at moves past them.
+                    skipped = occurrences[allowed:]
+                    occurrences = occurrences[:allowed]
+                    metrics.cron_occurrences_skipped_total.inc(len(skipped))
+                    log.warning(
+                        "cron job %s/%s: %d occurrence(s) from %s skipped, tenant at its backlog quota of %d",
+                        tenant,
+                        job["name"],
+                        len(skipped),
+                        skipped[0].isoformat(),
+                        quota,
+                    )
                 # A capped list stops short of the horizon: the next tick continues where this one
                 # stopped, rather than jumping past the horizon and losing the rest.
                 until = upcoming[-1] if len(upcoming) == OCCURRENCES_PER_JOB else now + horizon
                 next_fire_at = cron.next_fire(job["schedule"], job["timezone"], until)
-                inserted = await repo.insert_cron_runs(conn, job["tenant_id"], job["name"], occurrences)
+                inserted = await repo.insert_cron_runs(conn, tenant, job["name"], occurrences)
+                room[tenant] -= len(inserted)
                 await repo.set_next_fire(conn, job["tenant_id"], job["name"], next_fire_at)
                 inserted_total += len(inserted)
                 hints += inserted

@@ -24,6 +24,7 @@ from app.config import Settings
 from app.db import jobs as job_repo
 from app.db import maintenance as repo
 from app.engine.loop import every
+from app.services.submission import IDEMPOTENCY_GRACE_SECONDS
 from app.telemetry import metrics
 
 log = logging.getLogger(__name__)
@@ -82,8 +83,10 @@ class PartitionMaintenance:
     async def _pass(self, conn: asyncpg.Connection, report: dict[str, list[str]]) -> None:
         today = (await job_repo.db_now(conn)).astimezone(UTC).date()
         wanted = [today + timedelta(days=n) for n in range(-1, self.settings.premake_days + 1)]
-        # Days with rows stranded in DEFAULT get their partition too (the rows move with it).
-        wanted += [d for d in await repo.default_partition_days(conn) if d not in wanted]
+        # Past days with rows stranded in DEFAULT get their partition too (the rows move with it).
+        # Future days beyond the premade window do not: their rows wait in DEFAULT and move when
+        # their day is premade, so the partition count is set by the calendar, not by tenants.
+        wanted += [d for d in await repo.default_partition_days(conn, wanted[0]) if d not in wanted]
         existing = set(await repo.list_day_partitions(conn))
         for day in sorted(set(wanted) - existing):
             result = await self._ddl(conn, _bind(repo.create_day_partition, conn, day), f"create {day}")
@@ -108,7 +111,7 @@ class PartitionMaintenance:
         metrics.partitions_at_risk.set(at_risk)
         metrics.partitions_total.set(len(await repo.list_day_partitions(conn)))
         metrics.default_partition_rows.set(await repo.count_default_rows(conn))
-        await repo.delete_expired_idempotency_keys(conn, 10_000)
+        await repo.delete_expired_idempotency_keys(conn, IDEMPOTENCY_GRACE_SECONDS, 10_000)
 
     async def run(self, stop: asyncio.Event) -> None:
         await every(stop, self.settings.maintenance_interval_seconds, self.run_once, "partition maintenance")

@@ -1,4 +1,5 @@
-"""Job definitions: validation of target, schedule and time zone, and the first next fire."""
+"""Job definitions: validation of target, schedule and time zone, the tenant's job limit, and the
+first next fire."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from typing import Any
 import asyncpg
 
 from app.db import jobs as job_repo
+from app.errors import InvalidInput, NotFound
 from app.services import cron
 from app.services.targets import validate_target
 from app.services.validation import check_payload
@@ -20,15 +22,31 @@ async def put_job(
     *,
     allow_private_targets: bool,
     max_payload_bytes: int,
+    max_payload_depth: int,
+    max_jobs: int,
 ) -> tuple[asyncpg.Record, bool]:
     """Upsert a job; returns (row, created). Changing the schedule recomputes next_fire_at."""
-    target = await validate_target(fields["target"], allow_private=allow_private_targets)
-    check_payload(fields["payload"], max_payload_bytes, field="payload")
+    try:
+        target = await validate_target(fields["target"], allow_private=allow_private_targets)
+    except UnicodeError as exc:  # the resolver's IDNA codec: a label over 63 characters, say
+        raise InvalidInput(
+            f"target.url has a host name that is not valid: {exc}", field="target.url"
+        ) from None
+    check_payload(fields["payload"], max_payload_bytes, max_depth=max_payload_depth, field="payload")
     schedule = fields["schedule"]
     cron.validate_timezone(fields["timezone"])
     if schedule is not None:
         cron.validate_schedule(schedule)
     async with pool.acquire() as conn, conn.transaction():
+        counted = await job_repo.lock_tenant_job_count(conn, tenant_id, name)
+        if counted is None:
+            raise NotFound(f"tenant {tenant_id!r} not found", field="tenant_id")
+        jobs, present = counted
+        if not present and jobs >= max_jobs:
+            raise InvalidInput(
+                f"tenant {tenant_id!r} has {jobs} jobs; the limit is {max_jobs} (SCHEDULER_TENANT_MAX_JOBS)",
+                field="name",
+            )
         next_fire_at = None
         if schedule is not None and not fields["paused"]:
             # The database's clock decides when things are due, never this node's.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import time
 from dataclasses import dataclass
@@ -15,7 +16,11 @@ import orjson
 from app.db import runs as run_repo
 from app.errors import Conflict, InvalidInput, OverQuota
 
-IDEMPOTENCY_TTL_SECONDS = 24 * 3600
+# A key holds until its run is terminal and this long after; it goes with its run's day partition
+# at the latest (README: "Idempotency keys"). Never less than this after the submission either.
+IDEMPOTENCY_GRACE_SECONDS = 24 * 3600
+# How long a request waits for another one holding the same key, uncommitted, before answering 409.
+IDEMPOTENCY_IN_FLIGHT_WAIT_MS = 100
 
 
 @dataclass(frozen=True)
@@ -44,39 +49,96 @@ class Submitted:
 class AdmissionControl:
     """Refuses a tenant's submission once its pending backlog would pass the quota.
 
-    The count is bounded (quota + 1 rows at most) and cached per process for a second, so a flood
-    costs one count per second per tenant, not one per request: when it is due, one request counts
-    and the others go on with the last count rather than all counting the same backlog at once. It
-    is a backlog bound, not a rate limit, and across API replicas it is approximate by up to a
-    second's worth of submissions."""
+    Within one process the decision is exact: a request reserves its runs in the same step (no
+    await between) as it compares count + reserved + adding with the quota, so concurrent requests
+    cannot all pass on one stale figure (20 concurrent batches of 200 against a quota of 200 wrote
+    800). The count is bounded (quota + 1 rows at most) and shared: it is taken again once it is
+    older than `ttl_seconds` (a tenth of that past nine tenths of the quota), by one request while
+    the others wait for it. So a flood costs a few counts per second per tenant, not one per
+    request, and what one process admitted since the count is added in as it commits.
+
+    Across API processes a count cannot see what the others admitted after it was taken: the
+    overshoot is bounded by what the other processes admit for that tenant within one count's age
+    (at most `ttl_seconds / 10` near the quota). It is a backlog bound, not a rate limit."""
 
     def __init__(self, max_pending: int, ttl_seconds: float = 1.0):
         self.max_pending = max_pending
         self.ttl_seconds = ttl_seconds
-        self._counts: dict[str, tuple[int, float]] = {}
-        self._counting: set[str] = set()
+        self._backlogs: dict[str, _Backlog] = {}
 
-    async def admit(self, conn: asyncpg.Connection, tenant_id: str, adding: int) -> None:
-        cached = self._counts.get(tenant_id)
-        count = cached[0] if cached is not None else 0
-        stale = cached is None or time.monotonic() - cached[1] > self.ttl_seconds
-        if stale and (cached is None or tenant_id not in self._counting):
-            self._counting.add(tenant_id)
+    def ticket(self, tenant_id: str) -> Ticket:
+        return Ticket(self, self._backlogs.setdefault(tenant_id, _Backlog()), tenant_id)
+
+    def known_full(self, tenant_id: str) -> OverQuota | None:
+        """The refusal, if a count at most `ttl_seconds` old already says no run fits: the route
+        answers 429 without reading (and parsing) a body that would be refused anyway."""
+        backlog = self._backlogs.get(tenant_id)
+        if backlog is None or time.monotonic() - backlog.counted_at > self.ttl_seconds:
+            return None
+        if backlog.count + backlog.reserved < self.max_pending:
+            return None
+        return _over_quota(tenant_id, backlog.count + backlog.reserved, self.max_pending)
+
+    def _fresh_enough(self, backlog: _Backlog, adding: int) -> bool:
+        age = time.monotonic() - backlog.counted_at
+        # Near the quota a stale count matters; far from it, counting often would only cost.
+        near = (backlog.count + backlog.reserved + adding) * 10 > self.max_pending * 9
+        return age <= (self.ttl_seconds / 10 if near else self.ttl_seconds)
+
+
+@dataclass
+class _Backlog:
+    count: int = 0  # pending at the last count, plus what this process admitted and committed since
+    counted_at: float = float("-inf")
+    reserved: int = 0  # admitted by this process, not yet committed or abandoned
+    counting: asyncio.Future[None] | None = None
+
+
+class Ticket:
+    """One request's admission: `admit` reserves, then exactly one of `committed` (the runs exist)
+    or `release` (nothing was written) settles the reservation."""
+
+    def __init__(self, control: AdmissionControl, backlog: _Backlog, tenant_id: str):
+        self._control = control
+        self._backlog = backlog
+        self._tenant_id = tenant_id
+        self._reserved = 0
+
+    async def admit(self, conn: asyncpg.Connection, adding: int) -> None:
+        control, backlog = self._control, self._backlog
+        while not control._fresh_enough(backlog, adding):
+            if backlog.counting is not None:  # another request is counting: its answer serves all
+                await asyncio.shield(backlog.counting)
+                break
+            backlog.counting = asyncio.get_running_loop().create_future()
             try:
-                count = await run_repo.count_pending_runs(conn, tenant_id, self.max_pending + 1)
+                fresh = await run_repo.count_pending_runs(conn, self._tenant_id, control.max_pending + 1)
+                backlog.count, backlog.counted_at = fresh, time.monotonic()
             finally:
-                self._counting.discard(tenant_id)
-            self._counts[tenant_id] = (count, time.monotonic())
-        if count + adding > self.max_pending:
-            raise OverQuota(
-                f"tenant {tenant_id!r} has {count} pending runs; the backlog quota is {self.max_pending}",
-                field="tenant_id",
-                headers={"Retry-After": "5"},
-            )
+                backlog.counting.set_result(None)
+                backlog.counting = None
+        # From here to the reservation nothing awaits: the check and the reservation are one step.
+        pending = backlog.count + backlog.reserved
+        if pending + adding > control.max_pending:
+            raise _over_quota(self._tenant_id, pending, control.max_pending)
+        backlog.reserved += adding
+        self._reserved += adding
 
-    def admitted(self, tenant_id: str, added: int) -> None:
-        count, at = self._counts.get(tenant_id, (0, 0.0))
-        self._counts[tenant_id] = (count + added, at)
+    def committed(self) -> None:
+        self._backlog.count += self._reserved
+        self.release()
+
+    def release(self) -> None:
+        self._backlog.reserved -= self._reserved
+        self._reserved = 0
+
+
+def _over_quota(tenant_id: str, pending: int, max_pending: int) -> OverQuota:
+    return OverQuota(
+        f"tenant {tenant_id!r} has {pending} pending runs; the backlog quota is {max_pending}",
+        field="tenant_id",
+        headers={"Retry-After": "5"},
+    )
 
 
 class WakeUps:
@@ -116,29 +178,42 @@ async def submit(
     notify = wakeups.due(requests) if wakeups is not None else True
     keyed = any(r.idempotency_key is not None for r in requests)
     for attempt in range(3):
+        ticket = admission.ticket(tenant_id)
         try:
             async with pool.acquire() as conn:
                 if not keyed:
                     # One INSERT (its NOTIFY included) is atomic on its own: no BEGIN/COMMIT round trips.
-                    return await _submit(conn, admission, tenant_id, requests, traceparent, notify)
-                async with conn.transaction():
-                    return await _submit(conn, admission, tenant_id, requests, traceparent, notify)
+                    submitted = await _submit(conn, ticket, tenant_id, requests, traceparent, notify)
+                else:
+                    async with conn.transaction():
+                        submitted = await _submit(conn, ticket, tenant_id, requests, traceparent, notify)
+            ticket.committed()
+            return submitted
         except asyncpg.CheckViolationError as exc:
             # A run for a day whose partition is being attached this instant routed to DEFAULT on the
             # old partition list and was refused (nothing was written); planned again, it finds the day.
             if attempt == 2 or "partition constraint" not in str(exc):
                 raise
+        except asyncpg.LockNotAvailableError:
+            # insert_idempotency_keys waited IDEMPOTENCY_IN_FLIGHT_WAIT for another request holding
+            # the same key, uncommitted (the IETF Idempotency-Key draft's "request in progress").
+            raise Conflict(
+                "a request with this idempotency key is still in flight; retry once it has finished",
+                field="idempotency_key",
+            ) from None
         except _LostRace:
             if attempt == 2:
                 raise Conflict(
                     "idempotency key is being used concurrently; retry", field="idempotency_key"
                 ) from None
+        finally:
+            ticket.release()  # a no-op once committed
     raise AssertionError("unreachable")
 
 
 async def _submit(
     conn: asyncpg.Connection,
-    admission: AdmissionControl,
+    ticket: Ticket,
     tenant_id: str,
     requests: list[RunRequest],
     traceparent: str | None,
@@ -159,7 +234,9 @@ async def _submit(
         for row in await run_repo.find_idempotency_keys(conn, tenant_id, list(first_with_key)):
             i = first_with_key[row["key"]]
             if row["body_hash"] != hashes[i]:
-                raise Conflict(
+                # 422, as the IETF Idempotency-Key draft has it: the request itself is wrong, and
+                # resending it can never succeed.
+                raise InvalidInput(
                     "idempotency key was already used with a different body",
                     field=f"{requests[i].field}idempotency_key",
                 )
@@ -173,7 +250,7 @@ async def _submit(
         or (r.idempotency_key not in replayed and first_with_key[r.idempotency_key] == i)
     ]
     if fresh:
-        await admission.admit(conn, tenant_id, len(fresh))
+        await ticket.admit(conn, len(fresh))
     inserted = await run_repo.insert_runs(
         conn,
         tenant_id,
@@ -185,11 +262,10 @@ async def _submit(
         notify=notify,
     )
     if len(inserted) != len(fresh):
-        found = {row["ord"] - 1 for row in inserted}
-        missing = next(fresh[k] for k in range(len(fresh)) if k not in found)
-        raise InvalidInput(
-            f"job {requests[missing].job!r} does not exist", field=f"{requests[missing].field}job"
-        )
+        # insert_runs wrote nothing: some run names a job this tenant does not have.
+        missing = await run_repo.missing_jobs(conn, tenant_id, [requests[i].job for i in fresh])
+        first = next(requests[i] for i in fresh if requests[i].job in missing)
+        raise InvalidInput(f"job {first.job!r} does not exist", field=f"{first.field}job")
     created: dict[int, asyncpg.Record] = {fresh[row["ord"] - 1]: row for row in inserted}
 
     keyed = [i for i in fresh if requests[i].idempotency_key is not None]
@@ -199,8 +275,10 @@ async def _submit(
             tenant_id,
             keys=[requests[i].idempotency_key for i in keyed],  # type: ignore[misc]
             run_ids=[created[i]["id"] for i in keyed],
+            run_scheduled_ats=[created[i]["scheduled_at"] for i in keyed],
             body_hashes=[hashes[i] for i in keyed],
-            ttl_seconds=IDEMPOTENCY_TTL_SECONDS,
+            grace_seconds=IDEMPOTENCY_GRACE_SECONDS,
+            in_flight_wait_ms=IDEMPOTENCY_IN_FLIGHT_WAIT_MS,
         )
         if len(won) != len(keyed):
             raise _LostRace
@@ -213,8 +291,6 @@ async def _submit(
         if i not in created and r.idempotency_key is not None
     ]
     earlier = {row["id"]: row for row in await run_repo.get_runs(conn, earlier_ids)} if earlier_ids else {}
-    if fresh:
-        admission.admitted(tenant_id, len(fresh))
     out: list[Submitted] = []
     for i, r in enumerate(requests):
         if i in created:
@@ -223,7 +299,7 @@ async def _submit(
             assert r.idempotency_key is not None
             run_id = replayed[r.idempotency_key]
             row = earlier.get(run_id)
-            if row is None:  # the run aged out with its partition while its key lived on
+            if row is None:  # its day was dropped a moment ago; the key goes in the same maintenance pass
                 raise Conflict(
                     "idempotency key refers to a run that no longer exists", field=f"{r.field}idempotency_key"
                 )

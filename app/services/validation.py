@@ -1,7 +1,9 @@
-"""Input checks shared by the routes and services."""
+"""Input checks shared by the routes and services: one rule for payloads, whichever door they use
+(job PUT, run POST, batch)."""
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
@@ -13,14 +15,43 @@ from app.errors import InvalidInput, PayloadTooLarge
 _NUL = re.compile(rb"(?<!\\)(?:\\\\)*\\u0000")
 
 
-def check_payload(payload: Any, limit: int, *, field: str) -> None:
-    """Refuse a payload over the size limit, or one Postgres jsonb (or our JSON codec) cannot store:
-    otherwise it would fail later, inside the insert, as a 500."""
+def _check_shape(payload: Any, max_depth: int, field: str) -> None:
+    """Refuse nesting deeper than `max_depth` containers and numbers JSON cannot carry.
+
+    Depth: the engine nests a payload two levels deeper inside its message and orjson refuses
+    anything past 254, so a payload of 253 stored fine and then killed every engine that claimed
+    it. Non-finite numbers: Python's JSON parser reads NaN, Infinity and 1e400 (an overflow to
+    infinity), which orjson then writes as null, a silent change of the caller's data."""
+    stack: list[tuple[Any, int]] = [(payload, 0)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, dict):
+            children: Any = value.values()
+        elif isinstance(value, list):
+            children = value
+        else:
+            if isinstance(value, float) and not math.isfinite(value):
+                raise InvalidInput(
+                    f"{field} holds a number JSON cannot represent (NaN, Infinity or out of range)",
+                    field=field,
+                )
+            continue
+        if depth + 1 > max_depth:
+            raise InvalidInput(f"{field} is nested deeper than {max_depth} levels", field=field)
+        stack.extend((child, depth + 1) for child in children)
+
+
+def check_payload(payload: Any, limit: int, *, max_depth: int, field: str) -> None:
+    """Refuse a payload over the size or depth limit, or one Postgres jsonb, our JSON codec or the
+    engine's message cannot store unchanged: otherwise it fails later, as a 500 or a dead engine."""
     try:
         encoded = orjson.dumps(payload)
-    except orjson.JSONEncodeError as exc:  # an integer beyond 64 bits, a lone surrogate, deep nesting
+    except orjson.JSONEncodeError as exc:  # too deep, an integer beyond 64 bits, a lone surrogate
+        _check_shape(payload, max_depth, field)  # names the depth when that is the reason
         raise InvalidInput(f"{field} cannot be stored as JSON: {exc}", field=field) from None
     if len(encoded) > limit:
         raise PayloadTooLarge(f"{field} is {len(encoded)} bytes; the limit is {limit}", field=field)
+    # After the size check, so the walk is bounded by the size limit.
+    _check_shape(payload, max_depth, field)
     if _NUL.search(encoded):
         raise InvalidInput(f"{field} contains a NUL character (\\u0000); jsonb cannot store it", field=field)

@@ -59,6 +59,10 @@ execution_duration_seconds = Histogram(
 cron_runs_materialized_total = Counter(
     "scheduler_cron_runs_materialized_total", "Cron occurrences inserted as runs."
 )
+cron_occurrences_skipped_total = Counter(
+    "scheduler_cron_occurrences_skipped_total",
+    "Cron occurrences not materialized because their tenant was at its backlog quota (logged too).",
+)
 # Gauges only an engine can read: created unregistered and exposed by a process that runs an
 # engine (`expose_engine_metrics`). An API with SCHEDULER_ENGINE=off or a worker exported them as 0,
 # so a max() over them read 0 — "no backlog" — when every engine was dead; absent, they say so.

@@ -121,7 +121,12 @@ async def test_rows_stranded_in_default_move_into_their_new_partition(
     before = await pool.fetch("SELECT * FROM job_runs ORDER BY id")
     assert await pool.fetchval("SELECT count(*) FROM job_runs_default") == 54
 
+    # Beyond the premade window the rows wait in DEFAULT: no partition per far-future day.
     report = await maintenance(settings, pool).run_once()
+    assert not any(r.startswith((str(day), str(day + timedelta(days=1)))) for r in report["created"])
+    assert await pool.fetchval("SELECT count(*) FROM job_runs_default") == 54
+    # Once their days are premade, they move.
+    report = await maintenance(settings, pool, premake_days=21).run_once()
 
     assert f"{day}: created, moved 51" in report["created"]
     assert f"{day + timedelta(days=1)}: created, moved 3" in report["created"]

@@ -64,6 +64,15 @@ ON CONFLICT (tenant_id, name) DO UPDATE SET
     updated_at = now()
 RETURNING *, (xmax = 0) AS inserted;
 
+-- name: lock_tenant_for_job_create
+-- Serializes job creation within a tenant (a concurrent PUT waits here until this one commits), so
+-- the count that follows, in its own statement and so its own snapshot, cannot be passed by a race.
+SELECT id FROM tenants WHERE id = :tenant_id FOR NO KEY UPDATE;
+
+-- name: count_jobs
+-- The tenant's job count, and whether this name is one of them (a replace adds nothing).
+SELECT count(*) AS jobs, bool_or(name = :name) IS TRUE AS present FROM jobs WHERE tenant_id = :tenant_id;
+
 -- name: get_job
 SELECT * FROM jobs WHERE tenant_id = :tenant_id AND name = :name;
 
@@ -91,8 +100,9 @@ SELECT now();
 -- name: insert_runs
 -- One statement for one run or a batch of 1000: the ids are minted first (their leading 48 bits are
 -- scheduled_at, so the id names the partition), the job's settings are snapshot onto each run, and
--- the input's ordinal comes back so the caller can answer in request order. A run for an unknown
--- job finds no jobs row and is not inserted; the caller compares counts and rolls back. Payloads
+-- the input's ordinal comes back so the caller can answer in request order. All or nothing: if one
+-- run names an unknown job, no run is inserted (the caller sees fewer rows than it sent and finds
+-- which with missing_jobs), so even a batch sent without a transaction never half-writes. Payloads
 -- arrive as JSON text, not jsonb[]: an array parameter would read a payload that is itself a JSON
 -- array as one more dimension of the parameter.
 WITH input AS (
@@ -106,6 +116,13 @@ WITH input AS (
 minted AS (
     SELECT input.*, scheduler_run_id(input.scheduled_at) AS id FROM input
 ),
+complete AS (
+    -- Does every input name a job of this tenant?
+    SELECT NOT EXISTS (
+        SELECT 1 FROM input WHERE NOT EXISTS (
+            SELECT 1 FROM jobs j WHERE j.tenant_id = :tenant_id AND j.name = input.job)
+    ) AS yes
+),
 inserted AS (
     INSERT INTO job_runs (id, scheduled_at, tenant_id, job, origin, payload, target, max_attempts,
                           backoff_seconds, timeout_seconds, due_at, idempotency_key, traceparent)
@@ -114,6 +131,7 @@ inserted AS (
            :traceparent
     FROM minted m
     JOIN jobs j ON j.tenant_id = :tenant_id AND j.name = m.job
+    WHERE (SELECT yes FROM complete)
     RETURNING *
 ),
 notified AS (
@@ -128,29 +146,49 @@ SELECT inserted.*, minted.ord FROM inserted JOIN minted USING (id)
 WHERE (SELECT count(*) FROM notified) >= 0  -- evaluated once, so the NOTIFY is sent
 ORDER BY minted.ord;
 
+-- name: missing_jobs
+-- The error path of insert_runs: which of these job names this tenant has no job for.
+SELECT name FROM unnest(CAST(:names AS text[])) AS n(name)
+WHERE NOT EXISTS (SELECT 1 FROM jobs j WHERE j.tenant_id = :tenant_id AND j.name = n.name);
+
 -- name: notify_runs_due
 -- Wakes idle engines at commit; the payload lowers their claim floor to the oldest new run.
 SELECT pg_notify(:channel, CAST(:floor AS text));
 
 -- name: find_idempotency_keys
+-- A key holds until maintenance deletes it (delete_expired_idempotency_keys), never by a clock here:
+-- its run may be scheduled, or retried, long after the key was written.
 SELECT key, run_id, body_hash FROM idempotency_keys
-WHERE tenant_id = :tenant_id AND key = ANY(CAST(:keys AS text[])) AND expires_at > now();
+WHERE tenant_id = :tenant_id AND key = ANY(CAST(:keys AS text[]));
 
 -- name: insert_idempotency_keys
--- A concurrent request with the same key blocks on the primary key until this one commits; an
--- expired row is taken over. Keys that come back missing lost a race: the caller retries.
-INSERT INTO idempotency_keys (tenant_id, key, run_id, body_hash, expires_at)
-SELECT :tenant_id, k.key, k.run_id, k.body_hash, now() + make_interval(secs => :ttl_seconds)
-FROM unnest(CAST(:keys AS text[]), CAST(:run_ids AS uuid[]), CAST(:body_hashes AS text[]))
-     AS k(key, run_id, body_hash)
-ON CONFLICT (tenant_id, key) DO UPDATE
-    SET run_id = EXCLUDED.run_id, body_hash = EXCLUDED.body_hash, expires_at = EXCLUDED.expires_at
-    WHERE idempotency_keys.expires_at <= now()
+-- A concurrent request with the same key, not yet committed, makes this insert wait on it; the
+-- lock_timeout set per row (before its insert, so it bounds that wait) turns a wait longer than
+-- :in_flight_wait into LockNotAvailable, which the caller answers 409. A key that comes back
+-- missing was committed by the other request meanwhile: the caller retries and replays it.
+-- expires_at is a floor: the grace after the submission or after scheduled_at, whichever is later.
+INSERT INTO idempotency_keys (tenant_id, key, run_id, run_scheduled_at, body_hash, expires_at)
+SELECT :tenant_id, k.key, k.run_id, k.run_scheduled_at, k.body_hash,
+       greatest(now(), k.run_scheduled_at) + make_interval(secs => :grace_seconds)
+FROM unnest(CAST(:keys AS text[]), CAST(:run_ids AS uuid[]), CAST(:run_scheduled_ats AS timestamptz[]),
+            CAST(:body_hashes AS text[]))
+     AS k(key, run_id, run_scheduled_at, body_hash)
+WHERE set_config('lock_timeout', CAST(:in_flight_wait AS text), true) IS NOT NULL
+ON CONFLICT (tenant_id, key) DO NOTHING
 RETURNING key;
 
 -- name: delete_expired_idempotency_keys
+-- A key goes once its floor passed and its run has been terminal for the grace period, or once its
+-- run is gone with its day partition: never while a retry could still be resubmitted as a duplicate.
 DELETE FROM idempotency_keys
-WHERE ctid = ANY (ARRAY(SELECT ctid FROM idempotency_keys WHERE expires_at <= now() LIMIT :limit));
+WHERE ctid = ANY (ARRAY(
+    SELECT k.ctid FROM idempotency_keys k
+    WHERE k.expires_at <= now()
+      AND NOT EXISTS (
+          SELECT 1 FROM job_runs r
+          WHERE r.id = k.run_id AND r.scheduled_at = k.run_scheduled_at
+            AND (r.finished_at IS NULL OR r.finished_at > now() - make_interval(secs => :grace_seconds)))
+    LIMIT :limit));
 
 -- name: count_pending_runs
 -- Admission control counts at most quota + 1 rows: the answer is "over" or "not over", never a
@@ -476,8 +514,12 @@ SELECT scheduler_retire_day_partition(:day);
 SELECT scheduler_analyze_stale_partitions(:min_changes, :max_count) AS name;
 
 -- name: default_partition_days
--- Days that have rows stranded in DEFAULT (created before their partition existed).
-SELECT DISTINCT (scheduled_at AT TIME ZONE 'UTC')::date AS day FROM job_runs_default ORDER BY day;
+-- Days before :before with rows in DEFAULT (created before their partition existed). Runs further
+-- ahead stay in DEFAULT until their day comes within the premade window: a tenant scheduling one run
+-- per day for a year must not make a year of partitions.
+SELECT DISTINCT (scheduled_at AT TIME ZONE 'UTC')::date AS day FROM job_runs_default
+WHERE scheduled_at < CAST(:before AS date)::timestamp AT TIME ZONE 'UTC'
+ORDER BY day;
 
 -- name: count_default_rows
 SELECT count(*) FROM job_runs_default;

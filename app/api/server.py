@@ -1,0 +1,101 @@
+"""The HTTP server's own limits: a request head (request line and headers) of bounded size and count.
+
+uvicorn's fast parser (httptools) has no header size limit, and it builds a header's value by
+appending the pieces as they arrive: one unauthenticated 64 MiB header was read whole and stalled
+every request on the event loop (the engine's too) for 8 s. This protocol counts the bytes of a
+request's head before they reach the parser and answers 431 once they pass the limit, and 431 for
+too many header lines; everything else is httptools' normal path, unchanged.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from uvicorn.config import Config
+from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
+
+from app.config import Settings
+from app.errors import PROBLEM_JSON, problem
+
+DEFAULT_MAX_HEAD_BYTES = 16 * 1024  # h11's and Node's default
+
+
+class _TooManyHeaders(Exception):
+    pass
+
+
+# Apache's LimitRequestFields default; a client of this API sends about ten.
+MAX_HEADERS = 100
+
+
+class BoundedHttpToolsProtocol(HttpToolsProtocol):
+    """uvicorn's httptools protocol with a bounded request head. The byte limit is uvicorn's own
+    `h11_max_incomplete_event_size` (what bounds the head on the h11 path), so one setting serves
+    both parsers; it travels in uvicorn's Config, which also reaches worker processes."""
+
+    max_headers = MAX_HEADERS
+
+    def __init__(self, config: Config, *args: Any, **kwargs: Any):
+        super().__init__(config, *args, **kwargs)
+        self.max_head_bytes = config.h11_max_incomplete_event_size or DEFAULT_MAX_HEAD_BYTES
+        self._in_head = True  # between a request's first byte and the end of its headers
+        self._head_bytes = 0
+        self._header_count = 0
+        self._refused = False
+
+    def data_received(self, data: bytes) -> None:
+        if self._refused:
+            return
+        if self._in_head:
+            # Whole chunks count, so a chunk that also ends the previous request's body counts in
+            # full: the bound errs on the strict side by at most one read.
+            self._head_bytes += len(data)
+            if self._head_bytes > self.max_head_bytes:
+                self._refuse(f"request head over {self.max_head_bytes} bytes")
+                return
+        super().data_received(data)
+
+    def send_400_response(self, msg: str) -> None:
+        # httptools reports our own callback's exception as a parse error, answered 400 here.
+        if self._header_count > self.max_headers:
+            self._refuse(f"more than {self.max_headers} header lines")
+        else:
+            super().send_400_response(msg)
+
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        # The byte count is not reset here but when the previous head ended: the chunk that started
+        # this message has been counted already.
+        self._in_head, self._header_count = True, 0
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._header_count += 1
+        if self._header_count > self.max_headers:
+            raise _TooManyHeaders
+        super().on_header(name, value)
+
+    def on_headers_complete(self) -> None:
+        self._in_head, self._head_bytes = False, 0
+        super().on_headers_complete()
+
+    def _refuse(self, msg: str) -> None:
+        self._refused = True
+        body = orjson.dumps(problem(431, "header_fields_too_large", msg, "headers"))
+        self.transport.write(
+            b"".join(
+                [
+                    STATUS_LINE[431],
+                    b"content-type: " + PROBLEM_JSON.encode() + b"\r\n",
+                    b"content-length: " + str(len(body)).encode("ascii") + b"\r\n",
+                    b"connection: close\r\n\r\n",
+                    body,
+                ]
+            )
+        )
+        self.transport.close()
+
+
+def server_options(settings: Settings) -> dict[str, Any]:
+    """uvicorn options every API server of ours takes (`scheduler api`, `scheduler dev`, tests)."""
+    return {"http": BoundedHttpToolsProtocol, "h11_max_incomplete_event_size": settings.max_header_bytes}

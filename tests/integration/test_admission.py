@@ -1,0 +1,212 @@
+"""Admission under concurrency, cron under the quota, and idempotency keys that live as long as their
+runs (issues 12 items 5-6, 13 items 2 and 5)."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from datetime import UTC, datetime, timedelta
+
+import asyncpg
+import httpx
+
+from app.config import Settings
+from app.engine.cron import CronMaterializer
+from app.engine.partitions import PartitionMaintenance
+from app.telemetry import metrics
+from tests.support import api_client, bearer, create_tenant, put_job, submit_run
+
+
+async def pending(pool: asyncpg.Pool, tenant_id: str) -> int:
+    return int(
+        await pool.fetchval(
+            "SELECT count(*) FROM job_runs WHERE tenant_id = $1 AND status = 'pending'", tenant_id
+        )
+    )
+
+
+# ─── the quota race ───
+
+
+async def test_concurrent_batches_cannot_pass_the_quota_together(
+    settings: Settings, pool: asyncpg.Pool
+) -> None:
+    async with api_client(settings, tenant_max_pending=200) as api:
+        auth = bearer((await create_tenant(api, "acme"))["api_key"])
+        await put_job(api, "acme", "hello", auth)
+        batch = {"runs": [{"job": "hello"}] * 200}
+        # Today: 20 concurrent batches of 200 against a quota of 200 wrote 800 (check and count sat on
+        # either side of an await).
+        responses = await asyncio.gather(
+            *(api.post("/tenants/acme/runs/batch", json=batch, headers=auth) for _ in range(20))
+        )
+        codes = sorted(r.status_code for r in responses)
+        assert codes == [201] + [429] * 19, codes
+        assert await pending(pool, "acme") == 200
+
+        # Single POSTs at the edge: none passes once the backlog is full, however many race.
+        responses = await asyncio.gather(
+            *(api.post("/tenants/acme/runs", json={"job": "hello"}, headers=auth) for _ in range(30))
+        )
+        assert {r.status_code for r in responses} == {429}
+        assert await pending(pool, "acme") == 200
+
+
+async def test_singles_racing_to_the_quota_admit_exactly_the_quota(
+    settings: Settings, pool: asyncpg.Pool
+) -> None:
+    async with api_client(settings, tenant_max_pending=10) as api:
+        auth = bearer((await create_tenant(api, "acme"))["api_key"])
+        calm = bearer((await create_tenant(api, "calm"))["api_key"])
+        await put_job(api, "acme", "hello", auth)
+        await put_job(api, "calm", "hello", calm)
+        responses = await asyncio.gather(
+            *(api.post("/tenants/acme/runs", json={"job": "hello"}, headers=auth) for _ in range(40))
+        )
+        codes = sorted(r.status_code for r in responses)
+        assert codes == [201] * 10 + [429] * 30, codes
+        assert await pending(pool, "acme") == 10
+        # The neighbour's own quota is untouched.
+        await submit_run(api, "calm", calm, job="hello")
+
+
+# ─── cron counts against the quota ───
+
+
+async def test_cron_occurrences_over_the_quota_are_skipped_and_counted(
+    settings: Settings, pool: asyncpg.Pool, api: httpx.AsyncClient, tenant: dict
+) -> None:
+    calm = bearer((await create_tenant(api, "calm"))["api_key"])
+    for i in range(12):  # 12 jobs firing every minute against a quota of 5
+        await put_job(api, "acme", f"tick-{i}", tenant["auth"], schedule="* * * * *")
+    await put_job(api, "calm", "tick", calm, schedule="* * * * *")
+    quota = settings.model_copy(update={"tenant_max_pending": 5, "cron_horizon_seconds": 180})
+    skipped_before = metrics.cron_occurrences_skipped_total._value.get()
+
+    inserted = await CronMaterializer(quota, pool).materialize_once()
+
+    assert await pending(pool, "acme") == 5
+    calm_runs = await pending(pool, "calm")
+    assert calm_runs >= 2  # its own occurrences in the horizon, unaffected by the flood beside it
+    assert inserted == 5 + calm_runs
+    skipped = metrics.cron_occurrences_skipped_total._value.get() - skipped_before
+    assert skipped >= 12 * 2 - 5  # each job had at least two occurrences within three minutes
+    # Skipped occurrences are not retried later: next_fire_at moved past them, like the inserted ones.
+    nexts = await pool.fetch(
+        "SELECT next_fire_at FROM jobs WHERE tenant_id = 'acme' AND schedule IS NOT NULL"
+    )
+    now = await pool.fetchval("SELECT now()")
+    assert all(r["next_fire_at"] > now + timedelta(seconds=120) for r in nexts)
+
+
+# ─── idempotency keys ───
+
+
+async def test_a_key_holds_while_its_run_is_unfinished_and_goes_after_the_grace(
+    api: httpx.AsyncClient, tenant: dict, settings: Settings, pool: asyncpg.Pool
+) -> None:
+    when = (datetime.now(UTC) + timedelta(days=2)).isoformat()
+    body = {"job": "hello", "scheduled_at": when, "idempotency_key": "report-42"}
+    first = await submit_run(api, "acme", tenant["auth"], **body)
+    gone = await submit_run(api, "acme", tenant["auth"], job="hello", idempotency_key="gone")
+    # 25 hours later, as far as the keys' floor is concerned (keys used to expire after 24 h).
+    await pool.execute("UPDATE idempotency_keys SET expires_at = now() - interval '1 hour'")
+    await pool.execute("DELETE FROM job_runs WHERE id = $1", gone["id"])  # its day was dropped
+    await PartitionMaintenance(settings, pool).run_once()
+
+    again = await api.post("/tenants/acme/runs", json=body, headers=tenant["auth"])
+    assert again.status_code == 200 and again.json()["id"] == first["id"], again.text
+    assert await pool.fetchval("SELECT count(*) FROM job_runs") == 1
+    assert await pool.fetchval("SELECT array_agg(key) FROM idempotency_keys") == ["report-42"]
+
+    # Finished, but within the grace period: kept.
+    await pool.execute("UPDATE job_runs SET status = 'succeeded', finished_at = now() - interval '1 hour'")
+    await PartitionMaintenance(settings, pool).run_once()
+    assert await pool.fetchval("SELECT count(*) FROM idempotency_keys") == 1
+    # Finished longer than the grace period ago: deleted.
+    await pool.execute("UPDATE job_runs SET finished_at = now() - interval '25 hours'")
+    await PartitionMaintenance(settings, pool).run_once()
+    assert await pool.fetchval("SELECT count(*) FROM idempotency_keys") == 0
+
+
+async def test_a_request_still_in_flight_with_the_same_key_is_409(
+    api: httpx.AsyncClient, tenant: dict, pool: asyncpg.Pool
+) -> None:
+    async with pool.acquire() as conn:
+        in_flight = conn.transaction()
+        await in_flight.start()
+        # Another request holds the key, uncommitted, as a submission does inside its transaction.
+        await conn.execute(
+            "INSERT INTO idempotency_keys (tenant_id, key, run_id, run_scheduled_at, body_hash, expires_at) "
+            "VALUES ('acme', 'busy', gen_random_uuid(), now(), 'x', now() + interval '1 day')"
+        )
+        try:
+            r = await asyncio.wait_for(
+                api.post(
+                    "/tenants/acme/runs",
+                    json={"job": "hello", "idempotency_key": "busy"},
+                    headers=tenant["auth"],
+                ),
+                timeout=10,
+            )
+            assert r.status_code == 409 and r.json()["field"] == "idempotency_key", r.text
+            assert await pool.fetchval("SELECT count(*) FROM job_runs") == 0
+        finally:
+            await in_flight.rollback()
+    r = await api.post(
+        "/tenants/acme/runs", json={"job": "hello", "idempotency_key": "busy"}, headers=tenant["auth"]
+    )
+    assert r.status_code == 201, r.text
+
+
+def post_head_only(port: int, path: str, auth: dict[str, str], length: int) -> bytes:
+    """A POST whose head declares `length` body bytes, none of which are sent; returns the answer."""
+    headers = "".join(f"{k}: {v}\r\n" for k, v in auth.items())
+    head = f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n{headers}"
+    head += f"Content-Length: {length}\r\n\r\n"
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+        sock.sendall(head.encode())
+        return sock.recv(65536)
+
+
+async def test_a_full_tenants_batch_is_refused_before_its_body_is_read(
+    settings: Settings, pool: asyncpg.Pool
+) -> None:
+    async with api_client(settings, tenant_max_pending=2) as api:
+        auth = bearer((await create_tenant(api, "acme"))["api_key"])
+        await put_job(api, "acme", "hello", auth)
+        for _ in range(2):
+            await submit_run(api, "acme", auth, job="hello")
+        r = await api.post("/tenants/acme/runs", json={"job": "hello"}, headers=auth)
+        assert r.status_code == 429  # counted: the backlog is known to be full
+        port = int(str(api.base_url).rsplit(":", 1)[1].strip("/"))
+        # 15 MiB declared, not one byte sent: the answer cannot have waited for (or parsed) it.
+        answer = await asyncio.to_thread(post_head_only, port, "/tenants/acme/runs/batch", auth, 15 << 20)
+        assert answer.startswith(b"HTTP/1.1 429"), answer
+        # A stranger learns nothing about the tenant's backlog.
+        answer = await asyncio.to_thread(post_head_only, port, "/tenants/acme/runs/batch", {}, 15 << 20)
+        assert answer.startswith(b"HTTP/1.1 401"), answer
+
+
+async def test_across_two_api_processes_the_overshoot_is_bounded_as_documented(
+    settings: Settings, pool: asyncpg.Pool
+) -> None:
+    """Two processes each decide on their own count: what one admits within the other's count age is
+    the documented bound (here: one batch of the other), never a free-for-all."""
+    async with (
+        api_client(settings, tenant_max_pending=200) as one,
+        api_client(settings, tenant_max_pending=200) as two,
+    ):
+        auth = bearer((await create_tenant(one, "acme"))["api_key"])
+        await put_job(one, "acme", "hello", auth)
+        batch = {"runs": [{"job": "hello"}] * 200}
+        responses = await asyncio.gather(
+            *(api.post("/tenants/acme/runs/batch", json=batch, headers=auth) for api in (one, two) * 10)
+        )
+        assert sum(r.status_code == 201 for r in responses) <= 2
+        assert await pending(pool, "acme") <= 200 + 200  # the quota, plus one batch of the other process
+        # Once either process counts again, neither admits more.
+        await asyncio.sleep(0.2)
+        for api in (one, two):
+            r = await api.post("/tenants/acme/runs", json={"job": "hello"}, headers=auth)
+            assert r.status_code == 429, r.text
