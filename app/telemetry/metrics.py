@@ -76,3 +76,11 @@ default_partition_rows = Gauge(
 hot_index_events_total = Counter(
     "scheduler_hot_index_events_total", "Redis hot index hits, misses, stale ids and fallbacks.", ["event"]
 )
+unexpected_errors_total = Counter(
+    "scheduler_unexpected_errors_total",
+    "Unexpected exceptions a loop survived (logged with their traceback), by loop.",
+    ["loop"],
+)
+runs_unbuildable_total = Counter(
+    "scheduler_runs_unbuildable_total", "Claimed runs failed because their message could not be built."
+)
