@@ -13,8 +13,7 @@ import nats
 
 from app.bus.jetstream import ensure_stream
 from app.config import Settings
-from app.engine.dispatcher import Dispatcher
-Built = list
+from app.engine.dispatcher import Built, Dispatcher
 from tests import factories
 from tests.integration.test_engine_faults import statuses, stream_msg_ids
 
