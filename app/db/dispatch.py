@@ -137,3 +137,8 @@ async def finish_runs(
 async def fail_unbuildable_runs(conn: asyncpg.Connection, fence: Fence, errors: list[str]) -> set[UUID]:
     rows = await q.fetch(conn, "fail_unbuildable_runs", errors=errors, **fence.binds())
     return {r["id"] for r in rows}
+
+
+async def renew_dispatch_leases(conn: asyncpg.Connection, fence: Fence, lease_seconds: float) -> set[UUID]:
+    rows = await q.fetch(conn, "renew_dispatch_leases", lease_seconds=lease_seconds, **fence.binds())
+    return {r["id"] for r in rows}

@@ -391,6 +391,17 @@ WHERE r.id = m.id AND r.scheduled_at = m.scheduled_at AND r.epoch = m.epoch AND 
   AND r.scheduled_at >= :lo AND r.scheduled_at <= :hi
 RETURNING r.id, r.attempt;
 
+-- name: renew_dispatch_leases
+-- Runs a worker holds back (their tenant is over its share of the worker's slots) stay dispatched:
+-- their dispatch lease is renewed while they wait, so it never lapses into a re-claim under a new
+-- epoch, a new message, and the same wait again.
+UPDATE job_runs r SET lease_expires_at = now() + make_interval(secs => :lease_seconds)
+FROM unnest(CAST(:ids AS uuid[]), CAST(:scheduled_ats AS timestamptz[]), CAST(:epochs AS bigint[]))
+     AS m(id, scheduled_at, epoch)
+WHERE r.id = m.id AND r.scheduled_at = m.scheduled_at AND r.epoch = m.epoch AND r.status = 'dispatched'
+  AND r.scheduled_at >= :lo AND r.scheduled_at <= :hi
+RETURNING r.id;
+
 -- name: heartbeat_runs
 -- Extends the leases of everything this worker is running, in one statement per beat.
 UPDATE job_runs r SET lease_expires_at = now() + make_interval(secs => :lease_seconds)
