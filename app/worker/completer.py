@@ -50,7 +50,9 @@ class Completer:
         while self.unrecorded:
             batch = self.unrecorded[:FLUSH_MAX]
             try:
-                await self._record_isolating(batch)
+                # A write blocked (on a lock, on a database that stopped answering) is bounded too.
+                async with asyncio.timeout(None if deadline is None else deadline - time.monotonic()):
+                    await self._record_isolating(batch)
             except Exception as exc:
                 left = None if deadline is None else deadline - time.monotonic()
                 if left is not None and left <= 0:

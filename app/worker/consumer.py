@@ -7,8 +7,9 @@ between tenants (fairness.py); outcomes go to a group commit (completer.py). Whi
 heartbeats tell JetStream (`in_progress`) and Postgres (lease) that the worker is alive.
 
 Holding back: a run whose tenant may not take a slot now waits here, still `dispatched`, its dispatch
-lease renewed, up to one share per tenant. Beyond that it is nak'ed with a delay, its lease renewed
-again, so the worker can look past one tenant's backlog for others' runs. A nak counts as a delivery,
+lease renewed, up to a fetch batch in all. Beyond that the heaviest tenant's newest runs are nak'ed
+with a delay, their lease renewed again, so the worker can look past one tenant's backlog for others'
+runs. A nak counts as a delivery,
 which is why the consumer's max_deliver stays unlimited (jetstream.py). While the worker is full the
 stream is only peeked at, once a second, so a lone busy tenant is not churned through naks.
 """
@@ -61,9 +62,11 @@ class Worker:
         self.pool = pool
         self.nc = nc
         self.js = nc.jetstream()
-        self.executor = Executor(settings, pool, load_handlers() if handlers is None else handlers)
-        self.completer = Completer(pool, hot_index)
         self.slots = TenantSlots(settings.worker_concurrency, settings.worker_tenant_share)
+        self.executor = Executor(
+            settings, pool, load_handlers() if handlers is None else handlers, self.slots.ceiling
+        )
+        self.completer = Completer(pool, hot_index)
         self.held: dict[str, collections.deque[Delivery]] = {}  # by tenant, oldest first
         self.held_runs: dict[UUID, Delivery] = {}
         self.executing: dict[asyncio.Task[None], Delivery] = {}
@@ -201,14 +204,17 @@ class Worker:
             self.held[d.tenant].remove(d)
 
     async def _hold_or_hand_back(self) -> None:
-        """What could not start waits here, up to one share per tenant; beyond that it goes back to
-        the stream for a while. Either way its dispatch lease is renewed."""
+        """What could not start waits here, up to a fetch batch in all; beyond that the newest runs
+        of the tenant using this worker most go back to the stream for a while. Either way their
+        dispatch lease is renewed."""
         handed_back: list[Delivery] = []
-        for queue in self.held.values():
-            while len(queue) > self.slots.share:
-                d = queue.pop()  # the newest
-                del self.held_runs[d.run.run_id]
-                handed_back.append(d)
+        while len(self.held_runs) > self.settings.worker_fetch_batch:
+            heaviest = max(self.held, key=lambda t: self.slots.running[t] + len(self.held[t]))
+            d = self.held[heaviest].pop()  # its newest
+            del self.held_runs[d.run.run_id]
+            handed_back.append(d)
+            if not self.held[heaviest]:
+                del self.held[heaviest]
         await self._renew([*self.held_runs.values(), *handed_back])
         for d in handed_back:
             await _quietly(d.msg.nak(delay=self.nak_delay))

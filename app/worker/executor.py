@@ -27,14 +27,18 @@ _EXECUTION_DURATION: dict[str, Any] = {}  # histogram children by target type, l
 
 
 class Executor:
-    def __init__(self, settings: Settings, pool: asyncpg.Pool, handlers: dict[str, Handler]):
+    def __init__(
+        self, settings: Settings, pool: asyncpg.Pool, handlers: dict[str, Handler], max_in_flight: int
+    ):
         self.settings = settings
         self.pool = pool
         self.handlers = handlers
         self._secrets: dict[str, tuple[str, float]] = {}
+        # A connection for every slot, the reserve included: with fewer, a tenant's hanging calls
+        # held every connection and the run that fairness let start waited for one anyway.
         # Identity encoding: the excerpt of an answer is read as sent, never inflated (targets.py).
         self.http = httpx.AsyncClient(
-            limits=httpx.Limits(max_connections=settings.worker_concurrency),
+            limits=httpx.Limits(max_connections=max_in_flight),
             headers={"Accept-Encoding": "identity"},
         )
 

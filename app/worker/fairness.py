@@ -31,8 +31,9 @@ class TenantSlots:
         return sum(n - self.share for n in self.running.values() if n > self.share)
 
     @property
-    def saturated(self) -> bool:
-        return self.total >= self.concurrency
+    def ceiling(self) -> int:
+        """The most this worker ever runs at once: its concurrency and one share of reserve."""
+        return self.concurrency + self.share
 
     def may_take(self, tenant: str) -> bool:
         if self.total < self.concurrency:
@@ -40,7 +41,7 @@ class TenantSlots:
         return (
             self.running[tenant] < self.share
             and self.borrowed > 0
-            and self.total < self.concurrency + self.share
+            and self.total < self.ceiling
         )
 
     def pick(self, waiting: list[str]) -> str | None:
