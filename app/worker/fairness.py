@@ -38,11 +38,7 @@ class TenantSlots:
     def may_take(self, tenant: str) -> bool:
         if self.total < self.concurrency:
             return True
-        return (
-            self.running[tenant] < self.share
-            and self.borrowed > 0
-            and self.total < self.ceiling
-        )
+        return self.running[tenant] < self.share and self.borrowed > 0 and self.total < self.ceiling
 
     def pick(self, waiting: list[str]) -> str | None:
         """The waiting tenant that gets the next slot, or None if none may take one now."""

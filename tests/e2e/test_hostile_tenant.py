@@ -12,7 +12,7 @@ import pytest
 
 from app.config import Settings
 from tests.e2e.conftest import wait_for
-from tests.support import create_tenant
+from tests.support import create_tenant, with_database
 
 
 async def hook(stack: dict, auth: dict, tenant: str, name: str = "hook", **fields) -> None:
@@ -76,24 +76,34 @@ async def test_a_poison_answer_is_stored_sanitised_and_does_not_hold_others(stac
 async def test_sigterm_is_honoured_while_outcomes_cannot_be_recorded(
     stack: dict, e2e_settings: Settings
 ) -> None:
-    """The outcome's write blocks (its row is locked) when SIGTERM comes: the worker still exits
-    within its grace period and a margin, and the run is left to the reaper, not lost."""
+    """The database goes away under the worker (its connections are ended, new ones refused) while
+    an outcome waits to be recorded: the flush keeps failing, and SIGTERM still ends the worker
+    within its grace period and a margin. The run is left to the reaper, not lost."""
     await hook(stack, stack["auth"], "acme", max_attempts=3, timeout_seconds=10)
     worker = stack["spawn"]("worker", SCHEDULER_WORKER_GRACE_SECONDS="2")
     await worker.wait_ready()
     run_id = await submit(stack, stack["auth"], "acme", {"sleep": 1})
     await wait_for(stack["api"], run_id, stack["auth"], {"running"})
-    conn = await asyncpg.connect(e2e_settings.database_url)
+    database = e2e_settings.database_url.rsplit("/", 1)[1]
+    admin = await asyncpg.connect(with_database(e2e_settings.database_url, "postgres"))
     try:
-        async with conn.transaction():
-            await conn.execute("SELECT 1 FROM job_runs WHERE id = $1 FOR UPDATE", run_id)
-            await asyncio.sleep(2)  # the call ended; its outcome waits on the lock
-            started = time.monotonic()
-            worker.stop(timeout=30)
-            elapsed = time.monotonic() - started
-        assert elapsed < 2 + FINAL_FLUSH_MARGIN, f"the worker took {elapsed:.1f}s to stop"
+        await admin.execute(f'ALTER DATABASE "{database}" ALLOW_CONNECTIONS false')
+        await admin.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+            " WHERE datname = $1 AND application_name = 'scheduler-worker'",
+            database,
+        )
+        deadline = time.monotonic() + 15
+        while "outcomes failed" not in worker.output():  # the fault landed: the flush is failing
+            assert time.monotonic() < deadline, worker.output()
+            await asyncio.sleep(0.2)
+        started = time.monotonic()
+        worker.stop(timeout=30)
+        elapsed = time.monotonic() - started
     finally:
-        await conn.close()
+        await admin.execute(f'ALTER DATABASE "{database}" ALLOW_CONNECTIONS true')
+        await admin.close()
+    assert elapsed < 2 + FINAL_FLUSH_MARGIN, f"the worker took {elapsed:.1f}s to stop"
     rescuer = stack["spawn"]("worker")
     await rescuer.wait_ready()
     done = await wait_for(stack["api"], run_id, stack["auth"], {"succeeded", "failed"}, timeout=40)
@@ -114,10 +124,10 @@ async def test_huge_answers_keep_the_worker_memory_flat(stack: dict) -> None:
     runs = [await submit(stack, stack["auth"], "acme", a) for a in answers]
     done = [await wait_for(stack["api"], r, stack["auth"], {"succeeded", "failed"}, timeout=60) for r in runs]
     after = memory_kib(worker.proc.pid)
-    assert [d["status"] for d in done] == ["succeeded", "failed", "succeeded", "failed"]
-    assert done[1]["last_error"] == "HTTP 500: " + "x" * 300
     grown_mib = (after["VmHWM"] - before["VmHWM"]) / 1024
     print(f"worker memory: {before} -> {after} KiB; peak grew {grown_mib:.1f} MiB")
+    assert [d["status"] for d in done] == ["succeeded", "failed", "succeeded", "failed"], done
+    assert done[1]["last_error"] == "HTTP 500: " + "x" * 300
     assert grown_mib < 32, f"the worker's peak memory grew {grown_mib:.0f} MiB over 4 x 200 MiB answers"
 
 
