@@ -11,7 +11,7 @@ lease renewed, up to a fetch batch in all. Beyond that the heaviest tenant's new
 with a delay, their lease renewed again, so the worker can look past one tenant's backlog for others'
 runs. A nak counts as a delivery,
 which is why the consumer's max_deliver stays unlimited (jetstream.py). While the worker is full the
-stream is only peeked at, once a second, so a lone busy tenant is not churned through naks.
+stream is only peeked at (about once a second), so a lone busy tenant is not churned through naks.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ from app.worker.targets import Handler, load_handlers
 
 log = logging.getLogger(__name__)
 START_BATCHES_IN_FLIGHT = 2
-PEEK_INTERVAL = 1.0  # seconds between fetches while every slot is taken
+PEEK_INTERVAL = 1.0  # seconds between fetches while every slot is taken (at most)
 FINAL_FLUSH_SECONDS = 2.0  # at shutdown, outcomes get at least this long to be recorded
 
 
@@ -74,8 +74,12 @@ class Worker:
         self._slot_freed = asyncio.Event()
         self._last_peek = 0.0
         self._succeeded_inline = metrics.run_outcomes_total.labels("succeeded")
-        # A held-back run comes back well within its renewed dispatch lease.
-        self.nak_delay = min(5.0, settings.dispatch_lease_seconds / 4)
+        # A run handed back returns at half its renewed dispatch lease, and is renewed again when it
+        # does. Meanwhile the worker peeks at least eight times: each peek looks a fetch batch further
+        # past the busy tenant's backlog (redeliveries come first), so others' runs behind up to eight
+        # batches of it are found before their own dispatch lease lapses.
+        self.nak_delay = settings.dispatch_lease_seconds / 2
+        self.peek_interval = min(PEEK_INTERVAL, self.nak_delay / 8)
 
     # ── the loop ──
 
@@ -115,7 +119,7 @@ class Worker:
         free = self.settings.worker_concurrency - self.slots.total - len(self.held_runs)
         if free > 0:
             return min(free, self.settings.worker_fetch_batch)
-        if time.monotonic() - self._last_peek < PEEK_INTERVAL:
+        if time.monotonic() - self._last_peek < self.peek_interval:
             return 0
         self._last_peek = time.monotonic()
         return self.settings.worker_fetch_batch
@@ -124,7 +128,11 @@ class Worker:
         self._slot_freed.clear()
         waiters = [asyncio.ensure_future(self._slot_freed.wait()), asyncio.ensure_future(stop.wait())]
         try:
-            await asyncio.wait([*starts, *waiters], timeout=0.25, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait(
+                [*starts, *waiters],
+                timeout=min(0.25, self.peek_interval),
+                return_when=asyncio.FIRST_COMPLETED,
+            )
         finally:
             for w in waiters:
                 w.cancel()
