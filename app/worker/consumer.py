@@ -152,6 +152,8 @@ class Worker:
         self.stopping.set()
         if starts:
             await asyncio.wait(list(starts), timeout=max(0.1, deadline - time.monotonic()))
+            for start in starts:  # still blocked: their messages are redelivered, their runs reaped
+                start.cancel()
         await _quietly(sub.stop())
         for msg in sub.drain_local():  # delivered to this worker, never started: hand them back
             await _quietly(msg.nak())
@@ -205,16 +207,16 @@ class Worker:
                 self.held.setdefault(d.tenant, collections.deque()).append(d)
                 self.held_runs[d.run.run_id] = d
         self._admit(starts, inline)
-        await self._hold_or_hand_back()
+        await self._hold_or_hand_back([d for d in fresh.values() if d.run.run_id in self.held_runs])
 
     def _unhold(self, d: Delivery) -> None:
         if self.held_runs.pop(d.run.run_id, None) is not None:
             self.held[d.tenant].remove(d)
 
-    async def _hold_or_hand_back(self) -> None:
+    async def _hold_or_hand_back(self, newly_held: list[Delivery]) -> None:
         """What could not start waits here, up to a fetch batch in all; beyond that the newest runs
         of the tenant using this worker most go back to the stream for a while. Either way their
-        dispatch lease is renewed."""
+        dispatch lease is renewed (the heartbeat renews what stays held)."""
         handed_back: list[Delivery] = []
         while len(self.held_runs) > self.settings.worker_fetch_batch:
             heaviest = max(self.held, key=lambda t: self.slots.running[t] + len(self.held[t]))
@@ -223,7 +225,7 @@ class Worker:
             handed_back.append(d)
             if not self.held[heaviest]:
                 del self.held[heaviest]
-        await self._renew([*self.held_runs.values(), *handed_back])
+        await self._renew([d for d in newly_held if d.run.run_id in self.held_runs] + handed_back)
         for d in handed_back:
             await _quietly(d.msg.nak(delay=self.nak_delay))
 
@@ -323,7 +325,8 @@ class Worker:
     # ── heartbeats ──
 
     async def _heartbeat_loop(self) -> None:
-        interval = self.settings.lease_seconds / 3
+        # Often enough for both leases it keeps: running runs' and held-back runs' dispatch lease.
+        interval = min(self.settings.lease_seconds, self.settings.dispatch_lease_seconds) / 3
         while True:
             await asyncio.sleep(interval)
             # Outcomes not yet recorded are still `running` in Postgres: they beat too, or a slow
