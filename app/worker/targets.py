@@ -118,6 +118,8 @@ async def read_bounded(response: httpx.Response, limit: int) -> bytes:
     """At most `limit` bytes of a streamed response's body; what lies beyond is never read."""
     if limit <= 0:
         return b""
+    if response.is_stream_consumed:  # a transport that read the body itself: it is in memory already
+        return response.content[:limit]
     kept = bytearray()
     async for chunk in response.aiter_raw(READ_CHUNK):
         kept += chunk[: limit - len(kept)]
