@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from pathlib import Path
 
 import asyncpg
 import nats
@@ -16,6 +17,7 @@ from app.config import Settings
 from app.engine.dispatcher import Built, Dispatcher
 from tests import factories
 from tests.integration.test_engine_faults import statuses, stream_msg_ids
+from tests.processes import processes
 
 # 254 levels: Postgres and orjson store it, but inside the message envelope it is one level too deep.
 TOO_DEEP_FOR_THE_MESSAGE = "[" * 254 + "]" * 254
@@ -123,3 +125,25 @@ async def test_an_unexpected_error_in_one_batch_does_not_end_the_loop(
     assert all(got[r["id"]] == "dispatched" for r in later) and set(got.values()) == {"dispatched"}
     published = {i.split(":")[0] for i in await stream_msg_ids(s.nats_url, s)}
     assert published == {str(r["id"]) for r in later}
+
+
+async def test_a_standalone_engine_survives_poison_runs(
+    settings: Settings, pool: asyncpg.Pool, tmp_path: Path
+) -> None:
+    """`scheduler engine` as deployed: it once exited on the first poison run it claimed."""
+    async with pool.acquire() as conn:
+        bad = await poison(conn, "evil", [TOO_DEEP_FOR_THE_MESSAGE, UNDECODABLE])
+        good = await factories.runs(conn, 20, tenant_id="good")
+    async with processes(settings, tmp_path) as spawn:
+        engine = spawn("engine")
+        await engine.wait_ready()
+        for _ in range(200):
+            if (await statuses(pool)).get("pending", 0) == 0:
+                break
+            await asyncio.sleep(0.1)
+        await asyncio.sleep(1.0)
+        assert engine.proc.poll() is None, engine.output()
+        async with pool.acquire() as conn:
+            got = {str(r["id"]): r["status"] for r in await conn.fetch("SELECT id, status FROM job_runs")}
+    assert [got[r] for r in bad] == ["failed", "failed"]
+    assert all(got[str(r["id"])] == "dispatched" for r in good)
