@@ -225,6 +225,8 @@ class Worker:
             handed_back.append(d)
             if not self.held[heaviest]:
                 del self.held[heaviest]
+        metrics.runs_held_back.set(len(self.held_runs))
+        metrics.runs_handed_back_total.inc(len(handed_back))
         await self._renew([d for d in newly_held if d.run.run_id in self.held_runs] + handed_back)
         for d in handed_back:
             await _quietly(d.msg.nak(delay=self.nak_delay))
@@ -333,6 +335,7 @@ class Worker:
             # write would get them reaped and executed again.
             alive = list(self.executing.values()) + list(self.completer.unrecorded)
             held = list(self.held_runs.values())
+            metrics.runs_held_back.set(len(held))
             for d in alive + held:
                 await _quietly(d.msg.in_progress())
             await self._renew(held)
