@@ -1,4 +1,5 @@
-"""Recording outcomes: a group commit (one statement records many, then their messages are acked,
+"""Completing runs: heartbeats while they run (and while they are held back), then their outcomes
+in a group commit (one statement records many, then their messages are acked,
 so a run's message is acked only after its outcome is durable).
 
 A batch that fails for a reason retrying cannot fix is split in halves until the rows at fault are
@@ -10,15 +11,17 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 
 import asyncpg
 
 from app.bus.hot_index import HotIndex
+from app.config import Settings
 from app.db import dispatch as dispatch_repo
 from app.db.dispatch import Fence
-from app.db.errors import is_transient
+from app.db.errors import DB_ERRORS, is_transient
 from app.telemetry import metrics
-from app.worker.delivery import Delivery
+from app.worker.delivery import Delivery, quietly
 
 log = logging.getLogger(__name__)
 FLUSH_MAX = 500
@@ -26,7 +29,8 @@ FLUSH_DELAY = 0.002  # seconds an outcome may wait for company in the group comm
 
 
 class Completer:
-    def __init__(self, pool: asyncpg.Pool, hot_index: HotIndex | None):
+    def __init__(self, settings: Settings, pool: asyncpg.Pool, hot_index: HotIndex | None):
+        self.settings = settings
         self.pool = pool
         self.hot_index = hot_index
         self.unrecorded: list[Delivery] = []  # outcomes not yet durable, oldest first
@@ -89,7 +93,7 @@ class Completer:
             # Not even that: its lease lapses and the reaper retries or fails the run.
             log.error("run %s: left to the lease reaper: %r", d.run.run_id, again)
             metrics.unexpected_errors_total.labels("record").inc()
-            await _quietly(d.msg.term())
+            await quietly(d.msg.term())
 
     async def _record(self, batch: list[Delivery]) -> None:
         async with self.pool.acquire() as conn:
@@ -104,14 +108,42 @@ class Completer:
             # The run was rescued while this worker ran it: the late result is discarded.
             metrics.stale_results_total.labels("finish").inc(stale)
         for d in batch:
-            await _quietly(d.msg.ack())
+            await quietly(d.msg.ack())
         if self.hot_index is not None:
             await self.hot_index.add([r for r in rows if r["status"] == "pending"])
 
+    # ── heartbeats ──
 
-async def _quietly(awaitable: object) -> None:
-    """Acks and naks are best effort: a lost ack means a redelivery, which the epoch fence drops."""
-    try:
-        await awaitable  # type: ignore[misc]
-    except Exception as exc:
-        log.debug("nats ack/nak failed: %s", exc)
+    async def heartbeat(
+        self, running: Callable[[], list[Delivery]], held: Callable[[], list[Delivery]]
+    ) -> None:
+        """Keeps both leases: running runs' (heartbeat_runs) and held-back runs' dispatch lease."""
+        s = self.settings
+        interval = min(s.lease_seconds, s.dispatch_lease_seconds) / 3
+        while True:
+            await asyncio.sleep(interval)
+            alive, waiting = running(), held()
+            metrics.runs_held_back.set(len(waiting))
+            for d in alive + waiting:
+                await quietly(d.msg.in_progress())
+            await self.renew(waiting)
+            if not alive:
+                continue
+            try:
+                async with self.pool.acquire() as conn:
+                    await dispatch_repo.heartbeat_runs(
+                        conn, Fence([d.fence() for d in alive]), s.lease_seconds
+                    )
+            except DB_ERRORS as exc:
+                log.warning("heartbeat: %s", exc)
+
+    async def renew(self, held: list[Delivery]) -> None:
+        if not held:
+            return
+        try:
+            async with self.pool.acquire() as conn:
+                await dispatch_repo.renew_dispatch_leases(
+                    conn, Fence([d.fence() for d in held]), self.settings.dispatch_lease_seconds
+                )
+        except DB_ERRORS as exc:
+            log.warning("renewing %d dispatch leases: %s", len(held), exc)

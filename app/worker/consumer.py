@@ -4,7 +4,7 @@ Per start batch, one statement starts every delivery whose epoch still matches (
 duplicates, stale or cancelled: acked and dropped); a noop, having nothing to execute, is recorded
 succeeded by that same statement. Targets run concurrently (executor.py) in slots shared fairly
 between tenants (fairness.py); outcomes go to a group commit (completer.py). While a target runs,
-heartbeats tell JetStream (`in_progress`) and Postgres (lease) that the worker is alive.
+heartbeats (completer.py) tell JetStream (`in_progress`) and Postgres (lease) that the worker is alive.
 
 Holding back: a run whose tenant may not take a slot now waits here, still `dispatched`, its dispatch
 lease renewed, up to a fetch batch in all. Beyond that the heaviest tenant's newest runs are nak'ed
@@ -37,8 +37,8 @@ from app.db.dispatch import Fence
 from app.db.errors import DB_ERRORS, is_transient
 from app.telemetry import metrics
 from app.telemetry.tracing import recording
-from app.worker.completer import Completer, _quietly
-from app.worker.delivery import Delivery
+from app.worker.completer import Completer
+from app.worker.delivery import Delivery, quietly
 from app.worker.executor import Executor
 from app.worker.fairness import TenantSlots
 from app.worker.targets import Handler, load_handlers
@@ -66,7 +66,7 @@ class Worker:
         self.executor = Executor(
             settings, pool, load_handlers() if handlers is None else handlers, self.slots.ceiling
         )
-        self.completer = Completer(pool, hot_index)
+        self.completer = Completer(settings, pool, hot_index)
         self.held: dict[str, collections.deque[Delivery]] = {}  # by tenant, oldest first
         self.held_runs: dict[UUID, Delivery] = {}
         self.executing: dict[asyncio.Task[None], Delivery] = {}
@@ -90,7 +90,10 @@ class Worker:
         await sub.start()
         starts: set[asyncio.Task[None]] = set()
         completer = asyncio.create_task(self.completer.run(), name="completer")
-        heartbeat = asyncio.create_task(self._heartbeat_loop(), name="heartbeat")
+        heartbeat = asyncio.create_task(
+            self.completer.heartbeat(running=self._running, held=lambda: list(self.held_runs.values())),
+            name="heartbeat",
+        )
         try:
             while not stop.is_set():
                 for task in (completer, heartbeat):
@@ -154,18 +157,18 @@ class Worker:
             await asyncio.wait(list(starts), timeout=max(0.1, deadline - time.monotonic()))
             for start in starts:  # still blocked: their messages are redelivered, their runs reaped
                 start.cancel()
-        await _quietly(sub.stop())
+        await quietly(sub.stop())
         for msg in sub.drain_local():  # delivered to this worker, never started: hand them back
-            await _quietly(msg.nak())
+            await quietly(msg.nak())
         for d in self.held_runs.values():
-            await _quietly(d.msg.nak())
+            await quietly(d.msg.nak())
         self.held.clear()
         self.held_runs.clear()
         if self.executing:
             await asyncio.wait(list(self.executing), timeout=max(0.0, deadline - time.monotonic()))
         for task, delivery in list(self.executing.items()):
             task.cancel()
-            await _quietly(delivery.msg.nak())
+            await quietly(delivery.msg.nak())
         completer.cancel()
         await asyncio.gather(completer, return_exceptions=True)
         await self.completer.flush(deadline=max(deadline, time.monotonic() + FINAL_FLUSH_SECONDS))
@@ -181,11 +184,11 @@ class Worker:
             try:
                 run = RunMessage.decode(msg.data)
             except UnknownVersion:
-                await _quietly(msg.nak(delay=5))  # for a newer replica to take
+                await quietly(msg.nak(delay=5))  # for a newer replica to take
                 continue
             except (ValueError, KeyError, TypeError):
                 log.error("dropping a malformed message on %s", msg.subject)
-                await _quietly(msg.term())
+                await quietly(msg.term())
                 continue
             # One delivery per run. start_runs answers by run id, so two deliveries of one run (a
             # redelivered old epoch next to the current one) would both have executed under the
@@ -196,10 +199,10 @@ class Worker:
                 metrics.stale_results_total.labels("start").inc()
                 if earlier.run.epoch >= run.epoch:
                     if earlier.run.epoch > run.epoch:
-                        await _quietly(msg.ack())
+                        await quietly(msg.ack())
                     continue  # the same epoch again: the one held already stands for it
                 self._unhold(earlier)
-                await _quietly(earlier.msg.ack())
+                await quietly(earlier.msg.ack())
             fresh[run.run_id] = Delivery(msg, run)
         inline = [d for d in fresh.values() if d.inline]
         for d in fresh.values():
@@ -227,20 +230,9 @@ class Worker:
                 del self.held[heaviest]
         metrics.runs_held_back.set(len(self.held_runs))
         metrics.runs_handed_back_total.inc(len(handed_back))
-        await self._renew([d for d in newly_held if d.run.run_id in self.held_runs] + handed_back)
+        await self.completer.renew([d for d in newly_held if d.run.run_id in self.held_runs] + handed_back)
         for d in handed_back:
-            await _quietly(d.msg.nak(delay=self.nak_delay))
-
-    async def _renew(self, held: list[Delivery]) -> None:
-        if not held:
-            return
-        try:
-            async with self.pool.acquire() as conn:
-                await dispatch_repo.renew_dispatch_leases(
-                    conn, Fence([d.fence() for d in held]), self.settings.dispatch_lease_seconds
-                )
-        except DB_ERRORS as exc:
-            log.warning("renewing %d dispatch leases: %s", len(held), exc)
+            await quietly(d.msg.nak(delay=self.nak_delay))
 
     # ── starting ──
 
@@ -283,11 +275,11 @@ class Worker:
                     log.warning("start: %s; handing %d runs back", exc, len(batch))
                     for d in batch:
                         self._free_slot(d)
-                        await _quietly(d.msg.nak())
+                        await quietly(d.msg.nak())
                     return
                 log.warning("start: %s; retrying", exc)
                 for d in batch:
-                    await _quietly(d.msg.in_progress())
+                    await quietly(d.msg.in_progress())
                 await asyncio.sleep(1.0)
         for d in batch:
             attempt = started.get(d.run.run_id)
@@ -295,7 +287,7 @@ class Worker:
                 # A duplicate delivery, a stale epoch (the run was rescued) or a cancelled run.
                 metrics.stale_results_total.labels("start").inc()
                 self._free_slot(d)
-                await _quietly(d.msg.ack())
+                await quietly(d.msg.ack())
                 continue
             d.attempt = attempt
             if d.inline:
@@ -307,11 +299,16 @@ class Worker:
                 else:
                     self.executor.observe_duration(d, 0.0)
                 self._succeeded_inline.inc()
-                await _quietly(d.msg.ack())
+                await quietly(d.msg.ack())
                 continue
             task = asyncio.create_task(self.executor.execute(d))
             self.executing[task] = d
             task.add_done_callback(self._executed)
+
+    def _running(self) -> list[Delivery]:
+        # Outcomes not yet recorded are still `running` in Postgres: they beat too, or a slow write
+        # would get them reaped and executed again.
+        return list(self.executing.values()) + list(self.completer.unrecorded)
 
     def _free_slot(self, d: Delivery) -> None:
         if not d.inline:
@@ -323,28 +320,3 @@ class Worker:
         self._free_slot(delivery)
         if not task.cancelled():
             self.completer.add(delivery)
-
-    # ── heartbeats ──
-
-    async def _heartbeat_loop(self) -> None:
-        # Often enough for both leases it keeps: running runs' and held-back runs' dispatch lease.
-        interval = min(self.settings.lease_seconds, self.settings.dispatch_lease_seconds) / 3
-        while True:
-            await asyncio.sleep(interval)
-            # Outcomes not yet recorded are still `running` in Postgres: they beat too, or a slow
-            # write would get them reaped and executed again.
-            alive = list(self.executing.values()) + list(self.completer.unrecorded)
-            held = list(self.held_runs.values())
-            metrics.runs_held_back.set(len(held))
-            for d in alive + held:
-                await _quietly(d.msg.in_progress())
-            await self._renew(held)
-            if not alive:
-                continue
-            try:
-                async with self.pool.acquire() as conn:
-                    await dispatch_repo.heartbeat_runs(
-                        conn, Fence([d.fence() for d in alive]), self.settings.lease_seconds
-                    )
-            except DB_ERRORS as exc:
-                log.warning("heartbeat: %s", exc)

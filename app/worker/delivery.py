@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Any
 
@@ -10,6 +11,7 @@ from nats.aio.msg import Msg
 from app.bus.message import RunMessage
 from app.services.validation import storable_text
 
+log = logging.getLogger(__name__)
 MAX_ERROR_CHARS = 2000  # of a run's last_error
 
 
@@ -38,3 +40,11 @@ class Delivery:
         the one door through which it reaches the run's last_error."""
         self.ok = False
         self.error = storable_text(error, MAX_ERROR_CHARS)
+
+
+async def quietly(awaitable: object) -> None:
+    """Acks and naks are best effort: a lost ack means a redelivery, which the epoch fence drops."""
+    try:
+        await awaitable  # type: ignore[misc]
+    except Exception as exc:
+        log.debug("nats ack/nak failed: %s", exc)

@@ -38,7 +38,7 @@ async def test_a_refused_outcome_is_isolated_and_the_rest_commit(
         msgs: list = []
         while len(msgs) < len(rows):
             msgs += await sub.fetch(len(rows) - len(msgs), timeout=2)
-        completer = Completer(pool, None)
+        completer = Completer(settings, pool, None)
         for msg, row in zip(msgs, rows, strict=True):
             run = RunMessage(row["id"], row["scheduled_at"], row["tenant_id"], "j", 1, 1, {}, {}, 30)
             d = Delivery(msg, run, attempt=1)
