@@ -65,6 +65,9 @@ class Settings(BaseSettings):
     worker_concurrency: int = Field(default=256, ge=1)
     worker_fetch_batch: int = Field(default=256, ge=1)
     worker_grace_seconds: float = Field(default=25.0, ge=0)
+    # Each tenant's share of a worker's slots when tenants compete (app/worker/fairness.py); a tenant
+    # alone still uses them all.
+    worker_tenant_share: float = Field(default=0.25, gt=0, le=1)
     metrics_port: int = 9090  # `scheduler engine` and `scheduler worker` serve /metrics and health here
 
     # Cron and partitions.

@@ -12,7 +12,7 @@ import orjson
 import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import ClientDisconnect, Request
-from starlette.responses import Response
+from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from app.dev import free_port
@@ -55,16 +55,33 @@ async def _handle(request: Request) -> Response:
     payload = call.payload if body else {}
     # Scripted behaviour from the payload: {"statuses": [500, 500, 200]} answers by attempt number;
     # {"sleep": s} holds the request open for s seconds first; {"redirect": url} answers 302 to url.
+    # Hostile answers: {"poison": status} a body with a NUL and invalid UTF-8; {"stream_mib": n,
+    # "status": s} n MiB generated on the fly.
     if isinstance(payload, dict):
         if payload.get("sleep"):
-            await asyncio.sleep(float(payload["sleep"]))
+            # In steps, so a caller that gave up (a timeout, a stopped worker) frees the handler.
+            until = asyncio.get_running_loop().time() + float(payload["sleep"])
+            while asyncio.get_running_loop().time() < until and not await request.is_disconnected():
+                await asyncio.sleep(min(0.1, until - asyncio.get_running_loop().time()))
         if payload.get("redirect"):
             return Response(status_code=302, headers={"Location": str(payload["redirect"])})
+        if payload.get("poison"):
+            return Response(b"bad\x00body \xff\xfe \xed\xa0\x80", status_code=int(payload["poison"]))
+        if payload.get("stream_mib"):
+            return StreamingResponse(
+                _generate(int(payload["stream_mib"])), status_code=int(payload.get("status", 200))
+            )
         statuses = payload.get("statuses")
         if statuses:
             attempt = int(request.headers.get("scheduler-attempt", "1"))
             return Response(status_code=int(statuses[min(attempt, len(statuses)) - 1]))
     return Response(status_code=200)
+
+
+async def _generate(mib: int) -> AsyncIterator[bytes]:
+    chunk = b"x" * (1024 * 1024)
+    for _ in range(mib):
+        yield chunk
 
 
 @contextlib.asynccontextmanager

@@ -84,7 +84,9 @@ def consumer_config(settings: Settings) -> ConsumerConfig:
         ack_policy=AckPolicy.EXPLICIT,
         deliver_policy=DeliverPolicy.ALL,
         ack_wait=settings.ack_wait_seconds,
-        # Redelivery is never given up on: the database's epoch fence drops what is stale.
+        # Redelivery is never given up on: the database's epoch fence drops what is stale. A worker
+        # that holds a tenant back over its share naks with a delay, and every nak counts as a
+        # delivery: a limit here would drop a patient tenant's runs (app/worker/consumer.py).
         max_deliver=-1,
         max_ack_pending=max(20_000, settings.worker_concurrency * 4),
         filter_subject=f"{settings.subject_prefix}.>",

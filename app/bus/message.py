@@ -65,6 +65,10 @@ class RunMessage:
 
     @classmethod
     def from_claimed(cls, row: Any) -> RunMessage:
+        """From a claimed row. The claim hands payload and target over as JSON text, decoded here one
+        run at a time: decoded by the driver, one undecodable value (jsonb stores numbers like 1e400
+        and depths orjson refuses) failed the fetch of the whole claimed batch, after the claim had
+        committed. Raises on such a run; the dispatcher fails that run alone."""
         return cls(
             run_id=row["id"],
             scheduled_at=row["scheduled_at"],
@@ -72,8 +76,8 @@ class RunMessage:
             job=row["job"],
             attempt=row["attempt"] + 1,
             epoch=row["epoch"],
-            payload=row["payload"],
-            target=row["target"],
+            payload=orjson.loads(row["payload_json"]),
+            target=orjson.loads(row["target_json"]),
             timeout_seconds=row["timeout_seconds"],
         )
 

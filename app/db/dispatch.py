@@ -137,3 +137,13 @@ async def finish_runs(
     conn: asyncpg.Connection, fence: Fence, oks: list[bool], errors: list[str | None]
 ) -> list[asyncpg.Record]:
     return await q.fetch(conn, "finish_runs", oks=oks, errors=errors, **fence.binds())
+
+
+async def fail_unbuildable_runs(conn: asyncpg.Connection, fence: Fence, errors: list[str]) -> set[UUID]:
+    rows = await q.fetch(conn, "fail_unbuildable_runs", errors=errors, **fence.binds())
+    return {r["id"] for r in rows}
+
+
+async def renew_dispatch_leases(conn: asyncpg.Connection, fence: Fence, lease_seconds: float) -> set[UUID]:
+    rows = await q.fetch(conn, "renew_dispatch_leases", lease_seconds=lease_seconds, **fence.binds())
+    return {r["id"] for r in rows}

@@ -9,6 +9,10 @@ Overlapping the batches keeps the database and NATS busy at once: in a strict cl
 mark loop the process waited on one or the other half of the time (measured; see docs/bench.md).
 A run due now is dispatched within a second: submissions NOTIFY idle engines, and the loop polls
 with a short jittered sleep otherwise (the jitter keeps replicas from synchronizing their claims).
+
+No single run can stop the loop: a run whose message cannot be built fails alone (its payload is a
+tenant's data, and one nested too deep once killed every engine that claimed it in turn), and an
+unexpected exception in one batch is logged, counted and survived.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import logging
 import random
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -38,6 +43,7 @@ from app.db.runs import DUE_CHANNEL
 from app.engine.backlog import DeliveryRate, queue_room, read_backlog
 from app.engine.floor import ClaimBounds
 from app.engine.loop import sleep_or_stop
+from app.services.validation import storable_text
 from app.telemetry import metrics
 from app.telemetry.tracing import inject, link_to, recording, tracer, unsampled_traceparent
 
@@ -55,6 +61,16 @@ DB_ERRORS = (
 SCAN_EVERY_SECONDS = 1.0
 # While paused, the queue is asked this often: the workers may empty the room in well under a poll.
 PAUSED_RECHECK_SECONDS = 0.25
+MAX_ERROR_CHARS = 2000
+
+
+@dataclass
+class Built:
+    """A claimed batch made into messages: the runs that have one, and those that cannot (and why)."""
+
+    rows: list[asyncpg.Record] = field(default_factory=list)
+    messages: list[Outgoing] = field(default_factory=list)
+    unbuildable: list[tuple[asyncpg.Record, str]] = field(default_factory=list)
 
 
 class Dispatcher:
@@ -111,6 +127,14 @@ class Dispatcher:
                     listener = None
                     await sleep_or_stop(stop, 1.0)
                     continue
+                except Exception:
+                    # A bug, or data no check foresaw: this batch is abandoned (its runs come back when
+                    # their dispatch lease lapses), the loop goes on. Ending here stopped every tenant.
+                    slots.release()
+                    log.exception("dispatch: unexpected error; this batch is left to the reaper")
+                    metrics.unexpected_errors_total.labels("dispatch").inc()
+                    await sleep_or_stop(stop, 1.0)
+                    continue
                 if claimed:
                     self._room -= len(claimed)
                     self._publishing += len(claimed)
@@ -118,6 +142,7 @@ class Dispatcher:
                     settling.add(task)
                     task.add_done_callback(settling.discard)
                     task.add_done_callback(functools.partial(self._settled, len(claimed), slots))
+                    task.add_done_callback(_log_settle_failure)
                     # More may be due, so no sleep: a short batch is no proof that the due set is
                     # empty. The per-tenant cap cuts a batch that one tenant crowds to `cap` runs,
                     # and sleeping after each one held a lone busy tenant to `cap` runs per poll
@@ -223,9 +248,25 @@ class Dispatcher:
         metrics.runs_claimed_total.inc(len(claimed))
         for row in claimed:
             metrics.due_lag_seconds.observe(max(0.0, float(row["lag"])))
-        sent = await self.publisher.send(self.outgoing(claimed))
+        built = self.outgoing(claimed)
+        if built.unbuildable:
+            await self._fail_unbuildable(built.unbuildable)
+        sent = await self.publisher.send(built.messages)
         self._spent("publish", time.perf_counter() - t1)
-        return claimed, sent
+        return built.rows, sent
+
+    async def _fail_unbuildable(self, unbuildable: list[tuple[asyncpg.Record, str]]) -> None:
+        """One statement fails them; if it cannot run, their lease lapses and the next claim retries."""
+        metrics.runs_unbuildable_total.inc(len(unbuildable))
+        for row, error in unbuildable:
+            log.error("run %s of tenant %r failed: %s", row["id"], row["tenant_id"], error)
+        fence = Fence([(r["id"], r["scheduled_at"], r["epoch"]) for r, _ in unbuildable])
+        try:
+            async with self.pool.acquire() as conn:
+                failed = await dispatch_repo.fail_unbuildable_runs(conn, fence, [e for _, e in unbuildable])
+            metrics.run_outcomes_total.labels("failed").inc(len(failed))
+        except DB_ERRORS as exc:
+            log.warning("failing %d unbuildable runs: %s; their lease will lapse", len(unbuildable), exc)
 
     async def claim(self, conn: asyncpg.Connection) -> list[asyncpg.Record]:
         s = self.settings
@@ -269,11 +310,17 @@ class Dispatcher:
             return None
         return rows
 
-    def outgoing(self, claimed: Sequence[asyncpg.Record]) -> list[Outgoing]:
-        out = []
+    def outgoing(self, claimed: Sequence[asyncpg.Record]) -> Built:
+        built = Built()
         exporting = recording()
         for row in claimed:
-            message = RunMessage.from_claimed(row)
+            try:
+                message = RunMessage.from_claimed(row)
+                body = message.encode()
+            except Exception as exc:  # the tenant's data, not the engine, is at fault: that run fails
+                reason = f"the run's message cannot be built: {type(exc).__name__}: {exc}"
+                built.unbuildable.append((row, storable_text(reason, MAX_ERROR_CHARS)))
+                continue
             if exporting:
                 # One producer span per run, linked to the request that submitted it; its context
                 # travels in the message headers so the worker's execution span is its child.
@@ -289,8 +336,9 @@ class Dispatcher:
                 # Nothing records the span, so its context is all there is to it: formatted directly
                 # it costs about a microsecond, where the SDK's non-recording span cost 25 (measured).
                 headers = {"Nats-Msg-Id": message.msg_id, "traceparent": unsampled_traceparent()}
-            out.append(Outgoing(self.settings.subject_for(message.tenant_id), message.encode(), headers))
-        return out
+            built.rows.append(row)
+            built.messages.append(Outgoing(self.settings.subject_for(message.tenant_id), body, headers))
+        return built
 
     async def settle(self, claimed: Sequence[asyncpg.Record], sent: Sent) -> None:
         """Runs JetStream did not ack go back to pending now, not after their lease. If the
@@ -318,6 +366,12 @@ class Dispatcher:
                 "releasing %d unpublished runs failed (%s); the reaper rescues them", len(failed), exc
             )
         self._spent("settle", time.perf_counter() - t1)
+
+
+def _log_settle_failure(task: asyncio.Task[None]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.error("dispatch: settling a batch failed", exc_info=task.exception())
+        metrics.unexpected_errors_total.labels("settle").inc()
 
 
 def _is_closed(conn: asyncpg.Connection) -> bool:

@@ -55,3 +55,19 @@ def check_payload(payload: Any, limit: int, *, max_depth: int, field: str) -> No
     _check_shape(payload, max_depth, field)
     if _NUL.search(encoded):
         raise InvalidInput(f"{field} contains a NUL character (\\u0000); jsonb cannot store it", field=field)
+
+
+# ── text from outside, on its way into Postgres ──
+
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")  # NUL, and surrogates (in a str, only lone ones)
+
+
+def storable_text(value: str | bytes, limit: int) -> str:
+    """What a target answered, an exception's message, a response excerpt: at most `limit`
+    characters Postgres can store. Invalid UTF-8 becomes U+FFFD, and so do NUL (text columns refuse
+    it) and lone surrogates (asyncpg cannot encode them): unsanitised, one such answer failed the
+    group-committed outcome write of every run beside it, again and again. Cut before replacing, so a
+    huge value costs no more than `limit` characters of work."""
+    if isinstance(value, bytes):
+        value = value[: limit * 4].decode("utf-8", errors="replace")
+    return _UNSTORABLE.sub("\ufffd", value[:limit])

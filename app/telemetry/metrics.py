@@ -144,3 +144,20 @@ def expose_worker_metrics(concurrency: int, registry: CollectorRegistry = REGIST
     """Called by a process that runs a worker."""
     worker_slots.set(concurrency)
     _expose(WORKER_ONLY, registry)
+
+
+unexpected_errors_total = Counter(
+    "scheduler_unexpected_errors_total",
+    "Unexpected exceptions a loop survived (logged with their traceback), by loop.",
+    ["loop"],
+)
+runs_unbuildable_total = Counter(
+    "scheduler_runs_unbuildable_total", "Claimed runs failed because their message could not be built."
+)
+runs_held_back = Gauge(
+    "scheduler_worker_held_runs", "Fetched runs a worker holds back while their tenant is over its share."
+)
+runs_handed_back_total = Counter(
+    "scheduler_worker_runs_handed_back_total",
+    "Held-back runs a worker nak'ed back to the stream to look past one tenant's backlog.",
+)

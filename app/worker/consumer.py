@@ -1,29 +1,32 @@
-"""The worker loop.
+"""The worker loop: fetch, hold back what a tenant may not run yet, start, and hand over.
 
-Per fetch, one statement starts every delivery whose epoch still matches (the rest are duplicates,
-stale or cancelled: acked and dropped); a noop, having nothing to execute, is recorded succeeded by
-that same statement. Targets run concurrently, bounded by the concurrency setting. Outcomes go to a
-group commit: one statement records many, then their messages are acked, so a run's message is
-acked only after its outcome is durable. While a target runs, heartbeats tell JetStream
-(`in_progress`) and Postgres (lease) that the worker is alive.
+Per start batch, one statement starts every delivery whose epoch still matches (the rest are
+duplicates, stale or cancelled: acked and dropped); a noop, having nothing to execute, is recorded
+succeeded by that same statement. Targets run concurrently (executor.py) in slots shared fairly
+between tenants (fairness.py); outcomes go to a group commit (completer.py). While a target runs,
+heartbeats (completer.py) tell JetStream (`in_progress`) and Postgres (lease) that the worker is alive.
+
+Holding back: a run whose tenant may not take a slot now waits here, still `dispatched`, its dispatch
+lease renewed, up to a fetch batch in all. Beyond that the heaviest tenant's newest runs are nak'ed
+with a delay, their lease renewed again, so the worker can look past one tenant's backlog for others'
+runs. A nak counts as a delivery,
+which is why the consumer's max_deliver stays unlimited (jetstream.py). While the worker is full the
+stream is only peeked at (about once a second), so a lone busy tenant is not churned through naks.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import functools
 import logging
 import time
-from dataclasses import dataclass
 from typing import Any
+from uuid import UUID
 
 import asyncpg
-import httpx
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
-from opentelemetry import context as otel_context
-from opentelemetry import trace
-from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from app.bus.hot_index import HotIndex
 from app.bus.jetstream import PullConsumer, ensure_consumer
@@ -31,44 +34,19 @@ from app.bus.message import RunMessage, UnknownVersion
 from app.config import Settings
 from app.db import dispatch as dispatch_repo
 from app.db.dispatch import Fence
+from app.db.errors import DB_ERRORS, is_transient
 from app.telemetry import metrics
-from app.telemetry.tracing import child_traceparent, extract, inject, recording, tracer
-from app.worker.signing_keys import SigningKeys, UnknownTenant
-from app.worker.targets import AttemptFailed, Handler, RunContext, call_http, load_handlers
+from app.telemetry.tracing import recording
+from app.worker.completer import Completer
+from app.worker.delivery import Delivery, quietly
+from app.worker.executor import Executor
+from app.worker.fairness import TenantSlots
+from app.worker.targets import Handler, load_handlers
 
 log = logging.getLogger(__name__)
-_tracer = tracer(__name__)
-FLUSH_MAX = 500
 START_BATCHES_IN_FLIGHT = 2
-FLUSH_DELAY = 0.002  # seconds an outcome may wait for company in the group commit
-_EXECUTION_DURATION: dict[str, Any] = {}  # histogram children by target type, looked up once
-# What an unreachable or restarting database raises: wait and retry. A connection that dies under
-# the pool's reset raises asyncpg's InternalClientError, which is neither a PostgresError nor an
-# InterfaceError: uncaught, it ended every worker at a Postgres restart (found by the fault harness).
-DB_ERRORS = (
-    OSError,
-    TimeoutError,
-    asyncpg.PostgresError,
-    asyncpg.InterfaceError,
-    asyncpg.InternalClientError,
-)
-
-
-@dataclass
-class Delivery:
-    msg: Msg
-    run: RunMessage
-    attempt: int = 0
-    ok: bool = False
-    error: str | None = None
-
-    def fence(self) -> tuple[Any, Any, int]:
-        return (self.run.run_id, self.run.scheduled_at, self.run.epoch)
-
-    @property
-    def inline(self) -> bool:
-        """Nothing to execute: the start statement records the outcome too."""
-        return self.run.target.get("type") == "noop"
+PEEK_INTERVAL = 1.0  # seconds between fetches while every slot is taken (at most)
+FINAL_FLUSH_SECONDS = 2.0  # at shutdown, outcomes get at least this long to be recorded
 
 
 class Worker:
@@ -84,16 +62,24 @@ class Worker:
         self.pool = pool
         self.nc = nc
         self.js = nc.jetstream()
-        self.hot_index = hot_index
-        self.handlers = load_handlers() if handlers is None else handlers
-        self.slots = asyncio.Semaphore(settings.worker_concurrency)
+        self.slots = TenantSlots(settings.worker_concurrency, settings.worker_tenant_share)
+        self.executor = Executor(
+            settings, pool, load_handlers() if handlers is None else handlers, self.slots.ceiling
+        )
+        self.completer = Completer(settings, pool, hot_index)
+        self.held: dict[str, collections.deque[Delivery]] = {}  # by tenant, oldest first
+        self.held_runs: dict[UUID, Delivery] = {}
         self.executing: dict[asyncio.Task[None], Delivery] = {}
-        self.outcomes: asyncio.Queue[Delivery] = asyncio.Queue()
-        self._starting = 0  # messages fetched whose start statement has not answered yet
-        self.unflushed: list[Delivery] = []
-        self.signing_keys = SigningKeys(pool, settings.signing_secret_cache_seconds)
+        self.stopping = asyncio.Event()
+        self._slot_freed = asyncio.Event()
+        self._last_peek = 0.0
         self._succeeded_inline = metrics.run_outcomes_total.labels("succeeded")
-        self.http = httpx.AsyncClient(limits=httpx.Limits(max_connections=settings.worker_concurrency))
+        # A run handed back returns at half its renewed dispatch lease, and is renewed again when it
+        # does. Meanwhile the worker peeks at least eight times: each peek looks a fetch batch further
+        # past the busy tenant's backlog (redeliveries come first), so others' runs behind up to eight
+        # batches of it are found before their own dispatch lease lapses.
+        self.nak_delay = settings.dispatch_lease_seconds / 2
+        self.peek_interval = min(PEEK_INTERVAL, self.nak_delay / 8)
 
     # ── the loop ──
 
@@ -103,90 +89,175 @@ class Worker:
         sub = PullConsumer(self.nc, s.stream, s.consumer)
         await sub.start()
         starts: set[asyncio.Task[None]] = set()
-        flusher = asyncio.create_task(self._flush_loop(), name="flusher")
-        heartbeat = asyncio.create_task(self._heartbeat_loop(), name="heartbeat")
+        completer = asyncio.create_task(self.completer.run(), name="completer")
+        heartbeat = asyncio.create_task(
+            self.completer.heartbeat(running=self._running, held=lambda: list(self.held_runs.values())),
+            name="heartbeat",
+        )
         try:
             while not stop.is_set():
-                for task in (flusher, heartbeat):
+                for task in (completer, heartbeat):
                     if task.done():
-                        # Without its flusher the worker would take work it never records, without
+                        # Without its completer the worker would take work it never records, without
                         # heartbeats every lease would lapse: stop, and let the process be restarted.
                         raise RuntimeError(f"worker task {task.get_name()} died") from task.exception()
-                # The next batch is fetched while the last one's start statement is in flight: a
-                # strict fetch -> start -> fetch loop left the worker waiting on one or the other.
-                free = s.worker_concurrency - len(self.executing) - self._starting
-                if free <= 0 or len(starts) >= START_BATCHES_IN_FLIGHT:
-                    busy = list(self.executing) + list(starts)
-                    await asyncio.wait(busy, timeout=0.5, return_when=asyncio.FIRST_COMPLETED)
+                self._admit(starts)
+                size = self._fetch_size()
+                if size <= 0 or len(starts) >= START_BATCHES_IN_FLIGHT:
+                    await self._wait_for_change(starts, stop)
                     continue
                 try:
-                    msgs = await sub.fetch(min(free, s.worker_fetch_batch), timeout=1.0)
-                    if not msgs:
-                        continue
+                    msgs = await sub.fetch(size, timeout=1.0)
                 except Exception as exc:  # NATS reconnecting: wait it out
                     log.warning("fetch: %s", exc)
                     await asyncio.sleep(0.5)
                     continue
-                self._starting += len(msgs)
-                start = asyncio.create_task(self._start(msgs))
-                starts.add(start)
-                start.add_done_callback(functools.partial(self._started, count=len(msgs), starts=starts))
+                if msgs:
+                    await self._receive(msgs, starts)
         finally:
-            if starts:
-                await asyncio.wait(list(starts))
-            await sub.stop()
-            for msg in sub.drain_local():  # delivered to this worker, never started: hand them back
-                await _quietly(msg.nak())
-            await self._drain(s.worker_grace_seconds)
-            flusher.cancel()
-            heartbeat.cancel()
-            await asyncio.gather(flusher, heartbeat, return_exceptions=True)
-            await self.http.aclose()
+            await self._shut_down(sub, starts, completer, heartbeat)
 
-    async def _drain(self, grace: float) -> None:
-        """Stop taking work; let what runs finish within the grace period. What does not is naked
-        for redelivery and left to the reaper, exactly like a lost worker: nothing is lost."""
+    def _fetch_size(self) -> int:
+        """Fetch for the free slots; with none free, peek now and then for tenants under their share."""
+        free = self.settings.worker_concurrency - self.slots.total - len(self.held_runs)
+        if free > 0:
+            return min(free, self.settings.worker_fetch_batch)
+        if time.monotonic() - self._last_peek < self.peek_interval:
+            return 0
+        self._last_peek = time.monotonic()
+        return self.settings.worker_fetch_batch
+
+    async def _wait_for_change(self, starts: set[asyncio.Task[None]], stop: asyncio.Event) -> None:
+        self._slot_freed.clear()
+        waiters = [asyncio.ensure_future(self._slot_freed.wait()), asyncio.ensure_future(stop.wait())]
+        try:
+            await asyncio.wait(
+                [*starts, *waiters],
+                timeout=min(0.25, self.peek_interval),
+                return_when=asyncio.FIRST_COMPLETED,
+            )
+        finally:
+            for w in waiters:
+                w.cancel()
+
+    async def _shut_down(
+        self,
+        sub: PullConsumer,
+        starts: set[asyncio.Task[None]],
+        completer: asyncio.Task[None],
+        heartbeat: asyncio.Task[None],
+    ) -> None:
+        """Stop taking work; what runs gets the grace period to finish, its outcomes recorded. What
+        does not finish, or cannot be recorded in time, is handed back exactly like a lost worker's
+        (nak, then the lease reaper): nothing is lost, and the process exits within its grace period
+        even when the database is away."""
+        deadline = time.monotonic() + self.settings.worker_grace_seconds
+        self.stopping.set()
+        if starts:
+            await asyncio.wait(list(starts), timeout=max(0.1, deadline - time.monotonic()))
+            for start in starts:  # still blocked: their messages are redelivered, their runs reaped
+                start.cancel()
+        await quietly(sub.stop())
+        for msg in sub.drain_local():  # delivered to this worker, never started: hand them back
+            await quietly(msg.nak())
+        for d in self.held_runs.values():
+            await quietly(d.msg.nak())
+        self.held.clear()
+        self.held_runs.clear()
         if self.executing:
-            await asyncio.wait(list(self.executing), timeout=grace)
+            await asyncio.wait(list(self.executing), timeout=max(0.0, deadline - time.monotonic()))
         for task, delivery in list(self.executing.items()):
             task.cancel()
-            await _quietly(delivery.msg.nak())
-        await self._flush_all()
+            await quietly(delivery.msg.nak())
+        completer.cancel()
+        await asyncio.gather(completer, return_exceptions=True)
+        await self.completer.flush(deadline=max(deadline, time.monotonic() + FINAL_FLUSH_SECONDS))
+        heartbeat.cancel()
+        await asyncio.gather(heartbeat, *starts, return_exceptions=True)
+        await self.executor.close()
 
-    def _started(self, task: asyncio.Task[None], *, count: int, starts: set[asyncio.Task[None]]) -> None:
-        self._starting -= count
-        starts.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.error("starting a batch failed: %r", task.exception())
+    # ── receiving: decode, de-duplicate, hold ──
 
-    async def _start(self, msgs: list[Msg]) -> None:
-        deliveries: dict[Any, Delivery] = {}  # by run id
+    async def _receive(self, msgs: list[Msg], starts: set[asyncio.Task[None]]) -> None:
+        fresh: dict[Any, Delivery] = {}  # by run id
         for msg in msgs:
             try:
                 run = RunMessage.decode(msg.data)
             except UnknownVersion:
-                await _quietly(msg.nak(delay=5))  # for a newer replica to take
+                await quietly(msg.nak(delay=5))  # for a newer replica to take
                 continue
             except (ValueError, KeyError, TypeError):
                 log.error("dropping a malformed message on %s", msg.subject)
-                await _quietly(msg.term())
+                await quietly(msg.term())
                 continue
-            # One delivery per run per fetch. start_runs answers by run id, so two deliveries of one run
-            # (a redelivered old epoch next to the current one) would both have executed under the
+            # One delivery per run. start_runs answers by run id, so two deliveries of one run (a
+            # redelivered old epoch next to the current one) would both have executed under the
             # attempt of the one that matched: the same (run, epoch) called twice (found by the fault
-            # harness). The higher epoch is the only one that can match: an older epoch can never
-            # start once a newer one was claimed, so it is acked and dropped here.
-            earlier = deliveries.get(run.run_id)
+            # harness). Only the higher epoch can match; an older one is acked and dropped.
+            earlier = fresh.get(run.run_id) or self.held_runs.get(run.run_id)
             if earlier is not None:
                 metrics.stale_results_total.labels("start").inc()
                 if earlier.run.epoch >= run.epoch:
-                    await _quietly(msg.ack())
-                    continue
-                await _quietly(earlier.msg.ack())
-            deliveries[run.run_id] = Delivery(msg, run)
-        if not deliveries:
-            return
-        batch = list(deliveries.values())
+                    if earlier.run.epoch > run.epoch:
+                        await quietly(msg.ack())
+                    continue  # the same epoch again: the one held already stands for it
+                self._unhold(earlier)
+                await quietly(earlier.msg.ack())
+            fresh[run.run_id] = Delivery(msg, run)
+        inline = [d for d in fresh.values() if d.inline]
+        for d in fresh.values():
+            if not d.inline:
+                self.held.setdefault(d.tenant, collections.deque()).append(d)
+                self.held_runs[d.run.run_id] = d
+        self._admit(starts, inline)
+        await self._hold_or_hand_back([d for d in fresh.values() if d.run.run_id in self.held_runs])
+
+    def _unhold(self, d: Delivery) -> None:
+        if self.held_runs.pop(d.run.run_id, None) is not None:
+            self.held[d.tenant].remove(d)
+
+    async def _hold_or_hand_back(self, newly_held: list[Delivery]) -> None:
+        """What could not start waits here, up to a fetch batch in all; beyond that the newest runs
+        of the tenant using this worker most go back to the stream for a while. Either way their
+        dispatch lease is renewed (the heartbeat renews what stays held)."""
+        handed_back: list[Delivery] = []
+        while len(self.held_runs) > self.settings.worker_fetch_batch:
+            heaviest = max(self.held, key=lambda t: self.slots.running[t] + len(self.held[t]))
+            d = self.held[heaviest].pop()  # its newest
+            del self.held_runs[d.run.run_id]
+            handed_back.append(d)
+            if not self.held[heaviest]:
+                del self.held[heaviest]
+        metrics.runs_held_back.set(len(self.held_runs))
+        metrics.runs_handed_back_total.inc(len(handed_back))
+        await self.completer.renew([d for d in newly_held if d.run.run_id in self.held_runs] + handed_back)
+        for d in handed_back:
+            await quietly(d.msg.nak(delay=self.nak_delay))
+
+    # ── starting ──
+
+    def _admit(self, starts: set[asyncio.Task[None]], inline: list[Delivery] | None = None) -> None:
+        """Give free slots to held runs, fairest first (fairness.py), and start them with `inline`."""
+        batch = list(inline or [])
+        while (tenant := self.slots.pick([t for t, q in self.held.items() if q])) is not None:
+            d = self.held[tenant].popleft()
+            del self.held_runs[d.run.run_id]
+            self.slots.take(tenant)
+            batch.append(d)
+        for tenant in [t for t, q in self.held.items() if not q]:
+            del self.held[tenant]
+        if batch:
+            start = asyncio.create_task(self._start(batch))
+            starts.add(start)
+            start.add_done_callback(functools.partial(self._started, starts=starts))
+
+    def _started(self, task: asyncio.Task[None], *, starts: set[asyncio.Task[None]]) -> None:
+        starts.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("starting a batch failed", exc_info=task.exception())
+            metrics.unexpected_errors_total.labels("start").inc()
+
+    async def _start(self, batch: list[Delivery]) -> None:
         while True:
             try:
                 async with self.pool.acquire() as conn:
@@ -199,16 +270,24 @@ class Worker:
                     )
                 break
             except DB_ERRORS as exc:
+                if self.stopping.is_set() or not is_transient(exc):
+                    # Handed back: redelivered later, or rescued by the reaper when the lease lapses.
+                    log.warning("start: %s; handing %d runs back", exc, len(batch))
+                    for d in batch:
+                        self._free_slot(d)
+                        await quietly(d.msg.nak())
+                    return
                 log.warning("start: %s; retrying", exc)
                 for d in batch:
-                    await _quietly(d.msg.in_progress())
+                    await quietly(d.msg.in_progress())
                 await asyncio.sleep(1.0)
         for d in batch:
             attempt = started.get(d.run.run_id)
             if attempt is None:
                 # A duplicate delivery, a stale epoch (the run was rescued) or a cancelled run.
                 metrics.stale_results_total.labels("start").inc()
-                await _quietly(d.msg.ack())
+                self._free_slot(d)
+                await quietly(d.msg.ack())
                 continue
             d.attempt = attempt
             if d.inline:
@@ -216,172 +295,28 @@ class Worker:
                 # only if one is recorded (nothing else would see its context).
                 d.ok = True
                 if recording():
-                    self._finish_span(d, self._start_span(d), time.perf_counter())
+                    self.executor.finish_span(d, self.executor.start_span(d), time.perf_counter())
                 else:
-                    self._observe_duration(d, 0.0)
+                    self.executor.observe_duration(d, 0.0)
                 self._succeeded_inline.inc()
-                await _quietly(d.msg.ack())
+                await quietly(d.msg.ack())
                 continue
-            task = asyncio.create_task(self._execute(d))
+            task = asyncio.create_task(self.executor.execute(d))
             self.executing[task] = d
             task.add_done_callback(self._executed)
 
+    def _running(self) -> list[Delivery]:
+        # Outcomes not yet recorded are still `running` in Postgres: they beat too, or a slow write
+        # would get them reaped and executed again.
+        return list(self.executing.values()) + list(self.completer.unrecorded)
+
+    def _free_slot(self, d: Delivery) -> None:
+        if not d.inline:
+            self.slots.give_back(d.tenant)
+            self._slot_freed.set()
+
     def _executed(self, task: asyncio.Task[None]) -> None:
         delivery = self.executing.pop(task)
+        self._free_slot(delivery)
         if not task.cancelled():
-            self.outcomes.put_nowait(delivery)
-
-    def _start_span(self, d: Delivery) -> trace.Span:
-        # The execution span is the child of the engine's dispatch span, whose context came in
-        # the message headers.
-        run = d.run
-        return _tracer.start_span(
-            "execute_run",
-            context=extract(d.msg.headers),
-            kind=SpanKind.CONSUMER,
-            attributes={
-                "scheduler.run_id": str(run.run_id),
-                "scheduler.attempt": d.attempt,
-                "scheduler.epoch": run.epoch,
-            },
-        )
-
-    def _finish_span(self, d: Delivery, span: trace.Span, started: float) -> None:
-        if not d.ok:
-            span.set_status(Status(StatusCode.ERROR, d.error))
-        span.end()
-        self._observe_duration(d, time.perf_counter() - started)
-
-    def _observe_duration(self, d: Delivery, seconds: float) -> None:
-        target_type = str(d.run.target.get("type"))
-        duration = _EXECUTION_DURATION.get(target_type) or metrics.execution_duration_seconds.labels(
-            target_type
-        )
-        _EXECUTION_DURATION[target_type] = duration
-        duration.observe(seconds)
-
-    async def _execute(self, d: Delivery) -> None:
-        run = d.run
-        started = time.perf_counter()
-        span = self._start_span(d) if recording() else None
-        token = None
-        if span is not None:
-            # The target gets this span's traceparent; the span is current only around the call
-            # itself (a python handler may open children), not around the bookkeeping.
-            span_context = trace.set_span_in_context(span)
-            traceparent = inject({}, span_context).get("traceparent")
-            token = otel_context.attach(span_context)
-        else:
-            # Nothing records spans: the target still gets a child of the dispatch span's context,
-            # formatted directly. The SDK's unrecorded span, with its header parsing, was a quarter
-            # of the worker's CPU on a python target (py-spy).
-            headers = d.msg.headers or {}
-            traceparent = child_traceparent(headers.get("traceparent"))
-        context = RunContext(str(run.run_id), run.tenant_id, run.job, d.attempt, run.epoch, traceparent)
-        try:
-            async with asyncio.timeout(run.timeout_seconds):
-                await self._call(run, context)
-            d.ok = True
-        except TimeoutError:
-            d.error = f"timed out after {run.timeout_seconds:g}s"
-        except AttemptFailed as exc:
-            d.error = str(exc)
-        except Exception as exc:
-            d.error = f"{type(exc).__name__}: {exc}"
-        finally:
-            if token is not None:
-                otel_context.detach(token)
-        if span is not None:
-            self._finish_span(d, span, started)
-        else:
-            self._observe_duration(d, time.perf_counter() - started)
-
-    async def _call(self, run: RunMessage, context: RunContext) -> None:
-        kind = run.target.get("type")
-        if kind == "python":
-            handler = self.handlers.get(run.target["handler"])
-            if handler is None:
-                name = run.target["handler"]
-                raise AttemptFailed(f"python handler {name!r} is not registered on this worker")
-            await handler(run.payload, context)
-            return
-        if kind == "http":
-            try:
-                keys = await self.signing_keys.get(run.tenant_id)
-            except UnknownTenant:
-                raise AttemptFailed(f"tenant {run.tenant_id!r} no longer exists") from None
-            await call_http(
-                self.http,
-                run.target,
-                run.payload,
-                context,
-                keys,
-                run.timeout_seconds,
-                self.settings.allow_private_targets,
-            )
-            return
-        raise AttemptFailed(f"unknown target type {kind!r}")
-
-    # ── group commit of outcomes ──
-
-    async def _flush_loop(self) -> None:
-        while True:
-            self.unflushed.append(await self.outcomes.get())
-            await asyncio.sleep(FLUSH_DELAY)
-            await self._flush_all()
-
-    async def _flush_all(self) -> None:
-        while not self.outcomes.empty():
-            self.unflushed.append(self.outcomes.get_nowait())
-        while self.unflushed:
-            batch, self.unflushed = self.unflushed[:FLUSH_MAX], self.unflushed[FLUSH_MAX:]
-            try:
-                await self._record(batch)
-            except DB_ERRORS as exc:
-                log.warning("recording %d outcomes failed: %s; retrying", len(batch), exc)
-                self.unflushed = batch + self.unflushed
-                await asyncio.sleep(1.0)
-
-    async def _record(self, batch: list[Delivery]) -> None:
-        async with self.pool.acquire() as conn:
-            rows = await dispatch_repo.finish_runs(
-                conn, Fence([d.fence() for d in batch]), [d.ok for d in batch], [d.error for d in batch]
-            )
-        recorded = {r["id"] for r in rows}
-        for row in rows:
-            metrics.run_outcomes_total.labels(row["status"]).inc()
-        stale = len(batch) - len(recorded)
-        if stale:
-            # The run was rescued while this worker ran it: the late result is discarded.
-            metrics.stale_results_total.labels("finish").inc(stale)
-        for d in batch:
-            await _quietly(d.msg.ack())
-        if self.hot_index is not None:
-            await self.hot_index.add([r for r in rows if r["status"] == "pending"])
-
-    # ── heartbeats ──
-
-    async def _heartbeat_loop(self) -> None:
-        interval = self.settings.lease_seconds / 3
-        while True:
-            await asyncio.sleep(interval)
-            alive = list(self.executing.values()) + list(self.unflushed)
-            if not alive:
-                continue
-            for d in alive:
-                await _quietly(d.msg.in_progress())
-            try:
-                async with self.pool.acquire() as conn:
-                    await dispatch_repo.heartbeat_runs(
-                        conn, Fence([d.fence() for d in alive]), self.settings.lease_seconds
-                    )
-            except DB_ERRORS as exc:
-                log.warning("heartbeat: %s", exc)
-
-
-async def _quietly(awaitable: Any) -> None:
-    """Acks and naks are best effort: a lost ack means a redelivery, which the epoch fence drops."""
-    try:
-        await awaitable
-    except Exception as exc:
-        log.debug("nats ack/nak failed: %s", exc)
+            self.completer.add(delivery)

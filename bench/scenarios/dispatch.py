@@ -96,7 +96,7 @@ class Variants:
             RunMessage.from_claimed(row).encode()
         encode = time.perf_counter() - t0
         t0 = time.perf_counter()
-        msgs = Dispatcher(s, self.pool, self.nc).outgoing(rows)
+        msgs = Dispatcher(s, self.pool, self.nc).outgoing(rows).messages
         build = time.perf_counter() - t0
         t0 = time.perf_counter()
         futures = [await js.publish_async(m.subject, m.payload, headers=m.headers) for m in msgs]
@@ -128,7 +128,7 @@ class Variants:
                 phases["claim"] += c1 - c0
                 if not rows:
                     break
-                for m in d.outgoing(rows):
+                for m in d.outgoing(rows).messages:
                     await js.publish(m.subject, m.payload, headers=m.headers)
                 phases["publish"] += time.perf_counter() - c1
                 done += len(rows)

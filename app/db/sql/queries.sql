@@ -233,6 +233,8 @@ RETURNING *;
 -- with pending work, each taking its oldest `cap`. `:floor`..`:ceiling` (the oldest unfinished run,
 -- and the database clock plus a margin) let the planner prune partitions on both sides, DEFAULT
 -- included, so a claim neither reads old days nor holds locks that would block partition DDL.
+-- Payload and target come back as JSON text: the dispatcher decodes them run by run, so one value
+-- it cannot decode fails that run alone instead of the fetch of the whole batch.
 WITH RECURSIVE oldest AS (
     -- The fast path: the oldest due runs, locked; rows another engine holds are skipped.
     SELECT id, scheduled_at, tenant_id FROM job_runs
@@ -295,8 +297,9 @@ SET status = 'dispatched', epoch = r.epoch + 1, lease_owner = :owner,
 FROM chosen c
 WHERE r.id = c.id AND r.scheduled_at = c.scheduled_at
   AND r.scheduled_at >= :floor AND r.scheduled_at <= :ceiling
-RETURNING r.id, r.scheduled_at, r.tenant_id, r.job, r.payload, r.target, r.attempt, r.max_attempts,
-          r.timeout_seconds, r.epoch, r.due_at, r.traceparent, extract(epoch FROM now() - r.due_at) AS lag;
+RETURNING r.id, r.scheduled_at, r.tenant_id, r.job, r.payload::text AS payload_json,
+          r.target::text AS target_json, r.attempt, r.max_attempts, r.timeout_seconds, r.epoch, r.due_at,
+          r.traceparent, extract(epoch FROM now() - r.due_at) AS lag;
 
 -- name: claim_due_runs_ranked
 -- The plain form of the claim: ROW_NUMBER over the whole due set. It is correct but its cost grows
@@ -337,8 +340,9 @@ SET status = 'dispatched', epoch = r.epoch + 1, lease_owner = :owner,
 FROM hinted h
 WHERE r.id = h.id AND r.scheduled_at = h.scheduled_at AND NOT (SELECT yes FROM crowded)
   AND r.scheduled_at >= :lo AND r.scheduled_at < :hi
-RETURNING r.id, r.scheduled_at, r.tenant_id, r.job, r.payload, r.target, r.attempt, r.max_attempts,
-          r.timeout_seconds, r.epoch, r.due_at, r.traceparent, extract(epoch FROM now() - r.due_at) AS lag;
+RETURNING r.id, r.scheduled_at, r.tenant_id, r.job, r.payload::text AS payload_json,
+          r.target::text AS target_json, r.attempt, r.max_attempts, r.timeout_seconds, r.epoch, r.due_at,
+          r.traceparent, extract(epoch FROM now() - r.due_at) AS lag;
 
 -- name: pending_among
 -- Hinted ids the hot path popped but did not claim (over the cap, or locked by another engine) that
@@ -355,6 +359,20 @@ FROM unnest(CAST(:ids AS uuid[]), CAST(:scheduled_ats AS timestamptz[]), CAST(:e
 WHERE r.id = m.id AND r.scheduled_at = m.scheduled_at AND r.epoch = m.epoch AND r.status = 'dispatched'
   AND r.scheduled_at >= :lo AND r.scheduled_at <= :hi
 RETURNING r.id, r.scheduled_at, r.due_at;
+
+-- name: fail_unbuildable_runs
+-- Claimed runs whose message cannot be built (a payload nested deeper than the message encoding
+-- allows, a value that does not decode): each fails alone, now, with the reason. Left dispatched, it
+-- killed the engine that claimed it and, after the lease, the next one. Fenced on the claim's epoch;
+-- no attempt is consumed, since none started.
+UPDATE job_runs r SET status = 'failed', finished_at = now(), last_error = m.error,
+    lease_owner = NULL, lease_expires_at = NULL
+FROM unnest(CAST(:ids AS uuid[]), CAST(:scheduled_ats AS timestamptz[]), CAST(:epochs AS bigint[]),
+            CAST(:errors AS text[]))
+     AS m(id, scheduled_at, epoch, error)
+WHERE r.id = m.id AND r.scheduled_at = m.scheduled_at AND r.epoch = m.epoch AND r.status = 'dispatched'
+  AND r.scheduled_at >= :lo AND r.scheduled_at <= :hi
+RETURNING r.id;
 
 -- name: claim_floor
 -- The oldest unfinished run's scheduled_at: the claim's lower partition bound. Pending, dispatched
@@ -437,6 +455,17 @@ FROM unnest(CAST(:ids AS uuid[]), CAST(:scheduled_ats AS timestamptz[]), CAST(:e
 WHERE r.id = m.id AND r.scheduled_at = m.scheduled_at AND r.epoch = m.epoch AND r.status = 'dispatched'
   AND r.scheduled_at >= :lo AND r.scheduled_at <= :hi
 RETURNING r.id, r.attempt;
+
+-- name: renew_dispatch_leases
+-- Runs a worker holds back (their tenant is over its share of the worker's slots) stay dispatched:
+-- their dispatch lease is renewed while they wait, so it never lapses into a re-claim under a new
+-- epoch, a new message, and the same wait again.
+UPDATE job_runs r SET lease_expires_at = now() + make_interval(secs => :lease_seconds)
+FROM unnest(CAST(:ids AS uuid[]), CAST(:scheduled_ats AS timestamptz[]), CAST(:epochs AS bigint[]))
+     AS m(id, scheduled_at, epoch)
+WHERE r.id = m.id AND r.scheduled_at = m.scheduled_at AND r.epoch = m.epoch AND r.status = 'dispatched'
+  AND r.scheduled_at >= :lo AND r.scheduled_at <= :hi
+RETURNING r.id;
 
 -- name: heartbeat_runs
 -- Extends the leases of everything this worker is running, in one statement per beat.

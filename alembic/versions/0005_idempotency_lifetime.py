@@ -7,16 +7,16 @@ partition key), so maintenance can ask the run itself: a key is deleted once its
 passed and its run has been terminal for the grace period, or once the run is gone with its day.
 Existing keys get the scheduled_at their run id carries (its leading 48 bits, in milliseconds).
 
-Revision ID: 0004
-Revises: 0003
+Revision ID: 0005
+Revises: 0004
 Create Date: 2026-12-01
 """
 
 from alembic import op
 from sqlalchemy.util import await_only
 
-revision = "0004"
-down_revision = "0003"
+revision = "0005"
+down_revision = "0004"
 branch_labels = None
 depends_on = None
 

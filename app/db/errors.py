@@ -1,0 +1,30 @@
+"""Which database errors are worth waiting out, and which will fail the same way every time."""
+
+from __future__ import annotations
+
+import asyncpg
+
+# What an unreachable or restarting database raises. A connection that dies under the pool's reset
+# raises asyncpg's InternalClientError, which is neither a PostgresError nor an InterfaceError.
+DB_ERRORS = (
+    OSError,
+    TimeoutError,
+    asyncpg.PostgresError,
+    asyncpg.InterfaceError,
+    asyncpg.InternalClientError,
+)
+# SQLSTATE classes of a server that is away, busy or was told to stop: connection exception,
+# transaction rollback (serialization, deadlock), insufficient resources, lock not available,
+# operator intervention (shutdown, cancel), system error.
+_TRANSIENT_CLASSES = {"08", "40", "53", "55", "57", "58"}
+
+
+def is_transient(exc: BaseException) -> bool:
+    """True when trying the same statement again later may succeed. A value Postgres refuses (a NUL
+    in text), or one the driver cannot encode (its client-side DataError), fails the same way forever:
+    retrying that write jammed every outcome queued behind it."""
+    if isinstance(exc, asyncpg.PostgresError):
+        return (getattr(exc, "sqlstate", None) or "")[:2] in _TRANSIENT_CLASSES
+    if isinstance(exc, ValueError):  # the driver's own DataError: an argument it cannot encode
+        return False
+    return isinstance(exc, (OSError, TimeoutError, asyncpg.InterfaceError, asyncpg.InternalClientError))

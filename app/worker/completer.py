@@ -1,0 +1,149 @@
+"""Completing runs: heartbeats while they run (and while they are held back), then their outcomes
+in a group commit (one statement records many, then their messages are acked,
+so a run's message is acked only after its outcome is durable).
+
+A batch that fails for a reason retrying cannot fix is split in halves until the rows at fault are
+alone; the others commit. Retrying the whole batch every second, one run whose error Postgres
+refused (a NUL) once held every other tenant's outcomes behind it indefinitely."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+
+import asyncpg
+
+from app.bus.hot_index import HotIndex
+from app.config import Settings
+from app.db import dispatch as dispatch_repo
+from app.db.dispatch import Fence
+from app.db.errors import DB_ERRORS, is_transient
+from app.telemetry import metrics
+from app.worker.delivery import Delivery, quietly
+
+log = logging.getLogger(__name__)
+FLUSH_MAX = 500
+FLUSH_DELAY = 0.002  # seconds an outcome may wait for company in the group commit
+
+
+class Completer:
+    def __init__(self, settings: Settings, pool: asyncpg.Pool, hot_index: HotIndex | None):
+        self.settings = settings
+        self.pool = pool
+        self.hot_index = hot_index
+        self.unrecorded: list[Delivery] = []  # outcomes not yet durable, oldest first
+        self._wake = asyncio.Event()
+
+    def add(self, d: Delivery) -> None:
+        self.unrecorded.append(d)
+        self._wake.set()
+
+    async def run(self) -> None:
+        while True:
+            await self._wake.wait()
+            await asyncio.sleep(FLUSH_DELAY)
+            self._wake.clear()
+            await self.flush()
+
+    async def flush(self, deadline: float | None = None) -> bool:
+        """Record every outcome, waiting out transient errors (until `deadline`, if one is given).
+        True when nothing is left unrecorded. The batch leaves the list only once recorded, so a
+        flush cancelled midway loses nothing (a repeated write matches nothing: it is fenced)."""
+        while self.unrecorded:
+            batch = self.unrecorded[:FLUSH_MAX]
+            try:
+                # A write blocked (on a lock, on a database that stopped answering) is bounded too.
+                async with asyncio.timeout(None if deadline is None else deadline - time.monotonic()):
+                    await self._record_isolating(batch)
+            except Exception as exc:
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    log.warning("giving up on %d unrecorded outcomes: %s", len(self.unrecorded), exc)
+                    return False
+                log.warning("recording %d outcomes failed: %s; retrying", len(batch), exc)
+                await asyncio.sleep(1.0 if left is None else min(1.0, left))
+                continue
+            del self.unrecorded[: len(batch)]
+        return True
+
+    async def _record_isolating(self, batch: list[Delivery]) -> None:
+        try:
+            await self._record(batch)
+        except Exception as exc:
+            if is_transient(exc):
+                raise
+            if len(batch) > 1:
+                half = len(batch) // 2
+                await self._record_isolating(batch[:half])
+                await self._record_isolating(batch[half:])
+                return
+            await self._record_alone(batch[0], exc)
+
+    async def _record_alone(self, d: Delivery, exc: Exception) -> None:
+        """The one outcome Postgres refuses: recorded as a failed attempt saying why."""
+        log.error("run %s: its outcome could not be recorded: %r", d.run.run_id, exc)
+        d.fail(f"the outcome could not be recorded: {type(exc).__name__}: {exc}")
+        try:
+            await self._record([d])
+        except Exception as again:
+            if is_transient(again):
+                raise
+            # Not even that: its lease lapses and the reaper retries or fails the run.
+            log.error("run %s: left to the lease reaper: %r", d.run.run_id, again)
+            metrics.unexpected_errors_total.labels("record").inc()
+            await quietly(d.msg.term())
+
+    async def _record(self, batch: list[Delivery]) -> None:
+        async with self.pool.acquire() as conn:
+            rows = await dispatch_repo.finish_runs(
+                conn, Fence([d.fence() for d in batch]), [d.ok for d in batch], [d.error for d in batch]
+            )
+        recorded = {r["id"] for r in rows}
+        for row in rows:
+            metrics.run_outcomes_total.labels(row["status"]).inc()
+        stale = len(batch) - len(recorded)
+        if stale:
+            # The run was rescued while this worker ran it: the late result is discarded.
+            metrics.stale_results_total.labels("finish").inc(stale)
+        for d in batch:
+            await quietly(d.msg.ack())
+        if self.hot_index is not None:
+            await self.hot_index.add([r for r in rows if r["status"] == "pending"])
+
+    # ── heartbeats ──
+
+    async def heartbeat(
+        self, running: Callable[[], list[Delivery]], held: Callable[[], list[Delivery]]
+    ) -> None:
+        """Keeps both leases: running runs' (heartbeat_runs) and held-back runs' dispatch lease."""
+        s = self.settings
+        interval = min(s.lease_seconds, s.dispatch_lease_seconds) / 3
+        while True:
+            await asyncio.sleep(interval)
+            alive, waiting = running(), held()
+            metrics.runs_held_back.set(len(waiting))
+            for d in alive + waiting:
+                await quietly(d.msg.in_progress())
+            await self.renew(waiting)
+            if not alive:
+                continue
+            try:
+                async with self.pool.acquire() as conn:
+                    await dispatch_repo.heartbeat_runs(
+                        conn, Fence([d.fence() for d in alive]), s.lease_seconds
+                    )
+            except DB_ERRORS as exc:
+                log.warning("heartbeat: %s", exc)
+
+    async def renew(self, held: list[Delivery]) -> None:
+        if not held:
+            return
+        try:
+            async with self.pool.acquire() as conn:
+                await dispatch_repo.renew_dispatch_leases(
+                    conn, Fence([d.fence() for d in held]), self.settings.dispatch_lease_seconds
+                )
+        except DB_ERRORS as exc:
+            log.warning("renewing %d dispatch leases: %s", len(held), exc)

@@ -1,0 +1,50 @@
+"""One message a worker received, and what became of it."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from nats.aio.msg import Msg
+
+from app.bus.message import RunMessage
+from app.services.validation import storable_text
+
+log = logging.getLogger(__name__)
+MAX_ERROR_CHARS = 2000  # of a run's last_error
+
+
+@dataclass(eq=False)
+class Delivery:
+    msg: Msg
+    run: RunMessage
+    attempt: int = 0
+    ok: bool = False
+    error: str | None = None
+
+    def fence(self) -> tuple[Any, Any, int]:
+        return (self.run.run_id, self.run.scheduled_at, self.run.epoch)
+
+    @property
+    def tenant(self) -> str:
+        return self.run.tenant_id
+
+    @property
+    def inline(self) -> bool:
+        """Nothing to execute: the start statement records the outcome too."""
+        return self.run.target.get("type") == "noop"
+
+    def fail(self, error: str) -> None:
+        """The error is the target's answer or a handler's message: bounded and made storable here,
+        the one door through which it reaches the run's last_error."""
+        self.ok = False
+        self.error = storable_text(error, MAX_ERROR_CHARS)
+
+
+async def quietly(awaitable: object) -> None:
+    """Acks and naks are best effort: a lost ack means a redelivery, which the epoch fence drops."""
+    try:
+        await awaitable  # type: ignore[misc]
+    except Exception as exc:
+        log.debug("nats ack/nak failed: %s", exc)

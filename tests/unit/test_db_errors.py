@@ -1,0 +1,36 @@
+"""Which database errors a retry can fix (app/db/errors.is_transient)."""
+
+from __future__ import annotations
+
+import asyncpg
+from asyncpg.exceptions import _base
+
+from app.db.errors import is_transient
+
+
+def test_a_server_away_or_busy_is_transient() -> None:
+    for exc in (
+        asyncpg.exceptions.AdminShutdownError("x"),
+        asyncpg.exceptions.CannotConnectNowError("x"),
+        asyncpg.exceptions.SerializationError("x"),
+        asyncpg.exceptions.DeadlockDetectedError("x"),
+        asyncpg.exceptions.TooManyConnectionsError("x"),
+        asyncpg.exceptions.QueryCanceledError("x"),
+        asyncpg.exceptions.ConnectionDoesNotExistError("x"),
+        asyncpg.InternalClientError("x"),
+        ConnectionRefusedError(),
+        TimeoutError(),
+    ):
+        assert is_transient(exc), exc
+
+
+def test_a_value_refused_is_not() -> None:
+    for exc in (
+        asyncpg.exceptions.CharacterNotInRepertoireError("NUL"),
+        asyncpg.exceptions.UntranslatableCharacterError("x"),
+        asyncpg.exceptions.DataError("invalid input for query argument"),
+        _base.DataError("the driver cannot encode a lone surrogate"),
+        asyncpg.exceptions.UndefinedColumnError("x"),
+        ValueError("x"),
+    ):
+        assert not is_transient(exc), exc
