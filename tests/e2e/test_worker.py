@@ -7,8 +7,6 @@ import hashlib
 import hmac
 import signal
 
-import pytest
-
 from tests.e2e.conftest import wait_for
 
 
@@ -26,7 +24,6 @@ async def submit(stack: dict, job: str = "hook", payload=None, **fields) -> dict
     return dict(r.json())
 
 
-@pytest.mark.embedded_path
 async def test_success_with_exact_headers(stack: dict) -> None:
     await put_hook(stack)
     worker = stack["spawn"]("worker")
