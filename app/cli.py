@@ -25,6 +25,8 @@ def _setup_logging(settings: Settings) -> None:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    # One line per attempt is for `scheduler dev` (which turns it up), not for a production log.
+    logging.getLogger("app.worker.outcomes").setLevel(logging.WARNING)
 
 
 def _require(settings: Settings, *names: str) -> None:

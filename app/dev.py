@@ -94,7 +94,12 @@ class _Process:
     def start(self) -> str:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         log_file = open(self.data_dir / f"{self.name}.log", "ab")  # noqa: SIM115 - lives as long as the process
-        self.proc = subprocess.Popen(self.command(), stdout=log_file, stderr=subprocess.STDOUT)
+        # A session of its own: Ctrl-C at a terminal signals the whole foreground process group, and
+        # a server that died with its clients would make them log lost connections on the way out.
+        # Whoever started it stops it, in order.
+        self.proc = subprocess.Popen(
+            self.command(), stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True
+        )
         _wait_for_port(self.port, self.proc, self.name)
         return self.url()
 

@@ -291,6 +291,9 @@ class Worker:
         finally:
             if token is not None:
                 otel_context.detach(token)
+        logging.getLogger("app.worker.outcomes").info(
+            "run %s attempt %d: %.300s", run.run_id, d.attempt, d.error or "ok"
+        )
         if span is not None:
             self._finish_span(d, span, started)
         else:
