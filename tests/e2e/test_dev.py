@@ -36,7 +36,7 @@ class Dev:
         with self.out.open("wb") as out, self.err.open("wb") as err:
             # A session of its own, so the SIGINT below reaches every process in it, as Ctrl-C would.
             self.proc = subprocess.Popen(
-                SCHEDULER + ["dev"], cwd=cwd, env=env, stdout=out, stderr=err, start_new_session=True
+                [*SCHEDULER, "dev"], cwd=cwd, env=env, stdout=out, stderr=err, start_new_session=True
             )
 
     def stdout(self) -> str:
@@ -154,7 +154,7 @@ async def test_readme_api_examples_run_verbatim_on_dev(
     try:
         await dev.ready()
         # Verbatim, but any HTTP error or failed command stops the script with a non-zero exit.
-        script = "set -eo pipefail\ncurl() { command curl -fS \"$@\"; }\n" + _readme_examples(dev.port)
+        script = 'set -eo pipefail\ncurl() { command curl -fS "$@"; }\n' + _readme_examples(dev.port)
         done = await asyncio.to_thread(
             subprocess.run,
             ["bash", "-c", script],
