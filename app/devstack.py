@@ -19,16 +19,20 @@ import signal
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO
-
-import uvicorn
-from fastapi import FastAPI, Request, Response
+from typing import IO, TYPE_CHECKING
 
 from app import aio
 from app.config import Settings
 from app.db.migrations import migrate
 from app.dev import EmbeddedNats, EmbeddedPostgres, EmbeddedRedis
-from app.telemetry.ops_server import HostedServer
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
+    from starlette.requests import Request
+    from starlette.responses import Response
+
+# FastAPI, uvicorn and the app are imported where they are used: a second `scheduler dev` on a
+# locked data dir is refused before it spends seconds importing them.
 
 log = logging.getLogger("scheduler.dev")
 DEMO_TENANT = "demo"
@@ -145,12 +149,14 @@ def _write_secret(path: Path, value: str) -> None:
 def add_echo_receiver(app: FastAPI) -> None:
     """A webhook receiver on the dev API itself, for jobs to point at: answers 200 (or the status
     given by `?status=`), and logs what it received. Dev only; never part of the real API."""
+    from starlette.responses import Response
 
-    async def echo(request: Request, status: int = 200) -> Response:
+    async def echo(request: Request) -> Response:
         body = await request.body()
         run = request.headers.get("webhook-id") or request.headers.get("scheduler-run-id") or "-"
         attempt = request.headers.get("scheduler-attempt", "-")
-        status = status if 200 <= status <= 599 else 400
+        wanted = request.query_params.get("status", "200")
+        status = int(wanted) if wanted.isdigit() and 200 <= int(wanted) <= 599 else 400
         log.info(
             "echo receiver: %s %s run %s attempt %s, %d bytes: %.200r -> %d",
             request.method,
@@ -167,16 +173,18 @@ def add_echo_receiver(app: FastAPI) -> None:
             media_type="application/json",
         )
 
-    app.add_api_route(
-        ECHO_PATH, echo, methods=["GET", "POST", "PUT", "PATCH", "DELETE"], include_in_schema=False
-    )
+    # A plain Starlette route: outside the OpenAPI contract, and no FastAPI signature inspection.
+    app.add_route(ECHO_PATH, echo, methods=["GET", "POST", "PUT", "PATCH", "DELETE"], include_in_schema=False)
 
 
 async def _serve(settings: Settings, data: Path, host: str, port: int) -> None:
+    import uvicorn
+
     from app.bus.jetstream import close as close_nats
     from app.bus.jetstream import connect
     from app.db.connection import create_pool
     from app.main import create_app
+    from app.telemetry.ops_server import HostedServer
     from app.worker.consumer import Worker
 
     stop = asyncio.Event()
