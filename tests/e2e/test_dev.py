@@ -6,6 +6,7 @@ outcomes on the console, and README's "API by example" run verbatim against it."
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import re
 import signal
@@ -69,10 +70,16 @@ class Dev:
         os.killpg(self.proc.pid, signal.SIGINT)
         return await self.wait()
 
+    def nats_pid(self) -> int:
+        return int((self.cwd / ".scheduler-dev" / "nats" / "nats-server.pid").read_text().split()[0])
+
     def kill(self) -> None:
+        """After a failure: this process and the nats-server (a session of its own) it started."""
         if self.proc.poll() is None:
             os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait()
+        with contextlib.suppress(OSError, ValueError):
+            os.kill(self.nats_pid(), signal.SIGKILL)
 
 
 async def _wait_for(predicate: object, what: str, timeout: float = 30) -> None:
@@ -133,9 +140,35 @@ async def test_one_dev_per_data_dir_demo_key_kept_quiet_ctrl_c(
         async with httpx.AsyncClient(base_url=again.base, timeout=10) as client:
             keys = (await client.get("/tenants/demo/keys", headers=admin)).json()["keys"]
         assert len(keys) == 1, keys
-        assert await again.ctrl_c() == 0
+        # Killed with -9: its nats-server lives on. The next start stops it rather than run a
+        # second nats-server on the same JetStream store.
+        orphan = again.nats_pid()
+        again.proc.kill()
+        assert again.proc.wait() == -signal.SIGKILL
+        assert _alive(orphan)
     finally:
-        again.kill()
+        if again.proc.poll() is None:  # failed before its kill -9: the orphan is the point otherwise
+            again.kill()
+
+    last = Dev(tmp_path, url, free_port())
+    try:
+        assert await last.ready() == key
+        assert not _alive(orphan)
+        assert last.nats_pid() != orphan and _alive(last.nats_pid())
+        assert await last.ctrl_c() == 0
+        assert not _alive(last.nats_pid())
+    finally:
+        last.kill()
+        with contextlib.suppress(OSError):
+            os.kill(orphan, signal.SIGKILL)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
 
 
 def _readme_examples(port: int) -> str:
