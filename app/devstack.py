@@ -41,10 +41,6 @@ ECHO_PATH = "/dev/echo"
 OUTCOMES_LOGGER = "app.worker.outcomes"
 
 
-class AlreadyRunning(SystemExit):
-    pass
-
-
 @contextlib.contextmanager
 def data_dir_lock(data: Path) -> Iterator[IO[str]]:
     """Holds `data/lock` for this process's life: a second `scheduler dev` on the same data dir
@@ -57,7 +53,7 @@ def data_dir_lock(data: Path) -> Iterator[IO[str]]:
         except BlockingIOError:
             lock_file.seek(0)
             holder = lock_file.read().strip() or "another process"
-            raise AlreadyRunning(
+            raise SystemExit(
                 f"scheduler dev: {data} is in use by a running `scheduler dev` (pid {holder}).\n"
                 "Stop that one (Ctrl-C in its terminal), or run this one elsewhere: "
                 "set SCHEDULER_DATA_DIR to another directory (and SCHEDULER_PORT to a free port)."
