@@ -9,6 +9,7 @@ import asyncio
 import contextlib
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -16,6 +17,7 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 
 from app.dev import free_port
 from tests.support import Services, with_database
@@ -180,6 +182,7 @@ def _readme_examples(port: int) -> str:
     return block.replace("127.0.0.1:8000", f"127.0.0.1:{port}")
 
 
+@pytest.mark.skipif(shutil.which("curl") is None, reason="README's examples use curl (CI installs it)")
 async def test_readme_api_examples_run_verbatim_on_dev(
     tmp_path: Path, services: Services, database: str
 ) -> None:
