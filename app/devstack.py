@@ -16,6 +16,7 @@ import logging
 import os
 import secrets
 import signal
+import sys
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -92,8 +93,26 @@ def run_dev(settings: Settings, host: str | None = None, port: int | None = None
     _quiet_console()
     data = Path(settings.data_dir).resolve()
     data.mkdir(parents=True, exist_ok=True)
-    with data_dir_lock(data):
-        _run_locked(settings, data, host, port)
+    # Ctrl-C while starting, before the serve loop owns SIGINT: it also reaches initdb or pg_ctl
+    # (same process group), whose failure would surface as a traceback. Say what happened instead.
+    interrupted = False
+
+    def on_sigint(signum: int, frame: object) -> None:
+        nonlocal interrupted
+        interrupted = True
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGINT, on_sigint)
+    try:
+        with data_dir_lock(data):
+            _run_locked(settings, data, host, port)
+    except BaseException:
+        if not interrupted:
+            raise
+        print("\nscheduler dev: interrupted while starting; stopped what had started", file=sys.stderr)
+        raise SystemExit(130) from None
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _run_locked(settings: Settings, data: Path, host: str | None, port: int | None) -> None:
