@@ -96,3 +96,21 @@ def test_bench_progress_and_report_work_without_the_dev_extra(tmp_path: object) 
     assert "written" in done.stdout
     assert "chart skipped: matplotlib is not installed" in done.stdout
     assert "['.json', '.md']" in done.stdout
+
+
+def test_attempt_outcomes_stay_out_of_production_logs() -> None:
+    # `scheduler dev` logs every attempt's outcome at INFO; api/engine/worker at the default level
+    # (INFO) do not. In a process of its own: pytest's log capture would mask basicConfig.
+    code = """
+        import logging
+        from app.cli import _setup_logging
+        from app.config import Settings
+        _setup_logging(Settings(log_level="INFO"))
+        assert logging.getLogger("app.worker").isEnabledFor(logging.INFO)
+        print(logging.getLogger("app.worker.outcomes").isEnabledFor(logging.INFO))
+        """
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "False"
