@@ -25,6 +25,8 @@ def _setup_logging(settings: Settings) -> None:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    # One line per attempt is for `scheduler dev` (which turns it up), not for a production log.
+    logging.getLogger("app.worker.outcomes").setLevel(logging.WARNING)
 
 
 def _require(settings: Settings, *names: str) -> None:
@@ -124,28 +126,100 @@ def cmd_dev(settings: Settings, args: argparse.Namespace) -> None:
     run_dev(settings, host=args.host, port=args.port)
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="scheduler", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
-    for name, help_text in (
-        ("dev", "everything in one command, with embedded Postgres and NATS"),
-        ("api", "the HTTP API (its lifespan runs an engine unless SCHEDULER_ENGINE=off)"),
-    ):
-        p = sub.add_parser(name, help=help_text)
-        p.add_argument("--host", default=None)
-        p.add_argument("--port", type=int, default=None)
-    sub.add_parser("engine", help="claim loop, reaper, cron materializer, partition maintenance")
-    sub.add_parser("worker", help="JetStream consumer that executes runs")
-    sub.add_parser("migrate", help="alembic upgrade head")
-    bench = sub.add_parser("bench", help="the measuring instrument (see docs/bench.md)", add_help=False)
-    bench.add_argument("rest", nargs=argparse.REMAINDER)
-    args = parser.parse_args(argv)
+# What each command reads, for its --help. Every variable is in README's configuration table.
+_CONNECT = "SCHEDULER_DATABASE_URL, SCHEDULER_NATS_URL (required)"
+_ENGINE_VARS = (
+    "SCHEDULER_OWNER, SCHEDULER_BATCH_SIZE, SCHEDULER_PER_TENANT_CAP, SCHEDULER_DISPATCH_LEASE_SECONDS, "
+    "SCHEDULER_LEASE_SECONDS, SCHEDULER_POLL_INTERVAL_SECONDS, SCHEDULER_MAX_QUEUED_MESSAGES, "
+    "SCHEDULER_HOT_INDEX, SCHEDULER_REDIS_URL, SCHEDULER_RETENTION_DAYS, SCHEDULER_PREMAKE_DAYS, "
+    "SCHEDULER_ANALYZE_INTERVAL_SECONDS, SCHEDULER_ANALYZE_AFTER_CHANGES, SCHEDULER_CRON_HORIZON_SECONDS, "
+    "SCHEDULER_CRON_CATCHUP_SECONDS, SCHEDULER_STREAM, SCHEDULER_SUBJECT_PREFIX"
+)
+_API_VARS = (
+    "SCHEDULER_ADMIN_TOKEN, SCHEDULER_HOST, SCHEDULER_PORT, SCHEDULER_ENGINE, SCHEDULER_API_WORKERS, "
+    "SCHEDULER_TENANT_MAX_PENDING, SCHEDULER_MAX_PAYLOAD_BYTES, SCHEDULER_MAX_REQUEST_BYTES, "
+    "SCHEDULER_MAX_BATCH, SCHEDULER_MAX_SCHEDULE_AHEAD_DAYS, SCHEDULER_ALLOW_PRIVATE_TARGETS"
+)
+_WORKER_VARS = (
+    "SCHEDULER_WORKER_CONCURRENCY, SCHEDULER_WORKER_GRACE_SECONDS, SCHEDULER_ALLOW_PRIVATE_TARGETS, "
+    "SCHEDULER_STREAM, SCHEDULER_SUBJECT_PREFIX, SCHEDULER_CONSUMER, SCHEDULER_HOT_INDEX, SCHEDULER_REDIS_URL"
+)
+_OPS = "SCHEDULER_METRICS_PORT (/metrics, /healthz, /readyz), SCHEDULER_LOG_LEVEL"
 
-    if args.command == "bench":
+COMMANDS: dict[str, tuple[str, str, str]] = {
+    # name: (one line for `scheduler --help`, what it does, the SCHEDULER_* variables it reads)
+    "dev": (
+        "everything in one process, with embedded Postgres and NATS",
+        "Migrates, then runs the API with its engine and a worker in one process, with a demo tenant "
+        "and a local echo receiver (/dev/echo) to point jobs at. Postgres and NATS (and Redis when "
+        "SCHEDULER_HOT_INDEX=redis) are embedded servers from the wheels unless their URLs are set. "
+        "Data, the admin token and the demo key live in SCHEDULER_DATA_DIR (.scheduler-dev); one "
+        "`scheduler dev` per data dir. Ctrl-C stops everything it started.",
+        "SCHEDULER_DATA_DIR, SCHEDULER_DATABASE_URL, SCHEDULER_NATS_URL, SCHEDULER_REDIS_URL "
+        "(each unset: embedded), SCHEDULER_ADMIN_TOKEN (unset: made once, kept in the data dir), "
+        "SCHEDULER_HOST, SCHEDULER_PORT, SCHEDULER_LOG_LEVEL, SCHEDULER_ALLOW_PRIVATE_TARGETS (on in dev), "
+        "and everything `api` and `worker` read",
+    ),
+    "api": (
+        "the HTTP API (its lifespan runs an engine unless SCHEDULER_ENGINE=off)",
+        "Serves the HTTP API (OpenAPI at /docs, metrics at /metrics). Unless SCHEDULER_ENGINE=off, "
+        "each API process also runs an engine. Does not migrate: run `scheduler migrate` first.",
+        f"{_CONNECT}; {_API_VARS}; SCHEDULER_LOG_LEVEL; with the engine on, also {_ENGINE_VARS}",
+    ),
+    "engine": (
+        "claim loop, reaper, cron materializer, partition maintenance",
+        "Claims due runs and publishes them to JetStream; reaps lapsed leases; materializes cron "
+        "occurrences; creates and drops daily partitions. Any number of engines may run.",
+        f"{_CONNECT}; {_ENGINE_VARS}; {_OPS}",
+    ),
+    "worker": (
+        "JetStream consumer that executes runs",
+        "Pulls runs from JetStream, starts each under its epoch fence, calls its target (webhook, "
+        "registered Python handler or noop) and records the outcome. On SIGTERM, in-flight runs get "
+        "SCHEDULER_WORKER_GRACE_SECONDS to finish.",
+        f"{_CONNECT}; {_WORKER_VARS}; {_OPS}",
+    ),
+    "migrate": (
+        "alembic upgrade head",
+        "Upgrades the database schema to the newest migration (alembic upgrade head). Run it once "
+        "per deploy, before the new API, engines and workers start.",
+        "SCHEDULER_DATABASE_URL (required), SCHEDULER_LOG_LEVEL",
+    ),
+    "bench": (
+        "the measuring instrument (see docs/bench.md; `scheduler bench --help`)",
+        "",
+        "",
+    ),
+}
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="scheduler",
+        description="A multi-tenant job scheduler. `scheduler COMMAND --help` says what a command "
+        "does and which SCHEDULER_* environment variables it reads.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, (summary, what, reads) in COMMANDS.items():
+        if name == "bench":  # its own parser (bench/__main__.py); main() hands it the arguments
+            sub.add_parser(name, help=summary, add_help=False)
+            continue
+        p = sub.add_parser(name, help=summary, description=what, epilog=f"Reads: {reads}.")
+        if name in ("dev", "api"):
+            p.add_argument("--host", default=None, help="bind address (default: SCHEDULER_HOST)")
+            p.add_argument("--port", type=int, default=None, help="port (default: SCHEDULER_PORT)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["bench"]:
+        # Everything after `bench` is the bench's, --help included.
         from bench.__main__ import main as bench_main
 
-        bench_main(args.rest)
+        bench_main(argv[1:], prog="scheduler bench")
         return
+    args = _parser().parse_args(argv)
     settings = get_settings()
     _setup_logging(settings)
     if args.command == "api":

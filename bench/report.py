@@ -143,8 +143,11 @@ class Report:
         png: Path | None = None
         if self.draw is not None:
             png = stem.with_suffix(".png")
-            _save_chart(self.draw, png)
-            written.append(png)
+            if _save_chart(self.draw, png):
+                written.append(png)
+            else:
+                png = None
+                print("chart skipped: matplotlib is not installed (pip install -e '.[dev]')", flush=True)
         json_path = stem.with_suffix(".json")
         json_path.write_text(json.dumps(_finite(self.as_json()), indent=2, default=str) + "\n")
         md_path = stem.with_suffix(".md")
@@ -155,8 +158,12 @@ class Report:
         return ", ".join(f"{k}={fmt(v)}" for k, v in self.workload.items())
 
 
-def _save_chart(draw: Draw, path: Path) -> None:
-    import matplotlib
+def _save_chart(draw: Draw, path: Path) -> bool:
+    """Draws and saves the chart; False when matplotlib (the dev extra) is not installed."""
+    try:
+        import matplotlib
+    except ImportError:
+        return False
 
     matplotlib.use("Agg")
     from matplotlib import pyplot as plt
@@ -168,6 +175,7 @@ def _save_chart(draw: Draw, path: Path) -> None:
         fig.savefig(path)
     finally:
         plt.close(fig)
+    return True
 
 
 def _text_table(t: Table) -> list[str]:

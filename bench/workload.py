@@ -205,7 +205,7 @@ async def count_status(conn: Conn, status: str) -> int:
 
 
 async def create_past_partitions(conn: Conn, today: datetime, days: int) -> None:
-    from tqdm import tqdm
+    from bench.progress import tqdm
 
     for d in tqdm(range(1, days + 1), desc="past daily partitions", leave=False):
         await execute(conn, "create_day_partition", day=(today - timedelta(days=d)).date())

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import shutil
 import tempfile
 import uuid
 from collections.abc import AsyncIterator
@@ -37,6 +38,7 @@ class Services:
     embedded: list[object]
     postgres: EmbeddedPostgres | None = None
     nats: EmbeddedNats | None = None
+    root: Path | None = None  # the temp dir the embedded servers keep their data in (~55 MB)
 
 
 def start_services() -> Services:
@@ -44,27 +46,38 @@ def start_services() -> Services:
     root = Path(tempfile.mkdtemp(prefix="scheduler-test-"))
     embedded: list[object] = []
     pg = nats = None
-    postgres_url = os.environ.get("SCHEDULER_TEST_DATABASE_URL")
-    if not postgres_url:
-        pg = EmbeddedPostgres(root / "postgres")
-        postgres_url = pg.start()
-        embedded.append(pg)
-    nats_url = os.environ.get("SCHEDULER_TEST_NATS_URL")
-    if not nats_url:
-        nats = EmbeddedNats(root / "nats")
-        nats_url = nats.start()
-        embedded.append(nats)
-    redis_url = os.environ.get("SCHEDULER_TEST_REDIS_URL")
-    if not redis_url:
-        redis = EmbeddedRedis(root / "redis")
-        redis_url = redis.start()
-        embedded.append(redis)
-    return Services(postgres_url, nats_url, redis_url, embedded, pg, nats)
+    try:
+        postgres_url = os.environ.get("SCHEDULER_TEST_DATABASE_URL")
+        if not postgres_url:
+            pg = EmbeddedPostgres(root / "postgres")
+            postgres_url = pg.start()
+            embedded.append(pg)
+        nats_url = os.environ.get("SCHEDULER_TEST_NATS_URL")
+        if not nats_url:
+            nats = EmbeddedNats(root / "nats")
+            nats_url = nats.start()
+            embedded.append(nats)
+        redis_url = os.environ.get("SCHEDULER_TEST_REDIS_URL")
+        if not redis_url:
+            redis = EmbeddedRedis(root / "redis")
+            redis_url = redis.start()
+            embedded.append(redis)
+    except BaseException:
+        stop_services(Services("", "", "", embedded, root=root))
+        raise
+    return Services(postgres_url, nats_url, redis_url, embedded, pg, nats, root)
 
 
 def stop_services(services: Services) -> None:
-    for server in reversed(services.embedded):
-        server.stop()  # type: ignore[attr-defined]
+    """Stops the embedded servers and removes their temp dir, whatever the tests' outcome."""
+    try:
+        for server in reversed(services.embedded):
+            with contextlib.suppress(Exception):
+                server.stop()  # type: ignore[attr-defined]
+    finally:
+        services.embedded.clear()
+        if services.root is not None:
+            shutil.rmtree(services.root, ignore_errors=True)
 
 
 async def create_template(services: Services) -> str:

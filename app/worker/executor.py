@@ -22,6 +22,7 @@ from app.worker.signing_keys import SigningKeys, UnknownTenant
 from app.worker.targets import AttemptFailed, Handler, RunContext, call_http
 
 log = logging.getLogger(__name__)
+outcomes_log = logging.getLogger("app.worker.outcomes")
 _tracer = tracer(__name__)
 _EXECUTION_DURATION: dict[str, Any] = {}  # histogram children by target type, looked up once
 
@@ -105,6 +106,8 @@ class Executor:
         finally:
             if token is not None:
                 otel_context.detach(token)
+        # Quiet in production (app.cli sets this logger to WARNING); `scheduler dev` shows it.
+        outcomes_log.info("run %s attempt %d: %.300s", run.run_id, d.attempt, d.error or "ok")
         if span is not None:
             self.finish_span(d, span, started)
         else:

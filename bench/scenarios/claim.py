@@ -16,7 +16,6 @@ from typing import Any
 from uuid import UUID
 
 import asyncpg
-from tqdm import tqdm
 
 from app.bus.hot_index import HotIndex
 from app.config import Settings
@@ -26,6 +25,7 @@ from app.engine.dispatcher import claim_scan
 from app.engine.floor import ClaimBounds
 from bench import workload
 from bench.measure import latency_ms
+from bench.progress import tqdm
 from bench.report import Report
 from bench.scenarios._common import begin, shared_host, sized
 from bench.stack import Bench

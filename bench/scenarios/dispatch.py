@@ -23,7 +23,6 @@ from typing import Any
 import asyncpg
 from nats.aio.client import Client as NATS
 from nats.js import JetStreamContext
-from tqdm import tqdm
 
 from app.bus.jetstream import ensure_stream
 from app.bus.message import RunMessage
@@ -34,6 +33,7 @@ from app.engine.floor import ClaimBounds
 from app.telemetry.tracing import setup_tracing
 from bench import workload
 from bench.measure import rate, wait_for_count
+from bench.progress import tqdm
 from bench.report import Report
 from bench.scenarios._common import begin, shared_host, sized
 from bench.stack import Bench, delete_stream, stream_messages

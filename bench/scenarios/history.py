@@ -13,7 +13,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 import asyncpg
-from tqdm import tqdm
 
 from app.db import dispatch as repo
 from app.db.connection import create_pool
@@ -21,6 +20,7 @@ from app.engine.dispatcher import claim_scan
 from app.engine.floor import ClaimBounds
 from bench import workload
 from bench.measure import latency_ms
+from bench.progress import tqdm
 from bench.report import Report
 from bench.scenarios._common import begin, shared_host, sized
 from bench.stack import Bench

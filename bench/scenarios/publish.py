@@ -13,12 +13,12 @@ from datetime import UTC, datetime
 from typing import Any
 
 from nats.js import JetStreamContext
-from tqdm import tqdm
 
 from app.bus.jetstream import Outgoing, Publisher, ensure_stream
 from app.bus.message import RunMessage
 from app.config import Settings
 from bench.measure import rate
+from bench.progress import tqdm
 from bench.report import Report
 from bench.scenarios._common import begin, shared_host, sized
 from bench.stack import Bench, delete_stream, stream_messages

@@ -12,13 +12,13 @@ import time
 from typing import Any
 
 import httpx
-from tqdm import tqdm
 
 from app.db.connection import create_pool
 from app.dev import free_port
 from bench import workload
 from bench.measure import cpu_seconds, latency_ms, rate, wait_for_count
 from bench.procs import SchedulerProcess, ops_process, running
+from bench.progress import tqdm
 from bench.report import Report
 from bench.scenarios._common import api_tenant, begin, shared_host
 from bench.stack import Bench, delete_stream

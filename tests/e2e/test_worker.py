@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import signal
 
-import pytest
 from standardwebhooks import Webhook
 
 from tests.e2e.conftest import wait_for
@@ -25,7 +24,6 @@ async def submit(stack: dict, job: str = "hook", payload=None, **fields) -> dict
     return dict(r.json())
 
 
-@pytest.mark.embedded_path
 async def test_success_with_exact_headers(stack: dict) -> None:
     await put_hook(stack)
     worker = stack["spawn"]("worker")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import httpx
-import pytest
 
 RUN_FIELDS = {
     "id",
@@ -25,7 +24,6 @@ RUN_FIELDS = {
 }
 
 
-@pytest.mark.embedded_path
 async def test_submit_and_read_back(api: httpx.AsyncClient, tenant: dict) -> None:
     r = await api.post(
         "/tenants/acme/runs", json={"job": "hello", "payload": {"n": 1}}, headers=tenant["auth"]

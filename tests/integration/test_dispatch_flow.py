@@ -7,7 +7,6 @@ import asyncio
 import asyncpg
 import httpx
 import nats
-import pytest
 
 from app.config import Settings
 from app.engine.supervisor import Engine
@@ -27,7 +26,6 @@ async def wait_for_status(
         await asyncio.sleep(0.05)
 
 
-@pytest.mark.embedded_path
 async def test_noop_and_http_runs_succeed(
     api: httpx.AsyncClient, tenant: dict, settings: Settings, pool: asyncpg.Pool
 ) -> None:

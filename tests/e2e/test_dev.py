@@ -1,0 +1,211 @@
+"""`scheduler dev` as a newcomer meets it: a real subprocess in a directory of its own (the test's
+database, an embedded nats-server), stopped by Ctrl-C delivered to its whole process group as a
+terminal does. One per data dir, the demo key kept across restarts, a quiet shutdown, attempts'
+outcomes on the console, and README's "API by example" run verbatim against it."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from app.dev import free_port
+from tests.support import Services, with_database
+
+SCHEDULER = [sys.executable, "-c", "from app.cli import main; main()"]
+README = Path(__file__).resolve().parents[2] / "README.md"
+NOISE = re.compile(r"WARNING|ERROR|CRITICAL|Traceback|EOF|refused|Exception", re.I)
+
+
+class Dev:
+    def __init__(self, cwd: Path, database_url: str, port: int):
+        self.cwd = cwd
+        self.port = port
+        self.base = f"http://127.0.0.1:{port}"
+        env = {k: v for k, v in os.environ.items() if not k.startswith("SCHEDULER_")}
+        env.update(SCHEDULER_DATABASE_URL=database_url, SCHEDULER_PORT=str(port), PYTHONUNBUFFERED="1")
+        self.out = cwd / f"dev-{port}.out"
+        self.err = cwd / f"dev-{port}.err"
+        with self.out.open("wb") as out, self.err.open("wb") as err:
+            # A session of its own, so the SIGINT below reaches every process in it, as Ctrl-C would.
+            self.proc = subprocess.Popen(
+                [*SCHEDULER, "dev"], cwd=cwd, env=env, stdout=out, stderr=err, start_new_session=True
+            )
+
+    def stdout(self) -> str:
+        return self.out.read_text()
+
+    def stderr(self) -> str:
+        return self.err.read_text()
+
+    async def ready(self, timeout: float = 120) -> str:
+        """Waits for the banner; returns the demo key it shows."""
+        deadline = time.monotonic() + timeout
+        while "Ctrl-C stops everything." not in self.stdout():
+            assert self.proc.poll() is None, f"exited {self.proc.returncode}: {self.stderr()}"
+            assert time.monotonic() < deadline, self.stdout() + self.stderr()
+            await asyncio.sleep(0.2)
+        match = re.search(r"demo tenant key:\s+(\S+)", self.stdout())
+        assert match, self.stdout()
+        return match.group(1)
+
+    async def wait(self, timeout: float = 60) -> int:
+        deadline = time.monotonic() + timeout
+        while self.proc.poll() is None:
+            if time.monotonic() > deadline:
+                self.kill()
+                raise AssertionError(f"did not exit within {timeout}s: {self.stderr()}")
+            await asyncio.sleep(0.1)
+        return self.proc.returncode
+
+    async def ctrl_c(self) -> int:
+        os.killpg(self.proc.pid, signal.SIGINT)
+        return await self.wait()
+
+    def nats_pid(self) -> int:
+        return int((self.cwd / ".scheduler-dev" / "nats" / "nats-server.pid").read_text().split()[0])
+
+    def kill(self) -> None:
+        """After a failure: this process and the nats-server (a session of its own) it started."""
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+        with contextlib.suppress(OSError, ValueError):
+            os.kill(self.nats_pid(), signal.SIGKILL)
+
+
+async def _wait_for(predicate: object, what: str, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():  # type: ignore[operator]
+        assert time.monotonic() < deadline, what
+        await asyncio.sleep(0.2)
+
+
+async def test_one_dev_per_data_dir_demo_key_kept_quiet_ctrl_c(
+    tmp_path: Path, services: Services, database: str
+) -> None:
+    url = with_database(services.postgres_url, database)
+    first = Dev(tmp_path, url, free_port())
+    try:
+        key = await first.ready()
+        data = tmp_path / ".scheduler-dev"
+        assert (data / "demo_key").read_text().strip() == key
+        admin = {"Authorization": f"Bearer {(data / 'admin_token').read_text().strip()}"}
+        auth = {"Authorization": f"Bearer {key}"}
+
+        # A failing webhook (the dev echo receiver told to answer 500) is reported on the console.
+        async with httpx.AsyncClient(base_url=first.base, timeout=10) as client:
+            target = {"type": "http", "url": f"{first.base}/dev/echo?status=500"}
+            r = await client.put("/tenants/demo/jobs/failing", json={"target": target}, headers=auth)
+            assert r.status_code == 201, r.text
+            r = await client.post(
+                "/tenants/demo/runs", json={"job": "failing", "payload": {"n": 1}}, headers=auth
+            )
+            assert r.status_code == 201, r.text
+            run_id = r.json()["id"]
+        await _wait_for(
+            lambda: re.search(rf"app\.worker\.outcomes: run {run_id} attempt 1: .*500", first.stderr()),
+            "the failed attempt was not logged",
+        )
+        assert f"echo receiver: POST /dev/echo run {run_id}" in first.stderr()
+
+        # A second `scheduler dev` on the same data dir refuses at once, before starting anything.
+        second = Dev(tmp_path, url, free_port())
+        assert await second.wait(timeout=60) != 0
+        assert "is in use by a running `scheduler dev`" in second.stderr(), second.stderr()
+        assert f"pid {first.proc.pid}" in second.stderr()
+        assert "embedded" not in second.stdout(), second.stdout()  # no second nats-server
+        async with httpx.AsyncClient(base_url=first.base, timeout=10) as client:
+            assert (await client.get("/tenants/demo/keys", headers=auth)).status_code == 200
+
+        # Ctrl-C: exit 0, nothing alarming on stderr.
+        assert await first.ctrl_c() == 0
+        noise = [line for line in first.stderr().splitlines() if NOISE.search(line)]
+        assert not noise, noise
+    finally:
+        first.kill()
+
+    # Restarted: the same demo key, and still one key for the demo tenant.
+    again = Dev(tmp_path, url, free_port())
+    try:
+        assert await again.ready() == key
+        async with httpx.AsyncClient(base_url=again.base, timeout=10) as client:
+            keys = (await client.get("/tenants/demo/keys", headers=admin)).json()["keys"]
+        assert len(keys) == 1, keys
+        # Killed with -9: its nats-server lives on. The next start stops it rather than run a
+        # second nats-server on the same JetStream store.
+        orphan = again.nats_pid()
+        again.proc.kill()
+        assert again.proc.wait() == -signal.SIGKILL
+        assert _alive(orphan)
+    finally:
+        if again.proc.poll() is None:  # failed before its kill -9: the orphan is the point otherwise
+            again.kill()
+
+    last = Dev(tmp_path, url, free_port())
+    try:
+        assert await last.ready() == key
+        assert not _alive(orphan)
+        assert last.nats_pid() != orphan and _alive(last.nats_pid())
+        assert await last.ctrl_c() == 0
+        assert not _alive(last.nats_pid())
+    finally:
+        last.kill()
+        with contextlib.suppress(OSError):
+            os.kill(orphan, signal.SIGKILL)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def _readme_examples(port: int) -> str:
+    text = README.read_text()
+    section = text[text.index("## The API by example") :]
+    block = section[section.index("```sh\n") + len("```sh\n") :]
+    block = block[: block.index("```")]
+    assert "API=http://127.0.0.1:8000" in block
+    return block.replace("127.0.0.1:8000", f"127.0.0.1:{port}")
+
+
+@pytest.mark.skipif(shutil.which("curl") is None, reason="README's examples use curl (CI installs it)")
+async def test_readme_api_examples_run_verbatim_on_dev(
+    tmp_path: Path, services: Services, database: str
+) -> None:
+    dev = Dev(tmp_path, with_database(services.postgres_url, database), free_port())
+    try:
+        await dev.ready()
+        # Verbatim, but any HTTP error or failed command stops the script with a non-zero exit.
+        script = 'set -eo pipefail\ncurl() { command curl -fS "$@"; }\n' + _readme_examples(dev.port)
+        done = await asyncio.to_thread(
+            subprocess.run,
+            ["bash", "-c", script],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert '"status":"cancelled"' in done.stdout  # the last example cancels the run an hour ahead
+        await _wait_for(
+            lambda: dev.stderr().count("echo receiver: POST /dev/echo") >= 3,
+            "the echo receiver did not get the send-report runs",
+        )
+        assert await dev.ctrl_c() == 0
+    finally:
+        dev.kill()
