@@ -12,13 +12,19 @@ shares, so any number of engines and workers see the same numbers.
 from __future__ import annotations
 
 import asyncio
+import logging
+import time
 from dataclasses import dataclass
 from datetime import datetime
 
+from nats.aio.client import Client as NATS
 from nats.js import JetStreamContext
 from nats.js.errors import NotFoundError
 
 from app.config import Settings
+from app.telemetry import metrics
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,3 +106,64 @@ class DeliveryRate:
             self.per_second = measured if self.per_second == 0 else 0.5 * self.per_second + 0.5 * measured
             self._mark = (now, delivered)
         return self.per_second
+
+
+class Backpressure:
+    """One engine's view of the workers' queue: whether to pause claiming, and the gauges that tell
+    the autoscalers which tier binds."""
+
+    def __init__(self, nc: NATS, settings: Settings):
+        self.js = nc.jetstream()
+        self.settings = settings
+        self._queue_checked_at = 0.0
+        self._room = 0  # messages this engine may still add to the workers' queue before asking again
+        self._publishing = 0  # runs claimed whose PubAcks are not all in: the stream may not count them yet
+        self._rate = DeliveryRate()
+        self._paused = False
+
+    def publishing(self, runs: int) -> None:
+        """A batch was claimed and sent; its PubAcks are on their way."""
+        self._room -= runs
+        self._publishing += runs
+
+    def settled(self, runs: int) -> None:
+        self._publishing -= runs
+
+    async def workers_behind(self) -> bool:
+        """Backpressure: pause claiming while the workers' queue is full (see app/engine/backlog.py
+        for the two bounds). Runs left pending stay in the fair per-tenant claim, keep their due lag
+        visible in the database, and show as the *workers'* backlog: a paused engine exports
+        `scheduler_dispatch_paused` 1, which tells the autoscalers that workers bind, not engines.
+        The stream is asked once a second, or at once when this engine used up the room it had."""
+        now = time.monotonic()
+        if self._room > 0 and now - self._queue_checked_at < 1.0:
+            return False
+        self._queue_checked_at = now
+        try:
+            backlog = await read_backlog(self.js, self.settings)
+        except Exception as exc:  # NATS away: publishes fail and release their runs anyway
+            log.debug("backpressure: cannot read the workers' consumer: %s", exc)
+            backlog = None
+        if backlog is None:  # no consumer yet (no worker ever started), or NATS away: do not block on it
+            self._room = self.settings.max_queued_messages - self._publishing
+            self._paused = False
+            metrics.dispatch_paused.set(0)
+            return False
+        rate = self._rate.update(backlog.delivered, now)
+        metrics.worker_backlog_messages.labels("waiting").set(backlog.waiting)
+        metrics.worker_backlog_messages.labels("in_flight").set(backlog.in_flight)
+        metrics.worker_delivery_rate.set(rate)
+        self._room = queue_room(backlog, rate, self.settings, self._publishing)
+        paused = self._room <= 0
+        if paused != self._paused:  # log the transitions, not every check
+            log.info(
+                "workers are %s (%d waiting, %d in flight, %.0f/s): %s claims",
+                "behind" if paused else "catching up",
+                backlog.waiting,
+                backlog.in_flight,
+                rate,
+                "pausing" if paused else "resuming",
+            )
+        self._paused = paused
+        metrics.dispatch_paused.set(int(paused))
+        return paused

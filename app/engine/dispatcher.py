@@ -10,9 +10,8 @@ mark loop the process waited on one or the other half of the time (measured; see
 A run due now is dispatched within a second: submissions NOTIFY idle engines, and the loop polls
 with a short jittered sleep otherwise (the jitter keeps replicas from synchronizing their claims).
 
-No single run can stop the loop: a run whose message cannot be built fails alone (its payload is a
-tenant's data, and one nested too deep once killed every engine that claimed it in turn), and an
-unexpected exception in one batch is logged, counted and survived.
+No single run can stop the loop: a run whose message cannot be built fails alone (messages.py), and
+an unexpected exception in one batch is logged, counted and survived.
 """
 
 from __future__ import annotations
@@ -24,31 +23,25 @@ import logging
 import random
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 import asyncpg
 from nats.aio.client import Client as NATS
-from opentelemetry import trace
-from opentelemetry.trace import SpanKind
 
 from app.bus.hot_index import HotIndex
-from app.bus.jetstream import Outgoing, Publisher, Sent
-from app.bus.message import RunMessage
+from app.bus.jetstream import Publisher, Sent
 from app.config import Settings
 from app.db import dispatch as dispatch_repo
 from app.db.dispatch import Fence
 from app.db.runs import DUE_CHANNEL
-from app.engine.backlog import DeliveryRate, queue_room, read_backlog
+from app.engine.backlog import Backpressure
 from app.engine.floor import ClaimBounds
 from app.engine.loop import sleep_or_stop
-from app.services.validation import storable_text
+from app.engine.messages import Built, build_messages
 from app.telemetry import metrics
-from app.telemetry.tracing import inject, link_to, recording, tracer, unsampled_traceparent
 
 log = logging.getLogger(__name__)
-_tracer = tracer(__name__)
 # A connection that dies under the pool's reset (a Postgres restart) raises InternalClientError, which
 # is neither a PostgresError nor an InterfaceError; uncaught, it would end the dispatcher.
 DB_ERRORS = (
@@ -61,16 +54,6 @@ DB_ERRORS = (
 SCAN_EVERY_SECONDS = 1.0
 # While paused, the queue is asked this often: the workers may empty the room in well under a poll.
 PAUSED_RECHECK_SECONDS = 0.25
-MAX_ERROR_CHARS = 2000
-
-
-@dataclass
-class Built:
-    """A claimed batch made into messages: the runs that have one, and those that cannot (and why)."""
-
-    rows: list[asyncpg.Record] = field(default_factory=list)
-    messages: list[Outgoing] = field(default_factory=list)
-    unbuildable: list[tuple[asyncpg.Record, str]] = field(default_factory=list)
 
 
 class Dispatcher:
@@ -82,11 +65,7 @@ class Dispatcher:
         self.hot_index = hot_index
         self.bounds = ClaimBounds()
         self._last_scan = 0.0
-        self._queue_checked_at = 0.0
-        self._room = 0  # messages this engine may still add to the workers' queue before asking again
-        self._publishing = 0  # runs claimed whose PubAcks are not all in: the stream may not count them yet
-        self._delivery_rate = DeliveryRate()
-        self._paused = False
+        self.backpressure = Backpressure(nc, settings)
         self.wake = asyncio.Event()
         # Busy time of each phase, read by the bench: claim SQL, publish (send + PubAcks), and
         # settle (releasing what was not acked).
@@ -114,7 +93,7 @@ class Dispatcher:
                         await self._unlisten(listener)  # give its slot back, or the pool shrinks
                     listener = await self._listen(stop)
                     continue
-                if await self._workers_behind():
+                if await self.backpressure.workers_behind():
                     await _first_of(stop, self.wake, timeout=PAUSED_RECHECK_SECONDS)
                     continue
                 await slots.acquire()
@@ -136,8 +115,7 @@ class Dispatcher:
                     await sleep_or_stop(stop, 1.0)
                     continue
                 if claimed:
-                    self._room -= len(claimed)
-                    self._publishing += len(claimed)
+                    self.backpressure.publishing(len(claimed))
                     task = asyncio.create_task(self.settle(claimed, sent))
                     settling.add(task)
                     task.add_done_callback(settling.discard)
@@ -163,47 +141,8 @@ class Dispatcher:
             await self.publisher.stop()
 
     def _settled(self, runs: int, slots: asyncio.Semaphore, _task: asyncio.Task[None]) -> None:
-        self._publishing -= runs
+        self.backpressure.settled(runs)
         slots.release()
-
-    async def _workers_behind(self) -> bool:
-        """Backpressure: pause claiming while the workers' queue is full (see app/engine/backlog.py
-        for the two bounds). Runs left pending stay in the fair per-tenant claim, keep their due lag
-        visible in the database, and show as the *workers'* backlog: a paused engine exports
-        `scheduler_dispatch_paused` 1, which tells the autoscalers that workers bind, not engines.
-        The stream is asked once a second, or at once when this engine used up the room it had."""
-        now = time.monotonic()
-        if self._room > 0 and now - self._queue_checked_at < 1.0:
-            return False
-        self._queue_checked_at = now
-        try:
-            backlog = await read_backlog(self.nc.jetstream(), self.settings)
-        except Exception as exc:  # NATS away: publishes fail and release their runs anyway
-            log.debug("backpressure: cannot read the workers' consumer: %s", exc)
-            backlog = None
-        if backlog is None:  # no consumer yet (no worker ever started), or NATS away: do not block on it
-            self._room = self.settings.max_queued_messages - self._publishing
-            self._paused = False
-            metrics.dispatch_paused.set(0)
-            return False
-        rate = self._delivery_rate.update(backlog.delivered, now)
-        metrics.worker_backlog_messages.labels("waiting").set(backlog.waiting)
-        metrics.worker_backlog_messages.labels("in_flight").set(backlog.in_flight)
-        metrics.worker_delivery_rate.set(rate)
-        self._room = queue_room(backlog, rate, self.settings, self._publishing)
-        paused = self._room <= 0
-        if paused != self._paused:  # log the transitions, not every check
-            log.info(
-                "workers are %s (%d waiting, %d in flight, %.0f/s): %s claims",
-                "behind" if paused else "catching up",
-                backlog.waiting,
-                backlog.in_flight,
-                rate,
-                "pausing" if paused else "resuming",
-            )
-        self._paused = paused
-        metrics.dispatch_paused.set(int(paused))
-        return paused
 
     async def _listen(self, stop: asyncio.Event) -> asyncpg.Connection | None:
         conn: asyncpg.Connection | None = None
@@ -311,34 +250,7 @@ class Dispatcher:
         return rows
 
     def outgoing(self, claimed: Sequence[asyncpg.Record]) -> Built:
-        built = Built()
-        exporting = recording()
-        for row in claimed:
-            try:
-                message = RunMessage.from_claimed(row)
-                body = message.encode()
-            except Exception as exc:  # the tenant's data, not the engine, is at fault: that run fails
-                reason = f"the run's message cannot be built: {type(exc).__name__}: {exc}"
-                built.unbuildable.append((row, storable_text(reason, MAX_ERROR_CHARS)))
-                continue
-            if exporting:
-                # One producer span per run, linked to the request that submitted it; its context
-                # travels in the message headers so the worker's execution span is its child.
-                span = _tracer.start_span(
-                    "dispatch_run",
-                    kind=SpanKind.PRODUCER,
-                    links=link_to(row["traceparent"]),
-                    attributes={"scheduler.run_id": str(message.run_id), "scheduler.epoch": message.epoch},
-                )
-                headers = inject({"Nats-Msg-Id": message.msg_id}, trace.set_span_in_context(span))
-                span.end()
-            else:
-                # Nothing records the span, so its context is all there is to it: formatted directly
-                # it costs about a microsecond, where the SDK's non-recording span cost 25 (measured).
-                headers = {"Nats-Msg-Id": message.msg_id, "traceparent": unsampled_traceparent()}
-            built.rows.append(row)
-            built.messages.append(Outgoing(self.settings.subject_for(message.tenant_id), body, headers))
-        return built
+        return build_messages(claimed, self.settings)
 
     async def settle(self, claimed: Sequence[asyncpg.Record], sent: Sent) -> None:
         """Runs JetStream did not ack go back to pending now, not after their lease. If the
