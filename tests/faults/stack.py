@@ -1,5 +1,5 @@
-"""The fault harness's own servers: an embedded Postgres (migrated) and NATS it can restart, and the
-settings its processes share."""
+"""The fault harness's own servers: an embedded Postgres (migrated) and NATS it can crash and
+restart, and the settings its processes share."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import re
 import secrets
+import signal
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -16,6 +17,32 @@ from app.cli import migrate
 from app.config import Settings
 from app.dev import EmbeddedNats, EmbeddedPostgres
 from tests.support import with_database
+
+# What Postgres logs when it starts on a data directory it was not shut down cleanly from.
+CRASH_RECOVERY = re.compile(r"not properly shut down|automatic recovery in progress")
+WORKER_SLOTS = 32  # per worker: few enough that the hostile tenant's hanging endpoints can fill them
+
+
+class CrashablePostgres(EmbeddedPostgres):
+    def crash_restart(self) -> bool:
+        """`pg_ctl -m immediate`: the postmaster quits without a checkpoint, as on a crash, and the
+        next start runs crash recovery. Returns whether the server's log says it did."""
+        log = self.data_dir / "log"
+        before = log.stat().st_size if log.exists() else 0
+        self._pg_ctl(["-w", "-m", "immediate", "-l", str(log), "restart"])
+        self._restarted = True
+        with open(log, "rb") as f:
+            f.seek(before)
+            return bool(CRASH_RECOVERY.search(f.read().decode(errors="replace")))
+
+
+class CrashableNats(EmbeddedNats):
+    def crash_restart(self) -> None:
+        """kill -9: no shutdown at all; the JetStream store (file storage) must survive it."""
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(10)
+        self.start()
 
 
 def stack_settings(database_url: str, nats_url: str) -> Settings:
@@ -31,13 +58,14 @@ def stack_settings(database_url: str, nats_url: str) -> Settings:
         reap_interval_seconds=0.3,
         poll_interval_seconds=0.2,
         worker_grace_seconds=2.0,
+        worker_concurrency=WORKER_SLOTS,
     )
 
 
 @contextlib.asynccontextmanager
-async def embedded(root: Path) -> AsyncIterator[tuple[EmbeddedPostgres, EmbeddedNats, str, str]]:
+async def embedded(root: Path) -> AsyncIterator[tuple[CrashablePostgres, CrashableNats, str, str]]:
     """The harness's own Postgres (migrated) and NATS, stopped afterwards."""
-    postgres, nats = EmbeddedPostgres(root / "postgres"), EmbeddedNats(root / "nats")
+    postgres, nats = CrashablePostgres(root / "postgres"), CrashableNats(root / "nats")
     try:
         admin_url = await asyncio.to_thread(postgres.start)
         nats_url = await asyncio.to_thread(nats.start)
@@ -58,3 +86,13 @@ def stale_counters(metrics: str) -> dict[str, float]:
     """scheduler_stale_results_total by stage, from a /metrics page."""
     found = dict(re.findall(r'^scheduler_stale_results_total\{stage="(\w+)"\} (\S+)$', metrics, re.MULTILINE))
     return {stage: float(found.get(stage, 0)) for stage in ("start", "finish")}
+
+
+def rss_mib(pid: int) -> float:
+    """A process's resident memory, from /proc (0 when it is gone)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return 0.0
+    found = re.search(r"^VmRSS:\s+(\d+) kB", status, re.MULTILINE)
+    return int(found.group(1)) / 1024 if found else 0.0
