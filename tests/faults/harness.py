@@ -60,6 +60,8 @@ class Config:
     duration: float = 36.0  # the fault window
     max_attempts: int = 25
     max_sleep: float = 0.8  # each victim run's payload holds the receiver's answer up to this long
+    hostile: bool = True  # False: the victim alone throughout (a baseline, and a check of the harness)
+    poison: bool = True  # False: the hostile tenant's endpoints only, no poison input (to tell bugs apart)
     hangers: int = 96  # hanging runs per hostile burst: more than the workers' slots (2 x 32)
     burst_every: float = 5.0
     lag_bounds: tuple[float, float, float] = (5.0, 5.0, 30.0)  # quiet, hostile, faults
@@ -183,15 +185,17 @@ class Harness:
                 await good.submit_spread(api, round(c.runs * (end - start) / total), 1 + start, 1 + end)
             window_end = time.monotonic() + 1 + total
             await asyncio.sleep(1 + c.quiet)
-            print(f"  t={time.monotonic() - s.started:6.1f}s the hostile tenant starts", flush=True)
-            await bad.poison_the_api()
-            await bad.poison_the_database(due_in=1.0)
-            left = window_end - time.monotonic()
-            hostile_runs = await bad.submit(0.5, left, max(1, round(left / c.burst_every)), c.hangers)
-            print(
-                f"  hostile: {hostile_runs} runs submitted; poison answers {[(a.name, a.status) for a in bad.answers]}",
-                flush=True,
-            )
+            if c.hostile:
+                print(f"  t={time.monotonic() - s.started:6.1f}s the hostile tenant starts", flush=True)
+                if c.poison:
+                    await bad.poison_the_api()
+                    await bad.poison_the_database(due_in=1.0)
+                left = window_end - time.monotonic()
+                n = await bad.submit(0.5, left, max(1, round(left / c.burst_every)), c.hangers)
+                print(
+                    f"  hostile: {n} runs; poison answers {[(a.name, a.status) for a in bad.answers]}",
+                    flush=True,
+                )
             await asyncio.sleep(max(0.0, window_end - c.duration - time.monotonic()))
             injector = Injector(s, good, c.duration)
             faults = asyncio.create_task(injector.inject(window_end))
@@ -227,7 +231,10 @@ class Harness:
         s = self.stack
         rows = await s.fetch(
             "SELECT id::text AS id, tenant_id, status, attempt, max_attempts, epoch, scheduled_at,"
-            " extract(epoch FROM started_at - due_at)::float8 AS lag FROM job_runs WHERE tenant_id = ANY($1)",
+            # A run still waiting has waited now() - due_at so far; a started one, started_at - due_at.
+            " CASE WHEN status IN ('pending', 'dispatched') THEN greatest(0, extract(epoch FROM now() - due_at))"
+            " ELSE extract(epoch FROM started_at - due_at) END::float8 AS lag"
+            " FROM job_runs WHERE tenant_id = ANY($1)",
             [victim.TENANT, hostile.TENANT],
         )
 
@@ -267,6 +274,7 @@ class Harness:
             lag_bounds=dict(zip(phases, self.config.lag_bounds, strict=True)),
             poison_answers=bad.answers,
             poison_run=bad.poison_run,
+            hostile=self.config.hostile,
             died=died,
             late_results_discarded=s.late_results_discarded,
             stale=stale,
@@ -302,6 +310,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--calm", type=float, default=Config.calm, help="seconds beside the hostile tenant, no faults"
     )
+    parser.add_argument("--no-hostile", action="store_true", help="the victim alone, no hostile tenant")
+    parser.add_argument("--no-poison", action="store_true", help="hostile endpoints only, no poison input")
     parser.add_argument("--hangers", type=int, default=Config.hangers, help="hanging runs per hostile burst")
     parser.add_argument("--seed", type=int, default=Config.seed)
     parser.add_argument("--keep", action="store_true", help="keep the temp dir (logs, data) afterwards")
@@ -312,6 +322,8 @@ def main(argv: list[str] | None = None) -> None:
         quiet=args.quiet,
         calm=args.calm,
         hangers=args.hangers,
+        hostile=not args.no_hostile,
+        poison=not args.no_poison,
         seed=args.seed,
     )
     root = Path(tempfile.mkdtemp(prefix="scheduler-faults-"))

@@ -66,7 +66,7 @@ class Run:
     max_attempts: int
     epoch: int
     phase: str = "faults"  # when it was scheduled (PHASES)
-    lag: float | None = None  # seconds from due_at to started_at of its last attempt
+    lag: float | None = None  # seconds from due_at to started_at of its last attempt (or to now, waiting)
 
 
 @dataclass(frozen=True)
@@ -90,6 +90,7 @@ class Outcome:
     lag_bounds: dict[str, float]  # phase -> the most a victim run may wait past its due time
     poison_answers: list[PoisonAnswer] = field(default_factory=list)
     poison_run: str | None = None  # the run made poison in the database, behind the API's back
+    hostile: bool = True  # whether the hostile tenant took part (its checks apply only then)
     died: list[str] = field(default_factory=list)  # processes that exited without being killed
     late_results_discarded: float = 0.0  # the frozen worker's stale "finish" counter across the freeze
     stale: dict[str, float] = field(default_factory=dict)  # "<worker> <stage>" -> count, for the record
@@ -241,7 +242,7 @@ def hostile_contained(r: Report) -> list[str]:
             )
         elif not a.refuse and not (200 <= a.status < 300):
             out.append(f"valid hostile input '{a.name}' answered {a.status} (want 201)")
-    missing = [b for b in HOSTILE_BEHAVIOURS if not r.behaviours[b]]
+    missing = [b for b in HOSTILE_BEHAVIOURS if not r.behaviours[b]] if r.outcome.hostile else []
     if missing:
         out.append(f"hostile endpoints never answered: {missing}")
     if r.behaviours["hang"] and not r.behaviours["hang abandoned"]:
