@@ -231,8 +231,10 @@ class Harness:
         s = self.stack
         rows = await s.fetch(
             "SELECT id::text AS id, tenant_id, status, attempt, max_attempts, epoch, scheduled_at,"
-            # A run still waiting has waited now() - due_at so far; a started one, started_at - due_at.
-            " CASE WHEN status IN ('pending', 'dispatched') THEN greatest(0, extract(epoch FROM now() - due_at))"
+            # A run still waiting has waited now() - due_at so far (none, if not due yet); a started
+            # one, started_at - due_at.
+            " CASE WHEN status IN ('pending', 'dispatched') AND due_at > now() THEN NULL"
+            " WHEN status IN ('pending', 'dispatched') THEN extract(epoch FROM now() - due_at)"
             " ELSE extract(epoch FROM started_at - due_at) END::float8 AS lag"
             " FROM job_runs WHERE tenant_id = ANY($1)",
             [victim.TENANT, hostile.TENANT],
