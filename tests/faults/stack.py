@@ -7,7 +7,9 @@ import asyncio
 import contextlib
 import re
 import secrets
+import shutil
 import signal
+import tempfile
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -64,8 +66,12 @@ def stack_settings(database_url: str, nats_url: str) -> Settings:
 
 @contextlib.asynccontextmanager
 async def embedded(root: Path) -> AsyncIterator[tuple[CrashablePostgres, CrashableNats, str, str]]:
-    """The harness's own Postgres (migrated) and NATS, stopped afterwards."""
-    postgres, nats = CrashablePostgres(root / "postgres"), CrashableNats(root / "nats")
+    """The harness's own Postgres (migrated) and NATS, stopped afterwards. Postgres's data directory
+    is a temp dir of its own, not under `root`: pg_ctl runs as another user who must traverse its
+    parents, and a pytest session started meanwhile (another checkout's) chmods pytest's shared base
+    directory back to 0700. Its log is copied to root/logs at the end."""
+    pg_dir = Path(tempfile.mkdtemp(prefix="scheduler-faults-pg-"))
+    postgres, nats = CrashablePostgres(pg_dir / "data"), CrashableNats(root / "nats")
     try:
         admin_url = await asyncio.to_thread(postgres.start)
         nats_url = await asyncio.to_thread(nats.start)
@@ -80,6 +86,9 @@ async def embedded(root: Path) -> AsyncIterator[tuple[CrashablePostgres, Crashab
     finally:
         await asyncio.to_thread(nats.stop)
         await asyncio.to_thread(postgres.stop)
+        with contextlib.suppress(OSError):
+            shutil.copy(pg_dir / "data" / "log", root / "logs" / "postgres.log")
+        shutil.rmtree(pg_dir, ignore_errors=True)
 
 
 def stale_counters(metrics: str) -> dict[str, float]:
