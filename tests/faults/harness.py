@@ -22,31 +22,21 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import asyncpg
 import httpx
-from nats.aio.client import Client as NATS
 
 from app.bus.jetstream import close, connect
-from app.config import Settings
 from tests.faults import hostile, victim
 from tests.faults.hostile import Hostile
 from tests.faults.inject import SECONDS_PER_FAULT, Injector
-from tests.faults.report import Fault, Outcome, Report, Run, check
-from tests.faults.stack import (
-    CrashableNats,
-    CrashablePostgres,
-    embedded,
-    rss_mib,
-    stack_settings,
-    stale_counters,
-)
+from tests.faults.report import Outcome, Report, Run, check
+from tests.faults.stack import Stack, embedded, stack_settings, stale_counters
 from tests.faults.victim import Victim
-from tests.processes import Process, processes
+from tests.processes import processes
 from tests.receiver import Receiver, running_receiver
 
 DB_ERRORS = (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, asyncpg.InternalClientError)
@@ -67,79 +57,6 @@ class Config:
     lag_bounds: tuple[float, float, float] = (5.0, 5.0, 30.0)  # quiet, hostile, faults
     seed: int = 8
     drain_timeout: float = 90.0  # after the window, for the last runs to finish
-
-
-class Stack:
-    """The processes under test, the servers under them, and the harness's own ways in."""
-
-    def __init__(
-        self,
-        settings: Settings,
-        spawn: Callable[..., Process],
-        postgres: CrashablePostgres,
-        nats: CrashableNats,
-        pool: asyncpg.Pool,
-        nc: NATS,
-        started: float,
-    ):
-        self.settings = settings
-        self.spawn_process = spawn
-        self.postgres = postgres
-        self.nats = nats
-        self.pool = pool
-        self.nc = nc
-        self.started = started  # time.monotonic() when the harness began, servers' start included
-        self.faults: list[Fault] = []
-        self.roles: dict[str, dict[str, Process]] = {"api": {}, "engine": {}, "worker": {}}  # by owner
-        self.names = {"api": 0, "engine": 0, "worker": 0}
-        self.late_results_discarded = 0.0
-        self.rss_peak = 0.0
-        self.unready: list[str] = []
-
-    async def spawn(self, role: str) -> str:
-        """Starts one more process of `role` and waits until it is ready; returns its lease owner."""
-        self.names[role] += 1
-        owner = f"{role}-{self.names[role]}"
-        process = self.spawn_process(role, SCHEDULER_OWNER=owner)
-        self.roles[role][owner] = process
-        try:
-            await process.wait_ready(60)
-        except RuntimeError:  # a finding, not the harness's end: reported with the processes that died
-            self.unready.append(f"{owner} on :{process.port} never became ready ({process.log_path})")
-        return owner
-
-    def api_ports(self) -> list[int]:
-        return [p.port for p in self.roles["api"].values()]
-
-    def every_process(self) -> list[Process]:
-        return [p for role in self.roles.values() for p in role.values()]
-
-    def note(self, kind: str, detail: str, in_flight: int | None = None, problem: str = "") -> None:
-        fault = Fault(
-            time.monotonic() - self.started,
-            datetime.now(UTC).isoformat(timespec="milliseconds"),
-            kind,
-            detail,
-            in_flight,
-            problem,
-        )
-        self.faults.append(fault)
-        print(f"  {fault.render()}", flush=True)
-
-    async def fetch(self, sql: str, *args: object) -> list[asyncpg.Record]:
-        """The harness's own reads ride out the Postgres crash it causes."""
-        for _ in range(120):
-            try:
-                return await self.pool.fetch(sql, *args)
-            except DB_ERRORS:
-                await asyncio.sleep(0.5)
-        return await self.pool.fetch(sql, *args)
-
-    async def sample_rss(self) -> None:
-        while True:
-            for p in self.roles["worker"].values():
-                self.rss_peak = max(self.rss_peak, rss_mib(p.proc.pid))
-            await asyncio.sleep(0.5)
 
 
 class Harness:

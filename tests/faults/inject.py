@@ -24,10 +24,9 @@ from typing import TYPE_CHECKING
 import asyncpg
 from nats.js.errors import NotFoundError
 
-from tests.faults.stack import stale_counters
+from tests.faults.stack import Stack, stale_counters
 
 if TYPE_CHECKING:
-    from tests.faults.harness import Stack
     from tests.faults.victim import Victim
 
 SECONDS_PER_FAULT = 6.0

@@ -10,18 +10,24 @@ import secrets
 import shutil
 import signal
 import tempfile
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Callable
+from datetime import UTC, datetime
 from pathlib import Path
 
 import asyncpg
+from nats.aio.client import Client as NATS
 
 from app.cli import migrate
 from app.config import Settings
 from app.dev import EmbeddedNats, EmbeddedPostgres
+from tests.faults.report import Fault
+from tests.processes import Process
 from tests.support import with_database
 
 # What Postgres logs when it starts on a data directory it was not shut down cleanly from.
 CRASH_RECOVERY = re.compile(r"not properly shut down|automatic recovery in progress")
+DB_ERRORS = (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, asyncpg.InternalClientError)
 WORKER_SLOTS = 32  # per worker: few enough that the hostile tenant's hanging endpoints can fill them
 
 
@@ -105,3 +111,78 @@ def rss_mib(pid: int) -> float:
         return 0.0
     found = re.search(r"^VmRSS:\s+(\d+) kB", status, re.MULTILINE)
     return int(found.group(1)) / 1024 if found else 0.0
+
+
+class Stack:
+    """The processes under test, the servers under them, and the harness's own ways in."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        spawn: Callable[..., Process],
+        postgres: CrashablePostgres,
+        nats: CrashableNats,
+        pool: asyncpg.Pool,
+        nc: NATS,
+        started: float,
+    ):
+        self.settings = settings
+        self.spawn_process = spawn
+        self.postgres = postgres
+        self.nats = nats
+        self.pool = pool
+        self.nc = nc
+        self.started = started  # time.monotonic() when the harness began, servers' start included
+        self.faults: list[Fault] = []
+        self.roles: dict[str, dict[str, Process]] = {"api": {}, "engine": {}, "worker": {}}  # by owner
+        self.names = {"api": 0, "engine": 0, "worker": 0}
+        self.late_results_discarded = 0.0
+        self.rss_peak = 0.0
+        self.unready: list[str] = []
+
+    async def spawn(self, role: str) -> str:
+        """Starts one more process of `role` and waits until it is ready; returns its lease owner."""
+        self.names[role] += 1
+        owner = f"{role}-{self.names[role]}"
+        process = self.spawn_process(role, SCHEDULER_OWNER=owner)
+        self.roles[role][owner] = process
+        try:
+            await process.wait_ready(60)
+        except RuntimeError:  # a finding, not the harness's end: reported with the processes that died
+            self.unready.append(f"{owner} on :{process.port} never became ready ({process.log_path})")
+        return owner
+
+    def api_ports(self) -> list[int]:
+        return [p.port for p in self.roles["api"].values()]
+
+    def every_process(self) -> list[Process]:
+        return [p for role in self.roles.values() for p in role.values()]
+
+    def note(self, kind: str, detail: str, in_flight: int | None = None, problem: str = "") -> None:
+        fault = Fault(
+            time.monotonic() - self.started,
+            datetime.now(UTC).isoformat(timespec="milliseconds"),
+            kind,
+            detail,
+            in_flight,
+            problem,
+        )
+        self.faults.append(fault)
+        print(f"  {fault.render()}", flush=True)
+
+    async def fetch(self, sql: str, *args: object) -> list[asyncpg.Record]:
+        """The harness's own reads ride out the Postgres crash it causes."""
+        for _ in range(120):
+            try:
+                rows: list[asyncpg.Record] = await self.pool.fetch(sql, *args)
+                return rows
+            except DB_ERRORS:
+                await asyncio.sleep(0.5)
+        rows = await self.pool.fetch(sql, *args)
+        return rows
+
+    async def sample_rss(self) -> None:
+        while True:
+            for p in self.roles["worker"].values():
+                self.rss_peak = max(self.rss_peak, rss_mib(p.proc.pid))
+            await asyncio.sleep(0.5)
