@@ -33,7 +33,7 @@ from app.bus.jetstream import close, connect
 from tests.faults import hostile, victim
 from tests.faults.hostile import Hostile
 from tests.faults.inject import SECONDS_PER_FAULT, Injector
-from tests.faults.report import Outcome, Report, Run, check
+from tests.faults.report import HOSTILE_BEHAVIOURS, Outcome, Report, Run, check
 from tests.faults.stack import Stack, embedded, stack_settings, stale_counters
 from tests.faults.victim import Victim
 from tests.processes import processes
@@ -52,6 +52,7 @@ class Config:
     max_sleep: float = 0.8  # each victim run's payload holds the receiver's answer up to this long
     hostile: bool = True  # False: the victim alone throughout (a baseline, and a check of the harness)
     poison: bool = True  # False: the hostile tenant's endpoints only, no poison input (to tell bugs apart)
+    answers: tuple[str, ...] = HOSTILE_BEHAVIOURS  # which hostile endpoints (to tell findings apart)
     hangers: int = 96  # hanging runs per hostile burst: more than the workers' slots (2 x 32)
     burst_every: float = 5.0
     lag_bounds: tuple[float, float, float] = (5.0, 5.0, 30.0)  # quiet, hostile, faults
@@ -108,7 +109,7 @@ class Harness:
                     await bad.poison_the_api()
                     await bad.poison_the_database(due_in=1.0)
                 left = window_end - time.monotonic()
-                n = await bad.submit(0.5, left, max(1, round(left / c.burst_every)), c.hangers)
+                n = await bad.submit(0.5, left, max(1, round(left / c.burst_every)), c.hangers, c.answers)
                 print(
                     f"  hostile: {n} runs; poison answers {[(a.name, a.status) for a in bad.answers]}",
                     flush=True,
@@ -193,7 +194,7 @@ class Harness:
             lag_bounds=dict(zip(phases, self.config.lag_bounds, strict=True)),
             poison_answers=bad.answers,
             poison_run=bad.poison_run,
-            hostile=self.config.hostile,
+            hostile_answers=self.config.answers if self.config.hostile else (),
             died=died,
             late_results_discarded=s.late_results_discarded,
             stale=stale,
@@ -231,6 +232,9 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--no-hostile", action="store_true", help="the victim alone, no hostile tenant")
     parser.add_argument("--no-poison", action="store_true", help="hostile endpoints only, no poison input")
+    parser.add_argument(
+        "--answers", default=",".join(HOSTILE_BEHAVIOURS), help="the hostile endpoints, of: hang,nul,huge"
+    )
     parser.add_argument("--hangers", type=int, default=Config.hangers, help="hanging runs per hostile burst")
     parser.add_argument("--seed", type=int, default=Config.seed)
     parser.add_argument("--keep", action="store_true", help="keep the temp dir (logs, data) afterwards")
@@ -243,6 +247,7 @@ def main(argv: list[str] | None = None) -> None:
         hangers=args.hangers,
         hostile=not args.no_hostile,
         poison=not args.no_poison,
+        answers=tuple(a for a in args.answers.split(",") if a),
         seed=args.seed,
     )
     root = Path(tempfile.mkdtemp(prefix="scheduler-faults-"))

@@ -112,17 +112,24 @@ class Hostile:
             self.poison_run,
         )
 
-    async def submit(self, start: float, window: float, bursts: int, hangers: int) -> int:
+    async def submit(
+        self, start: float, window: float, bursts: int, hangers: int, answers: tuple[str, ...]
+    ) -> int:
         """Hostile work due over [now+start, now+start+window]: `bursts` waves, each of `hangers`
         hanging runs due at one instant (more than the workers' slots), beside NUL and huge answers."""
         now = datetime.now(UTC)
         runs: list[dict[str, Any]] = []
         for i in range(bursts):
             at = (now + timedelta(seconds=start + window * i / max(1, bursts))).isoformat()
-            runs += [{"job": "hang", "scheduled_at": at, "payload": {"hang": 60}}] * hangers
-            runs += [{"job": "nul", "scheduled_at": at, "payload": {"nul": True}}] * 4
-            runs += [{"job": "huge", "scheduled_at": at, "payload": {"huge": HUGE_BYTES, "status": 500}}] * 2
-            runs += [{"job": "huge", "scheduled_at": at, "payload": {"huge": HUGE_BYTES, "status": 200}}]
+            if "hang" in answers:
+                runs += [{"job": "hang", "scheduled_at": at, "payload": {"hang": 60}}] * hangers
+            if "nul" in answers:
+                runs += [{"job": "nul", "scheduled_at": at, "payload": {"nul": True}}] * 4
+            if "huge" in answers:
+                runs += [
+                    {"job": "huge", "scheduled_at": at, "payload": {"huge": HUGE_BYTES, "status": 500}}
+                ] * 2
+                runs += [{"job": "huge", "scheduled_at": at, "payload": {"huge": HUGE_BYTES, "status": 200}}]
         for i in range(0, len(runs), 500):
             r = await self.api.post(
                 f"/tenants/{TENANT}/runs/batch", json={"runs": runs[i : i + 500]}, headers=self.auth

@@ -90,7 +90,7 @@ class Outcome:
     lag_bounds: dict[str, float]  # phase -> the most a victim run may wait past its due time
     poison_answers: list[PoisonAnswer] = field(default_factory=list)
     poison_run: str | None = None  # the run made poison in the database, behind the API's back
-    hostile: bool = True  # whether the hostile tenant took part (its checks apply only then)
+    hostile_answers: tuple[str, ...] = HOSTILE_BEHAVIOURS  # the hostile answers the harness asked for
     died: list[str] = field(default_factory=list)  # processes that exited without being killed
     late_results_discarded: float = 0.0  # the frozen worker's stale "finish" counter across the freeze
     stale: dict[str, float] = field(default_factory=dict)  # "<worker> <stage>" -> count, for the record
@@ -242,7 +242,7 @@ def hostile_contained(r: Report) -> list[str]:
             )
         elif not a.refuse and not (200 <= a.status < 300):
             out.append(f"valid hostile input '{a.name}' answered {a.status} (want 201)")
-    missing = [b for b in HOSTILE_BEHAVIOURS if not r.behaviours[b]] if r.outcome.hostile else []
+    missing = [b for b in r.outcome.hostile_answers if not r.behaviours[b]]
     if missing:
         out.append(f"hostile endpoints never answered: {missing}")
     if r.behaviours["hang"] and not r.behaviours["hang abandoned"]:
