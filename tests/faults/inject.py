@@ -108,6 +108,7 @@ class Injector:
             "kill -9 engine",
             f"{owner} (pid {doomed.proc.pid}) holding {len(held)} claims not yet started",
             len(held),
+            held=tuple((str(r["id"]), int(r["epoch"])) for r in held),
         )
         self.s.note("start engine", f"{await self.s.spawn('engine')} started")
 

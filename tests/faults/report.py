@@ -48,6 +48,7 @@ class Fault:
     detail: str
     in_flight: int | None = None  # work in flight when it landed; None: a note (e.g. a restart done)
     problem: str = ""  # the fault's own postcondition failed
+    held: tuple[tuple[str, int], ...] = ()  # (run, epoch) the killed process held: a dead engine's claims
 
     def render(self) -> str:
         landed = "" if self.in_flight is None else f" [in flight: {self.in_flight}]"
@@ -115,6 +116,7 @@ class Report:
     over_lag_bound: list[str]
     behaviours: Counter[str]  # hostile answers the receiver gave; "hang abandoned": timeouts hit
     unlanded: list[str]  # fault kinds required that never landed with work in flight
+    claims_never_delivered: int  # of the killed engines' claims: never called under that epoch
 
     def violations(self) -> list[str]:
         return [v for check in CHECKS for v in check(self)]
@@ -147,6 +149,8 @@ class Report:
                 f"bound {o.lag_bounds.get(phase, math.inf):g})"
                 for phase in PHASES
             ),
+            f"dead engines' claims    {sum(len(f.held) for f in o.faults)} held at the kill, "
+            f"{self.claims_never_delivered} never delivered under that epoch (unpublished: the lease rescued them)",
             f"hostile answers         {dict(self.behaviours)}",
             "poison at the API       "
             + ", ".join(
@@ -322,4 +326,5 @@ def check(o: Outcome) -> Report:
         over_lag_bound=over_bound,
         behaviours=behaviours,
         unlanded=[k for k in FAULT_KINDS if k not in landed],
+        claims_never_delivered=sum(1 for f in o.faults for pair in f.held if pair not in pairs),
     )

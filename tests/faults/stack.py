@@ -158,15 +158,16 @@ class Stack:
     def every_process(self) -> list[Process]:
         return [p for role in self.roles.values() for p in role.values()]
 
-    def note(self, kind: str, detail: str, in_flight: int | None = None, problem: str = "") -> None:
-        fault = Fault(
-            time.monotonic() - self.started,
-            datetime.now(UTC).isoformat(timespec="milliseconds"),
-            kind,
-            detail,
-            in_flight,
-            problem,
-        )
+    def note(
+        self,
+        kind: str,
+        detail: str,
+        in_flight: int | None = None,
+        problem: str = "",
+        held: tuple[tuple[str, int], ...] = (),
+    ) -> None:
+        at = datetime.now(UTC).isoformat(timespec="milliseconds")
+        fault = Fault(time.monotonic() - self.started, at, kind, detail, in_flight, problem, held)
         self.faults.append(fault)
         print(f"  {fault.render()}", flush=True)
 

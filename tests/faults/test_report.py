@@ -177,3 +177,12 @@ def test_lag_percentiles_come_from_the_database_lags() -> None:
     assert report.percentile("quiet", 0.5) == pytest.approx(5.0, abs=0.11)
     assert report.percentile("quiet", 0.99) == pytest.approx(9.9, abs=0.11)
     assert any("due-lag bound" in v for v in report.violations())  # 2 s bound: most of them are over
+
+
+def test_a_dead_engines_claims_never_called_under_their_epoch_are_counted_as_undelivered() -> None:
+    o = good()
+    held = (("v0", 1), ("v1", 7))  # v0 was called under epoch 1; v1 never under epoch 7
+    o.faults = [*o.faults, Fault(3.0, "", "kill -9 engine", "", in_flight=2, held=held)]
+    report = check(o)
+    assert report.claims_never_delivered == 1
+    assert "2 held at the kill, 1 never delivered" in report.render()
