@@ -182,7 +182,7 @@ class Harness:
             f"{p.role} on :{p.port} exited {p.proc.returncode} ({p.log_path})"
             for p in s.every_process()
             if p.proc.poll() is not None
-        ] + s.unready
+        ] + s.troubles
         stale = {}
         for owner, worker in s.roles["worker"].items():
             if worker.proc.poll() is None:

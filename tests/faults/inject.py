@@ -28,6 +28,7 @@ from tests.faults.stack import Stack, stale_counters
 
 if TYPE_CHECKING:
     from tests.faults.victim import Victim
+    from tests.processes import Process
 
 SECONDS_PER_FAULT = 6.0
 WAIT_FOR_WORK = 15.0  # seconds a fault waits for work in flight before striking anyway
@@ -73,6 +74,14 @@ class Injector:
 
     # ── processes ──
 
+    async def _kill(self, owner: str, doomed: Process) -> None:
+        """kill -9; a process that had already died on its own is a finding of its own."""
+        if doomed.proc.poll() is not None:
+            self.s.troubles.append(
+                f"{owner} had exited {doomed.proc.returncode} before the harness killed it ({doomed.log_path})"
+            )
+        await asyncio.to_thread(doomed.kill)
+
     async def kill_api(self) -> None:
         owner, doomed = next(iter(self.s.roles["api"].items()))
         stop = asyncio.Event()
@@ -82,7 +91,7 @@ class Injector:
         in_flight = await _until(lambda: _now(self.victim.in_flight[doomed.port]))
         claims = len(await self._held("dispatched", owner))
         del self.s.roles["api"][owner]
-        await asyncio.to_thread(doomed.kill)
+        await self._kill(owner, doomed)
         await asyncio.sleep(1.0)  # the cut requests are retried on the other API meanwhile
         stop.set()
         await senders
@@ -103,7 +112,7 @@ class Injector:
             if held:
                 break
         del self.s.roles["engine"][owner]
-        await asyncio.to_thread(doomed.kill)
+        await self._kill(owner, doomed)
         self.s.note(
             "kill -9 engine",
             f"{owner} (pid {doomed.proc.pid}) holding {len(held)} claims not yet started",
@@ -141,7 +150,7 @@ class Injector:
     async def kill_worker(self) -> None:
         owner, running = await self.busiest_worker()
         doomed = self.s.roles["worker"].pop(owner)
-        await asyncio.to_thread(doomed.kill)
+        await self._kill(owner, doomed)
         self.s.note(
             "kill -9 worker",
             f"{owner} (pid {doomed.proc.pid}) with {len(running)} runs running",

@@ -138,7 +138,7 @@ class Stack:
         self.names = {"api": 0, "engine": 0, "worker": 0}
         self.late_results_discarded = 0.0
         self.rss_peak = 0.0
-        self.unready: list[str] = []
+        self.troubles: list[str] = []  # processes that died on their own or never became ready
 
     async def spawn(self, role: str) -> str:
         """Starts one more process of `role` and waits until it is ready; returns its lease owner."""
@@ -149,7 +149,7 @@ class Stack:
         try:
             await process.wait_ready(60)
         except RuntimeError:  # a finding, not the harness's end: reported with the processes that died
-            self.unready.append(f"{owner} on :{process.port} never became ready ({process.log_path})")
+            self.troubles.append(f"{owner} on :{process.port} never became ready ({process.log_path})")
         return owner
 
     def api_ports(self) -> list[int]:
