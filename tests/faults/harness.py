@@ -93,7 +93,7 @@ class Harness:
                 headers=good.auth,
             )
             assert r.status_code == 201, r.text
-            bad = Hostile(api, await self._tenant(api, hostile.TENANT), s.fetch, self.rng)
+            bad = Hostile(s.request, await self._tenant(api, hostile.TENANT), s.fetch, self.rng)
             await bad.setup(self.receiver.url)
             t0 = datetime.now(UTC) + timedelta(seconds=1)
             total = c.quiet + c.calm + c.duration
@@ -197,6 +197,7 @@ class Harness:
             lag_bounds=dict(zip(phases, self.config.lag_bounds, strict=True)),
             poison_answers=bad.answers,
             poison_run=bad.poison_run,
+            problems=bad.problems + good.problems,
             hostile_answers=self.config.answers if self.config.hostile else (),
             died=died,
             late_results_discarded=s.late_results_discarded,

@@ -21,6 +21,7 @@ HANG_TIMEOUT = 2  # the hanging job's timeout_seconds: short, so it is hit for r
 HUGE_BYTES = 8 * 1024 * 1024  # one huge answer; several run at once
 
 Fetch = Callable[..., Awaitable[list[asyncpg.Record]]]
+Request = Callable[..., Awaitable[httpx.Response]]  # Stack.request: to whichever API is alive
 
 
 def nested(depth: int) -> bytes:
@@ -43,17 +44,18 @@ def jobs(receiver_url: str) -> dict[str, dict[str, Any]]:
 
 
 class Hostile:
-    def __init__(self, api: httpx.AsyncClient, auth: dict[str, str], fetch: Fetch, rng: random.Random):
-        self.api = api
+    def __init__(self, request: Request, auth: dict[str, str], fetch: Fetch, rng: random.Random):
+        self.request = request
         self.auth = auth
         self.fetch = fetch
         self.rng = rng
         self.answers: list[PoisonAnswer] = []
         self.poison_run: str | None = None
+        self.problems: list[str] = []  # the hostile tenant's own submissions that failed (API gone)
 
     async def setup(self, receiver_url: str) -> None:
         for name, job in jobs(receiver_url).items():
-            r = await self.api.put(f"/tenants/{TENANT}/jobs/{name}", json=job, headers=self.auth)
+            r = await self.request("PUT", f"/tenants/{TENANT}/jobs/{name}", json=job, headers=self.auth)
             assert r.status_code == 201, r.text
 
     async def _rows(self) -> int:
@@ -67,10 +69,14 @@ class Hostile:
 
     async def _try(self, name: str, method: str, path: str, body: bytes, refuse: bool = True) -> None:
         before = await self._rows()
-        r = await self.api.request(
-            method, path, content=body, headers={**self.auth, "Content-Type": "application/json"}
-        )
-        self.answers.append(PoisonAnswer(name, r.status_code, await self._rows() - before, refuse))
+        headers = {**self.auth, "Content-Type": "application/json"}
+        try:
+            status = (
+                await self.request(method, path, content=body, headers=headers, retry=False)
+            ).status_code
+        except httpx.TransportError:
+            status = 0  # the connection dropped: no answer at all
+        self.answers.append(PoisonAnswer(name, status, await self._rows() - before, refuse))
 
     async def poison_the_api(self) -> None:
         """Invalid input, one request each: every one must be refused with a 4xx, nothing written."""
@@ -101,10 +107,19 @@ class Hostile:
         """A run written by the API with a tiny payload, then given one 254 deep in SQL — as if it had
         been written before any validation existed. The engines must fail it alone, and live."""
         at = (datetime.now(UTC) + timedelta(seconds=due_in)).isoformat()
-        r = await self.api.post(
-            f"/tenants/{TENANT}/runs", json={"job": "plain", "scheduled_at": at}, headers=self.auth
-        )
-        assert r.status_code == 201, r.text
+        try:
+            r = await self.request(
+                "POST",
+                f"/tenants/{TENANT}/runs",
+                json={"job": "plain", "scheduled_at": at},
+                headers=self.auth,
+            )
+        except httpx.TransportError as exc:
+            self.problems.append(f"the hostile tenant could not submit its run to poison: {exc!r}")
+            return
+        if r.status_code != 201:
+            self.problems.append(f"the hostile tenant's run to poison was refused: {r.status_code}")
+            return
         self.poison_run = r.json()["id"]
         await self.fetch(
             "UPDATE job_runs SET payload = $1::jsonb WHERE id = $2::uuid AND status = 'pending' RETURNING id",
@@ -130,9 +145,20 @@ class Hostile:
                     {"job": "huge", "scheduled_at": at, "payload": {"huge": HUGE_BYTES, "status": 500}}
                 ] * 2
                 runs += [{"job": "huge", "scheduled_at": at, "payload": {"huge": HUGE_BYTES, "status": 200}}]
+        accepted = 0
         for i in range(0, len(runs), 500):
-            r = await self.api.post(
-                f"/tenants/{TENANT}/runs/batch", json={"runs": runs[i : i + 500]}, headers=self.auth
-            )
-            assert r.status_code == 201, r.text
-        return len(runs)
+            try:
+                r = await self.request(
+                    "POST",
+                    f"/tenants/{TENANT}/runs/batch",
+                    json={"runs": runs[i : i + 500]},
+                    headers=self.auth,
+                )
+            except httpx.TransportError as exc:
+                self.problems.append(f"no API took the hostile tenant's batch: {exc!r}")
+                continue
+            if r.status_code == 201:
+                accepted += len(r.json()["runs"])
+            else:
+                self.problems.append(f"the hostile tenant's batch answered {r.status_code}")
+        return accepted

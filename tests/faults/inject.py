@@ -124,6 +124,8 @@ class Injector:
     async def _victim_burst(self, n: int) -> None:
         import httpx
 
+        if not self.s.api_ports():
+            return
         async with httpx.AsyncClient(
             base_url=f"http://127.0.0.1:{self.s.api_ports()[-1]}", timeout=30
         ) as api:

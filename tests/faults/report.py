@@ -93,6 +93,7 @@ class Outcome:
     poison_run: str | None = None  # the run made poison in the database, behind the API's back
     hostile_answers: tuple[str, ...] = HOSTILE_BEHAVIOURS  # the hostile answers the harness asked for
     died: list[str] = field(default_factory=list)  # processes that exited without being killed
+    problems: list[str] = field(default_factory=list)  # requests the harness could not get answered
     late_results_discarded: float = 0.0  # the frozen worker's stale "finish" counter across the freeze
     stale: dict[str, float] = field(default_factory=dict)  # "<worker> <stage>" -> count, for the record
     worker_rss_mib: float = 0.0  # the highest worker RSS sampled, for the record
@@ -251,6 +252,7 @@ def hostile_contained(r: Report) -> list[str]:
         out.append(f"hostile endpoints never answered: {missing}")
     if r.behaviours["hang"] and not r.behaviours["hang abandoned"]:
         out.append("no hanging endpoint was abandoned by its caller: timeouts never hit")
+    out += [f"harness request failed: {p}" for p in r.outcome.problems]
     if r.outcome.died:
         out.append(f"processes exited on their own or never became ready: {r.outcome.died}")
     return out

@@ -14,8 +14,10 @@ import time
 from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import asyncpg
+import httpx
 from nats.aio.client import Client as NATS
 
 from app.cli import migrate
@@ -153,7 +155,25 @@ class Stack:
         return owner
 
     def api_ports(self) -> list[int]:
-        return [p.port for p in self.roles["api"].values()]
+        """The API processes still running (one that died on its own is skipped, not retried)."""
+        return [p.port for p in self.roles["api"].values() if p.proc.poll() is None]
+
+    async def request(self, method: str, path: str, *, retry: bool = True, **kwargs: Any) -> httpx.Response:
+        """One request to a live API. The harness's own calls outlive the APIs it kills and those that
+        die under the hostile tenant; `retry=False` for a request whose effect is being measured.
+        Raises httpx.TransportError when no API answers."""
+        failure: Exception = httpx.ConnectError("no API process is running")
+        for _ in range(20 if retry else 1):
+            for port in self.api_ports():
+                try:
+                    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=60) as api:
+                        return await api.request(method, path, **kwargs)
+                except httpx.TransportError as exc:
+                    failure = exc
+                    if not retry:
+                        raise
+            await asyncio.sleep(0.5)
+        raise failure
 
     def every_process(self) -> list[Process]:
         return [p for role in self.roles.values() for p in role.values()]

@@ -151,6 +151,14 @@ BAD: dict[str, tuple[Callable[[Outcome], Outcome], str]] = {
         lambda o: dataclasses.replace(o, calls=[dataclasses.replace(c, abandoned=False) for c in o.calls]),
         "timeouts never hit",
     ),
+    "a victim request no API ever accepted": (
+        lambda o: dataclasses.replace(o, problems=["victim run victim-7 never accepted: no API answered it"]),
+        "harness request failed: victim run victim-7 never accepted",
+    ),
+    "a poison request that dropped the connection": (
+        lambda o: dataclasses.replace(o, poison_answers=[PoisonAnswer("payload NaN", 0, 0)]),
+        "poison 'payload NaN' answered 0",
+    ),
     "an engine died on its own": (
         lambda o: dataclasses.replace(o, died=["engine on :1234 exited 1"]),
         "processes exited on their own",
