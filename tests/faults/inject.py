@@ -74,13 +74,16 @@ class Injector:
 
     # ── processes ──
 
-    async def _kill(self, owner: str, doomed: Process) -> None:
-        """kill -9; a process that had already died on its own is a finding of its own."""
+    async def _kill(self, owner: str, doomed: Process) -> bool:
+        """kill -9; returns whether it was alive. One that had died on its own interrupted nothing (the
+        fault did not land) and is a finding of its own."""
         if doomed.proc.poll() is not None:
             self.s.troubles.append(
                 f"{owner} had exited {doomed.proc.returncode} before the harness killed it ({doomed.log_path})"
             )
+            return False
         await asyncio.to_thread(doomed.kill)
+        return True
 
     async def kill_api(self) -> None:
         owner, doomed = next(iter(self.s.roles["api"].items()))
@@ -91,7 +94,7 @@ class Injector:
         in_flight = await _until(lambda: _now(self.victim.in_flight[doomed.port]))
         claims = len(await self._held("dispatched", owner))
         del self.s.roles["api"][owner]
-        await self._kill(owner, doomed)
+        alive = await self._kill(owner, doomed)
         await asyncio.sleep(1.0)  # the cut requests are retried on the other API meanwhile
         stop.set()
         await senders
@@ -99,7 +102,7 @@ class Injector:
             "kill -9 api",
             f"{owner} on :{doomed.port} (pid {doomed.proc.pid}); {self.victim.cut[doomed.port]} requests cut, "
             f"retried elsewhere with their Idempotency-Key; its engine held {claims} claims",
-            in_flight,
+            in_flight if alive else 0,
         )
         self.s.note("start api", f"{await self.s.spawn('api')} started")
 
@@ -112,11 +115,11 @@ class Injector:
             if held:
                 break
         del self.s.roles["engine"][owner]
-        await self._kill(owner, doomed)
+        alive = await self._kill(owner, doomed)
         self.s.note(
             "kill -9 engine",
             f"{owner} (pid {doomed.proc.pid}) holding {len(held)} claims not yet started",
-            len(held),
+            len(held) if alive else 0,
             held=tuple((str(r["id"]), int(r["epoch"])) for r in held),
         )
         self.s.note("start engine", f"{await self.s.spawn('engine')} started")
@@ -152,11 +155,11 @@ class Injector:
     async def kill_worker(self) -> None:
         owner, running = await self.busiest_worker()
         doomed = self.s.roles["worker"].pop(owner)
-        await self._kill(owner, doomed)
+        alive = await self._kill(owner, doomed)
         self.s.note(
             "kill -9 worker",
             f"{owner} (pid {doomed.proc.pid}) with {len(running)} runs running",
-            len(running),
+            len(running) if alive else 0,
         )
         self.s.note("start worker", f"{await self.s.spawn('worker')} started")
 
