@@ -1,9 +1,20 @@
-"""A local webhook receiver for end-to-end tests: records every call, answers as scripted."""
+"""A local webhook receiver for end-to-end tests: records every call, answers as scripted.
+
+Scripted behaviour comes from the JSON payload (a body that is not a JSON object answers 200):
+- {"statuses": [500, 500, 200]} answers by attempt number;
+- {"sleep": s} holds the request open for s seconds first; {"redirect": url} answers 302 to url;
+- hostile answers, for the fault harness and the isolation tests:
+  {"hang": s} never answers: it holds the request until the caller gives up (its timeout) or s
+  seconds pass, and records whether the caller abandoned it;
+  {"nul": true} answers 500 with NUL bytes in the body;
+  {"huge": n, "status": code} streams an n-byte body (status 500 unless given).
+"""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,11 +29,20 @@ from starlette.routing import Route
 from app.dev import free_port
 from app.telemetry.ops_server import HostedServer
 
+NUL_BODY = b"bad\x00body\x00" + b"\x00" * 64
+CHUNK = 64 * 1024
+
 
 @dataclass
 class Call:
     headers: dict[str, str]
     body: bytes
+    # When it arrived and ended (time.monotonic()); `behaviour` names a hostile answer ("hang",
+    # "nul", "huge") or is empty; `abandoned`: the caller hung up before any answer (a timeout).
+    started: float = 0.0
+    ended: float | None = None
+    behaviour: str = ""
+    abandoned: bool = False
 
     @property
     def envelope(self) -> Any:
@@ -44,44 +64,84 @@ class Receiver:
         return [c for c in self.calls if c.headers.get("scheduler-run-id") == run_id]
 
 
+def _script(body: bytes) -> dict[str, Any]:
+    """The payload's instructions; a body that is not a JSON object (or nests beyond what the parser
+    takes: a poison payload) has none."""
+    try:
+        envelope = orjson.loads(body) if body else {}
+    except orjson.JSONDecodeError:
+        return {}
+    # The body is the signed Standard Webhooks envelope; the instructions are the run's payload.
+    data = envelope.get("data") if isinstance(envelope, dict) else None
+    payload = data.get("payload") if isinstance(data, dict) else None
+    return payload if isinstance(payload, dict) else {}
+
+
+async def _hang(request: Request, call: Call, seconds: float) -> Response:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if await request.is_disconnected():
+            call.abandoned = True
+            break
+        await asyncio.sleep(0.05)
+    return Response(status_code=504)
+
+
+def _huge(call: Call, size: int, status: int) -> Response:
+    async def chunks() -> AsyncIterator[bytes]:
+        left = size
+        while left > 0:
+            yield b"x" * min(CHUNK, left)
+            left -= CHUNK
+        call.ended = time.monotonic()
+
+    return StreamingResponse(chunks(), status_code=status, media_type="text/plain")
+
+
 async def _handle(request: Request) -> Response:
     receiver: Receiver = request.app.state.receiver
+    started = time.monotonic()
     try:
         body = await request.body()
     except ClientDisconnect:  # the caller died mid-request (a fault test): the call never arrived
         return Response(status_code=499)
-    call = Call(dict(request.headers), body)
+    call = Call(dict(request.headers), body, started=started)
     receiver.calls.append(call)
-    payload = call.payload if body else {}
-    # Scripted behaviour from the payload: {"statuses": [500, 500, 200]} answers by attempt number;
-    # {"sleep": s} holds the request open for s seconds first; {"redirect": url} answers 302 to url.
-    # Hostile answers: {"poison": status} a body with a NUL and invalid UTF-8; {"stream_mib": n,
-    # "status": s} n MiB generated on the fly.
-    if isinstance(payload, dict):
-        if payload.get("sleep"):
+    script = _script(body)
+    # Scripted behaviour from the run's payload: {"statuses": [500, 500, 200]} answers by attempt
+    # number; {"sleep": s} holds the request open for s seconds first; {"redirect": url} answers 302.
+    # Hostile answers: {"hang": s} never answers within s (a timeout at the caller); {"nul": true} a
+    # 500 whose body holds NULs; {"poison": status} a body with a NUL and invalid UTF-8; {"huge": n,
+    # "status": s} n bytes generated on the fly; {"stream_mib": n, "status": s} the same in MiB.
+    try:
+        if script.get("hang"):
+            call.behaviour = "hang"
+            return await _hang(request, call, float(script["hang"]))
+        if script.get("nul"):
+            call.behaviour = "nul"
+            return Response(NUL_BODY, status_code=500, media_type="text/plain")
+        if script.get("poison"):
+            call.behaviour = "nul"
+            return Response(b"bad\x00body \xff\xfe \xed\xa0\x80", status_code=int(script["poison"]))
+        if script.get("huge") or script.get("stream_mib"):
+            call.behaviour = "huge"
+            size = int(script["huge"]) if script.get("huge") else int(script["stream_mib"]) * 1024 * 1024
+            return _huge(call, size, int(script.get("status", 500 if script.get("huge") else 200)))
+        if script.get("sleep"):
             # In steps, so a caller that gave up (a timeout, a stopped worker) frees the handler.
-            until = asyncio.get_running_loop().time() + float(payload["sleep"])
-            while asyncio.get_running_loop().time() < until and not await request.is_disconnected():
-                await asyncio.sleep(min(0.1, until - asyncio.get_running_loop().time()))
-        if payload.get("redirect"):
-            return Response(status_code=302, headers={"Location": str(payload["redirect"])})
-        if payload.get("poison"):
-            return Response(b"bad\x00body \xff\xfe \xed\xa0\x80", status_code=int(payload["poison"]))
-        if payload.get("stream_mib"):
-            return StreamingResponse(
-                _generate(int(payload["stream_mib"])), status_code=int(payload.get("status", 200))
-            )
-        statuses = payload.get("statuses")
+            until = time.monotonic() + float(script["sleep"])
+            while time.monotonic() < until and not await request.is_disconnected():
+                await asyncio.sleep(min(0.1, until - time.monotonic()))
+        if script.get("redirect"):
+            return Response(status_code=302, headers={"Location": str(script["redirect"])})
+        statuses = script.get("statuses")
         if statuses:
             attempt = int(request.headers.get("scheduler-attempt", "1"))
             return Response(status_code=int(statuses[min(attempt, len(statuses)) - 1]))
-    return Response(status_code=200)
-
-
-async def _generate(mib: int) -> AsyncIterator[bytes]:
-    chunk = b"x" * (1024 * 1024)
-    for _ in range(mib):
-        yield chunk
+        return Response(status_code=200)
+    finally:
+        if call.behaviour != "huge":
+            call.ended = time.monotonic()
 
 
 @contextlib.asynccontextmanager

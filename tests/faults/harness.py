@@ -1,34 +1,27 @@
-"""Fault harness: drains webhook runs through two API/engine processes and two workers while it kills,
-restarts and freezes the parts, then checks the run state machine's promises (DESIGN.md §3) in SQL
-and at the webhook receiver.
+"""Fault harness: a victim tenant's webhook runs drain through two API processes (each with its
+engine), a standalone engine and two workers, beside a hostile tenant, while the harness kills,
+crashes and freezes the parts; then it checks the run state machine's promises (DESIGN.md §3) and
+tenant isolation in SQL and at the webhook receiver (tests/faults/report.py says how).
 
     python -m tests.faults.harness --runs 2000 --duration 120     # long mode, by hand
     pytest tests/faults/test_faults.py                            # short mode, in CI
 
-It owns its Postgres and NATS (embedded, in a temp dir), since it restarts them. Each fault is
-timestamped in the report:
-
-- kill -9 an API process (its engine inside) mid-drain, then start a replacement;
-- kill -9 a worker with requests in flight, then start a replacement;
-- restart NATS, then Postgres (a fast shutdown: every connection drops);
-- SIGSTOP a worker with requests in flight for three leases, then SIGCONT: its runs were rescued under
-  a new epoch meanwhile, so its late results must be discarded (`scheduler_stale_results_total`).
-
-A longer window repeats the cycle. The runs come due spread over the window, so work is in flight
-at every fault; max_attempts is generous, so every run must succeed.
+It owns its Postgres and NATS (embedded, in a temp dir), since it crashes them. The victim's runs
+come due over three phases: `quiet` (alone), `hostile` (beside the hostile tenant: poison input,
+NUL and huge answers, hanging endpoints that hit their timeouts) and `faults` (the same, under the
+faults of tests/faults/inject.py). The report gives the victim's due lag per phase.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import random
 import shutil
-import signal
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -36,288 +29,181 @@ from pathlib import Path
 import asyncpg
 import httpx
 
-from app.config import Settings
-from app.dev import EmbeddedNats, EmbeddedPostgres
-from tests.faults.report import Fault, Report, check
-from tests.faults.stack import embedded, stack_settings, stale_counters
-from tests.processes import Process, processes
+from app.bus.jetstream import close, connect
+from tests.faults import hostile, victim
+from tests.faults.hostile import Hostile
+from tests.faults.inject import SECONDS_PER_FAULT, Injector
+from tests.faults.report import HOSTILE_BEHAVIOURS, Outcome, Report, Run, check
+from tests.faults.stack import Stack, embedded, stack_settings, stale_counters
+from tests.faults.victim import Victim
+from tests.processes import processes
 from tests.receiver import Receiver, running_receiver
 
-TENANT = "faults"
-JOB = "hook"
 DB_ERRORS = (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, asyncpg.InternalClientError)
-BATCH = 500
-SECONDS_PER_CYCLE = 40.0  # one round of the five faults
 
 
 @dataclass(frozen=True)
 class Config:
-    runs: int = 400
-    duration: float = 40.0  # the runs come due over this window, and the faults land in it
+    runs: int = 400  # the victim's runs submitted ahead (the harness adds some around the kills)
+    quiet: float = 8.0  # seconds the victim is alone
+    calm: float = 12.0  # seconds beside the hostile tenant, before the faults
+    duration: float = 36.0  # the fault window
     max_attempts: int = 25
-    max_sleep: float = 0.8  # each run's payload holds the receiver's answer up to this long
+    max_sleep: float = 0.8  # each victim run's payload holds the receiver's answer up to this long
+    hostile: bool = True  # False: the victim alone throughout (a baseline, and a check of the harness)
+    poison: bool = True  # False: the hostile tenant's endpoints only, no poison input (to tell bugs apart)
+    answers: tuple[str, ...] = HOSTILE_BEHAVIOURS  # which hostile endpoints (to tell findings apart)
+    hangers: int = 96  # hanging runs per hostile burst: more than the workers' slots (2 x 32)
+    burst_every: float = 5.0
+    # Seconds a victim run may wait past due, per phase (quiet, hostile, faults). Measured on a shared
+    # 2-core box: alone p99 0.2 s; under the six faults alone max 3.2 s; beside hanging endpoints
+    # (no fair share of worker slots) p99 4.6 s and, under faults, 25 s — which these must catch.
+    lag_bounds: tuple[float, float, float] = (2.0, 2.0, 15.0)
     seed: int = 8
-    drain_timeout: float = 120.0  # after the window, for the last runs to finish
+    drain_timeout: float = 90.0  # after the window, for the last runs to finish
 
 
 class Harness:
-    def __init__(
-        self,
-        config: Config,
-        settings: Settings,
-        spawn: Callable[..., Process],
-        receiver: Receiver,
-        postgres: EmbeddedPostgres,
-        nats: EmbeddedNats,
-        pool: asyncpg.Pool,
-        started: float,
-    ):
+    def __init__(self, config: Config, stack: Stack, receiver: Receiver):
         self.config = config
-        self.settings = settings
-        self.spawn = spawn
+        self.stack = stack
         self.receiver = receiver
-        self.postgres = postgres
-        self.nats = nats
-        self.pool = pool
         self.rng = random.Random(config.seed)
-        self.started = started  # time.monotonic() when the harness began, servers' start included
-        self.faults: list[Fault] = []
-        self.apis: list[Process] = []
-        self.workers: dict[str, Process] = {}  # by lease owner
-        self.names = {"api": 0, "worker": 0}
-        self.late_results_discarded = 0.0
 
-    # ── processes ──
-
-    def _spawn(self, role: str) -> tuple[str, Process]:
-        self.names[role] += 1
-        owner = f"{role}-{self.names[role]}"
-        return owner, self.spawn(role, SCHEDULER_OWNER=owner)
-
-    async def start_processes(self) -> None:
-        for _ in range(2):
-            self.apis.append(self._spawn("api")[1])
-            owner, worker = self._spawn("worker")
-            self.workers[owner] = worker
-        await asyncio.gather(*(p.wait_ready(60) for p in [*self.apis, *self.workers.values()]))
-
-    def note(self, kind: str, detail: str) -> None:
-        fault = Fault(
-            time.monotonic() - self.started,
-            datetime.now(UTC).isoformat(timespec="milliseconds"),
-            kind,
-            detail,
+    async def _tenant(self, api: httpx.AsyncClient, tenant: str) -> dict[str, str]:
+        r = await api.post(
+            "/tenants",
+            json={"id": tenant},
+            headers={"Authorization": f"Bearer {self.stack.settings.admin_token}"},
         )
-        self.faults.append(fault)
-        print(f"  {fault.render()}", flush=True)
+        assert r.status_code == 201, r.text
+        return {"Authorization": f"Bearer {r.json()['api_key']}"}
 
-    # ── load ──
-
-    async def submit(self) -> tuple[list[str], float]:
-        """Creates the tenant and job, submits every run; returns their ids and when the last is due."""
-        c = self.config
-        base = f"http://127.0.0.1:{self.apis[0].port}"
-        async with httpx.AsyncClient(base_url=base, timeout=60) as api:
-            admin = {"Authorization": f"Bearer {self.settings.admin_token}"}
-            r = await api.post("/tenants", json={"id": TENANT}, headers=admin)
+    async def run(self) -> Report:
+        c, s = self.config, self.stack
+        for role, n in (("api", 2), ("engine", 1), ("worker", 2)):
+            await asyncio.gather(*(s.spawn(role) for _ in range(n)))
+        print(f"  stack ready after {time.monotonic() - s.started:.1f}s", flush=True)
+        sampler = asyncio.create_task(s.sample_rss())
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{s.api_ports()[0]}", timeout=60) as api:
+            good = Victim(await self._tenant(api, victim.TENANT), self.rng, c.max_sleep)
+            r = await api.put(
+                f"/tenants/{victim.TENANT}/jobs/{victim.JOB}",
+                json=good.job(self.receiver.url, c.max_attempts),
+                headers=good.auth,
+            )
             assert r.status_code == 201, r.text
-            auth = {"Authorization": f"Bearer {r.json()['api_key']}"}
-            job = {
-                "target": {"type": "http", "url": self.receiver.url},
-                "max_attempts": c.max_attempts,
-                "backoff_seconds": 0.2,
-                "timeout_seconds": 10,
+            bad = Hostile(s.request, await self._tenant(api, hostile.TENANT), s.fetch, self.rng)
+            await bad.setup(self.receiver.url)
+            t0 = datetime.now(UTC) + timedelta(seconds=1)
+            total = c.quiet + c.calm + c.duration
+            phases = {
+                "quiet": (0.0, c.quiet),
+                "hostile": (c.quiet, c.quiet + c.calm),
+                "faults": (c.quiet + c.calm, total),
             }
-            r = await api.put(f"/tenants/{TENANT}/jobs/{JOB}", json=job, headers=auth)
-            assert r.status_code == 201, r.text
-            now = datetime.now(UTC)
-            runs = [
-                {
-                    "job": JOB,
-                    "scheduled_at": (now + timedelta(seconds=self.rng.uniform(0.5, c.duration))).isoformat(),
-                    "payload": {"sleep": round(self.rng.uniform(0.05, c.max_sleep), 3)},
-                }
-                for _ in range(c.runs)
-            ]
-            ids: list[str] = []
-            for i in range(0, len(runs), BATCH):
-                r = await api.post(
-                    f"/tenants/{TENANT}/runs/batch", json={"runs": runs[i : i + BATCH]}, headers=auth
+            for start, end in phases.values():
+                await good.submit_spread(api, round(c.runs * (end - start) / total), 1 + start, 1 + end)
+            window_end = time.monotonic() + 1 + total
+            await asyncio.sleep(1 + c.quiet)
+            if c.hostile:
+                print(f"  t={time.monotonic() - s.started:6.1f}s the hostile tenant starts", flush=True)
+                if c.poison:
+                    await bad.poison_the_api()
+                    await bad.poison_the_database(due_in=1.0)
+                left = window_end - time.monotonic()
+                n = await bad.submit(0.5, left, max(1, round(left / c.burst_every)), c.hangers, c.answers)
+                print(
+                    f"  hostile: {n} runs; poison answers {[(a.name, a.status) for a in bad.answers]}",
+                    flush=True,
                 )
-                assert r.status_code == 201, r.text
-                ids += [run["id"] for run in r.json()["runs"]]
-        return ids, time.monotonic() + c.duration
+            await asyncio.sleep(max(0.0, window_end - c.duration - time.monotonic()))
+            injector = Injector(s, good, c.duration)
+            faults = asyncio.create_task(injector.inject(window_end))
+            drained = await self.drain(window_end, window_end + c.drain_timeout)
+            await faults
+            # The injector may finish after the window (a fault waits for work in flight): what its
+            # last fault disturbed drains too (briefly, if the drain already timed out).
+            await self.drain(time.monotonic(), time.monotonic() + (c.drain_timeout if drained else 10))
+        await asyncio.sleep(1.0)  # any late call reaches the receiver before it is read
+        sampler.cancel()
+        return check(await self.outcome(good, bad, t0, phases))
 
-    async def fetch(self, sql: str, *args: object) -> list[asyncpg.Record]:
-        """The harness's own reads ride out the Postgres restart it causes."""
-        for _ in range(120):
-            try:
-                return await self.pool.fetch(sql, *args)
-            except DB_ERRORS:
-                await asyncio.sleep(0.5)
-        return await self.pool.fetch(sql, *args)
-
-    async def running_of(self, owner: str) -> list[asyncpg.Record]:
-        return await self.fetch(
-            "SELECT id, epoch FROM job_runs WHERE status = 'running' AND lease_owner = $1 AND tenant_id = $2",
-            owner,
-            TENANT,
-        )
-
-    async def busiest_worker(self) -> tuple[str, list[asyncpg.Record]]:
-        """A live worker with requests in flight (waits for one), and its running runs."""
-        deadline = time.monotonic() + 15
-        while True:
-            rows = await self.fetch(
-                "SELECT id, epoch, lease_owner FROM job_runs WHERE status = 'running' AND tenant_id = $1",
-                TENANT,
-            )
-            by_owner: dict[str, list[asyncpg.Record]] = {}
-            for row in rows:
-                if row["lease_owner"] in self.workers:
-                    by_owner.setdefault(row["lease_owner"], []).append(row)
-            if by_owner or time.monotonic() > deadline:
-                alive = [o for o, p in self.workers.items() if p.proc.poll() is None] or list(self.workers)
-                owner = max(alive, key=lambda o: len(by_owner.get(o, [])))
-                return owner, by_owner.get(owner, [])
-            await asyncio.sleep(0.02)
-
-    # ── faults ──
-
-    async def kill_api(self) -> None:
-        victim = self.apis.pop(0)
-        await asyncio.to_thread(victim.kill)
-        self.note("kill -9 api", f"api on :{victim.port} (pid {victim.proc.pid}), its engine mid-drain")
-        replacement = self._spawn("api")[1]
-        await replacement.wait_ready(60)
-        self.apis.append(replacement)
-        self.note("start api", f"replacement on :{replacement.port} ready")
-
-    async def kill_worker(self) -> None:
-        owner, running = await self.busiest_worker()
-        victim = self.workers.pop(owner)
-        await asyncio.to_thread(victim.kill)
-        self.note("kill -9 worker", f"{owner} (pid {victim.proc.pid}) with {len(running)} requests in flight")
-        new_owner, replacement = self._spawn("worker")
-        await replacement.wait_ready(60)
-        self.workers[new_owner] = replacement
-        self.note("start worker", f"{new_owner} ready")
-
-    async def restart_nats(self) -> None:
-        self.note("restart nats", "stopping")
-        await asyncio.to_thread(self.nats.restart)
-        self.note("nats back", "listening again")
-
-    async def restart_postgres(self) -> None:
-        self.note("restart postgres", "fast shutdown: every connection drops")
-        await asyncio.to_thread(self.postgres.restart)
-        self.note("postgres back", "accepting connections again")
-
-    async def freeze_worker(self) -> None:
-        pause = 3 * self.settings.lease_seconds
-        for _ in range(5):
-            owner, _running = await self.busiest_worker()
-            victim = self.workers[owner]
-            before = stale_counters(await victim.metrics())
-            victim.signal(signal.SIGSTOP)
-            await asyncio.sleep(0.3)  # an outcome already on its way to Postgres lands first
-            # What the frozen worker still holds, read from the database: its late results are these.
-            held = await self.running_of(owner)
-            if held:
-                break
-            victim.signal(signal.SIGCONT)  # its requests all finished just before the stop: again
-        self.note("SIGSTOP worker", f"{owner} holding {len(held)} running runs, for {pause:g}s")
-        await asyncio.sleep(pause)
-        now = {
-            r["id"]: r["epoch"]
-            for r in await self.fetch(
-                "SELECT id, epoch FROM job_runs WHERE id = ANY($1::uuid[])", [r["id"] for r in held]
-            )
-        }
-        rescued = sum(1 for r in held if now[r["id"]] > r["epoch"])
-        victim.signal(signal.SIGCONT)
-        deadline = time.monotonic() + 15
-        while (
-            stale_counters(await victim.metrics())["finish"] <= before["finish"]
-            and time.monotonic() < deadline
-        ):
-            await asyncio.sleep(0.2)
-        await asyncio.sleep(1.0)  # the rest of its late results
-        discarded = stale_counters(await victim.metrics())["finish"] - before["finish"]
-        self.late_results_discarded += discarded
-        self.note(
-            "SIGCONT worker",
-            f"{owner}: {rescued} of its runs were rescued under a newer epoch meanwhile; "
-            f"its late results discarded: {discarded:g}",
-        )
-
-    async def inject(self, window_end: float) -> None:
-        cycle = [
-            self.kill_api,
-            self.kill_worker,
-            self.restart_nats,
-            self.restart_postgres,
-            self.freeze_worker,
-        ]
-        cycles = max(1, round(self.config.duration / SECONDS_PER_CYCLE))
-        faults = cycle * cycles
-        slot = (window_end - time.monotonic()) / (len(faults) + 1)
-        for i, fault in enumerate(faults):
-            await asyncio.sleep(max(0.0, window_end - slot * (len(faults) - i) - time.monotonic()))
-            await fault()
-
-    async def drain(self, ids: list[str], window_end: float) -> bool:
-        deadline = window_end + self.config.drain_timeout
+    async def drain(self, not_before: float, deadline: float) -> bool:
+        """Waits until every run of both tenants is terminal (not before `not_before`) or `deadline`."""
         last = 0.0
         while time.monotonic() < deadline:
-            rows = await self.fetch(
-                "SELECT status, count(*) AS n FROM job_runs WHERE tenant_id = $1 GROUP BY 1", TENANT
+            rows = await self.stack.fetch(
+                "SELECT tenant_id, status, count(*) AS n FROM job_runs GROUP BY 1, 2"
             )
-            counts = {r["status"]: r["n"] for r in rows}
+            counts = {(r["tenant_id"], r["status"]): r["n"] for r in rows}
             if time.monotonic() - last > 5:
-                print(f"  t={time.monotonic() - self.started:6.1f}s {counts}", flush=True)
+                print(f"  t={time.monotonic() - self.stack.started:6.1f}s {counts}", flush=True)
                 last = time.monotonic()
-            open_runs = sum(n for s, n in counts.items() if s not in ("succeeded", "failed", "cancelled"))
-            if time.monotonic() > window_end and open_runs == 0 and sum(counts.values()) >= len(ids):
+            open_runs = any(status not in ("succeeded", "failed", "cancelled") for _, status in counts)
+            if not open_runs and time.monotonic() > not_before:
                 return True
             await asyncio.sleep(0.25)
         return False
 
-    async def run(self) -> Report:
-        await self.start_processes()
-        print(f"  stack ready after {time.monotonic() - self.started:.1f}s", flush=True)
-        ids, window_end = await self.submit()
-        injector = asyncio.create_task(self.inject(window_end))
-        drained = await self.drain(ids, window_end)
-        await injector
-        if not drained:  # the injector may have finished after the drain's deadline
-            drained = await self.drain(ids, time.monotonic())
-        await asyncio.sleep(1.0)  # any late call reaches the receiver before it is read
-        rows = await self.fetch(
-            "SELECT id::text AS id, status, attempt, max_attempts, epoch FROM job_runs WHERE tenant_id = $1",
-            TENANT,
+    async def outcome(
+        self, good: Victim, bad: Hostile, t0: datetime, phases: dict[str, tuple[float, float]]
+    ) -> Outcome:
+        s = self.stack
+        rows = await s.fetch(
+            "SELECT id::text AS id, tenant_id, status, attempt, max_attempts, epoch, scheduled_at,"
+            # A run still waiting has waited now() - due_at so far (none, if not due yet); a started
+            # one, started_at - due_at.
+            " CASE WHEN status IN ('pending', 'dispatched') AND due_at > now() THEN NULL"
+            " WHEN status IN ('pending', 'dispatched') THEN extract(epoch FROM now() - due_at)"
+            " ELSE extract(epoch FROM started_at - due_at) END::float8 AS lag"
+            " FROM job_runs WHERE tenant_id = ANY($1)",
+            [victim.TENANT, hostile.TENANT],
         )
-        # A process that exited without being killed is a finding of its own.
+
+        def phase(at: datetime) -> str:
+            offset = (at - t0).total_seconds()
+            return next((name for name, (_, end) in phases.items() if offset < end), "faults")
+
+        runs = [
+            Run(
+                r["id"],
+                r["tenant_id"],
+                r["status"],
+                r["attempt"],
+                r["max_attempts"],
+                r["epoch"],
+                phase(r["scheduled_at"]),
+                r["lag"],
+            )
+            for r in rows
+        ]
         died = [
             f"{p.role} on :{p.port} exited {p.proc.returncode} ({p.log_path})"
-            for p in [*self.apis, *self.workers.values()]
+            for p in s.every_process()
             if p.proc.poll() is not None
-        ]
-        stale = {
-            f"{owner} {stage}": value
-            for owner, worker in self.workers.items()
-            if worker.proc.poll() is None
-            for stage, value in stale_counters(await worker.metrics()).items()
-        }
-        return check(
-            died,
-            ids,
-            rows,
-            self.receiver.calls,
-            self.faults,
-            self.late_results_discarded,
-            stale,
-            time.monotonic() - self.started,
+        ] + s.troubles
+        stale = {}
+        for owner, worker in s.roles["worker"].items():
+            if worker.proc.poll() is None:
+                with contextlib.suppress(httpx.HTTPError):
+                    for stage, value in stale_counters(await worker.metrics()).items():
+                        stale[f"{owner} {stage}"] = value
+        return Outcome(
+            accepted=good.accepted,
+            runs=runs,
+            calls=list(self.receiver.calls),
+            faults=s.faults,
+            lag_bounds=dict(zip(phases, self.config.lag_bounds, strict=True)),
+            poison_answers=bad.answers,
+            poison_run=bad.poison_run,
+            problems=bad.problems + good.problems,
+            hostile_answers=self.config.answers if self.config.hostile else (),
+            died=died,
+            late_results_discarded=s.late_results_discarded,
+            stale=stale,
+            worker_rss_mib=s.rss_peak,
+            elapsed=time.monotonic() - s.started,
         )
 
 
@@ -327,11 +213,14 @@ async def run(config: Config, root: Path) -> Report:
     (root / "logs").mkdir(parents=True, exist_ok=True)
     async with embedded(root) as (postgres, nats, database_url, nats_url):
         settings = stack_settings(database_url, nats_url)
-        pool = await asyncpg.create_pool(database_url, min_size=0, max_size=2)
+        pool = await asyncpg.create_pool(database_url, min_size=0, max_size=3)
+        nc = await connect(nats_url, "fault-harness")
         try:
             async with running_receiver() as receiver, processes(settings, root / "logs") as spawn:
-                return await Harness(config, settings, spawn, receiver, postgres, nats, pool, started).run()
+                stack = Stack(settings, spawn, postgres, nats, pool, nc, started)
+                return await Harness(config, stack, receiver).run()
         finally:
+            await close(nc)
             pool.terminate()
 
 
@@ -339,16 +228,45 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         prog="python -m tests.faults.harness", description=__doc__.split("\n\n")[0]
     )
-    parser.add_argument("--runs", type=int, default=Config.runs)
+    parser.add_argument("--runs", type=int, default=Config.runs, help="victim runs submitted ahead")
+    parser.add_argument("--duration", type=float, default=Config.duration, help="seconds of the fault window")
+    parser.add_argument("--quiet", type=float, default=Config.quiet, help="seconds the victim is alone first")
     parser.add_argument(
-        "--duration", type=float, default=Config.duration, help="seconds the runs come due over"
+        "--calm", type=float, default=Config.calm, help="seconds beside the hostile tenant, no faults"
+    )
+    parser.add_argument("--no-hostile", action="store_true", help="the victim alone, no hostile tenant")
+    parser.add_argument("--no-poison", action="store_true", help="hostile endpoints only, no poison input")
+    parser.add_argument(
+        "--answers", default=",".join(HOSTILE_BEHAVIOURS), help="the hostile endpoints, of: hang,nul,huge"
+    )
+    parser.add_argument("--hangers", type=int, default=Config.hangers, help="hanging runs per hostile burst")
+    parser.add_argument(
+        "--lag-bounds",
+        default=",".join(f"{b:g}" for b in Config.lag_bounds),
+        help="quiet,hostile,faults seconds",
     )
     parser.add_argument("--seed", type=int, default=Config.seed)
     parser.add_argument("--keep", action="store_true", help="keep the temp dir (logs, data) afterwards")
     args = parser.parse_args(argv)
+    config = Config(
+        runs=args.runs,
+        duration=args.duration,
+        quiet=args.quiet,
+        calm=args.calm,
+        hangers=args.hangers,
+        hostile=not args.no_hostile,
+        poison=not args.no_poison,
+        answers=tuple(a for a in args.answers.split(",") if a),
+        lag_bounds=tuple(float(b) for b in args.lag_bounds.split(",")),  # type: ignore[arg-type]
+        seed=args.seed,
+    )
     root = Path(tempfile.mkdtemp(prefix="scheduler-faults-"))
-    print(f"fault harness: {args.runs} runs over {args.duration:g}s, logs in {root / 'logs'}", flush=True)
-    report = asyncio.run(run(Config(runs=args.runs, duration=args.duration, seed=args.seed), root))
+    print(
+        f"fault harness: {args.runs} victim runs over {config.quiet:g}+{config.calm:g}+{config.duration:g}s "
+        f"(~{config.duration / SECONDS_PER_FAULT:.0f} faults), logs in {root / 'logs'}",
+        flush=True,
+    )
+    report = asyncio.run(run(config, root))
     print(report.render())
     failed = bool(report.violations())
     if failed or args.keep:

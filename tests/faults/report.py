@@ -1,25 +1,43 @@
-"""The fault harness's verdict: invariants checked over the database's runs and the receiver's calls.
+"""The fault harness's verdict: checks over what was observed — the database's runs, the receiver's
+log, the API's answers and what each fault found in flight — never over notes the harness writes
+unconditionally. `check(outcome)` computes the figures; `Report.violations()` runs every check in
+CHECKS (later harness extensions add theirs there).
 
-Definitions, per run submitted:
-- lost: submitted, but absent from the database. Must be 0.
-- stuck: present, but not terminal once the drain ended. Must be 0.
-- same-epoch duplicates: receiver calls beyond the first for one (run id, epoch). Each attempt starts
-  at most once in the database (the epoch fence), so any is a violation. Must be 0.
-- redeliveries (allowed): the distinct (run, epoch) pairs beyond the first for one run: a run called
-  again under a newer epoch after it was rescued (worker killed or frozen, lease lapsed).
-- never called: a run the receiver never saw. With a generous max_attempts every run must succeed,
-  so every run must have been called, and the call under its final epoch must be among them.
+Definitions, for the victim (well-behaved) tenant's runs:
+- lost: accepted by the API (201, or 200 replaying the run a lost answer created), absent from the
+  database. Must be 0. Unasked: victim runs in the database the API never answered for (a retried
+  request that created a second run). Must be 0.
+- stuck: not terminal once the drain ended (for both tenants). Must be 0.
+- same-epoch duplicates: receiver calls beyond the first for one (run, epoch). Must be 0.
+- never called / final epoch not called: with a generous max_attempts every victim run must succeed,
+  and the receiver must have seen it under the epoch the database recorded it succeeded in.
+- attempt > max_attempts: per run, from the database and from the receiver's Scheduler-Attempt.
+- due lag: started_at - due_at of the run's last attempt, from the database; each phase has a bound.
+A fault counts only if it landed: work was in flight at that moment (`Fault.in_flight > 0`), and a
+fault whose own postcondition failed (the stream lost at a NATS crash, no crash recovery after a
+Postgres crash) says so in `Fault.problem`.
 """
 
 from __future__ import annotations
 
+import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
-FAULT_KINDS = ("kill -9 api", "kill -9 worker", "restart nats", "restart postgres", "SIGSTOP worker")
+from tests.receiver import Call
+
+FAULT_KINDS = (
+    "kill -9 api",
+    "kill -9 engine",
+    "kill -9 worker",
+    "kill -9 nats",
+    "crash postgres",
+    "SIGSTOP worker",
+)
+HOSTILE_BEHAVIOURS = ("hang", "nul", "huge")  # receiver answers the hostile tenant must have drawn
 TERMINAL = ("succeeded", "failed", "cancelled")
+PHASES = ("quiet", "hostile", "faults")  # victim alone; beside the hostile tenant; and under faults
 
 
 @dataclass(frozen=True)
@@ -28,134 +46,287 @@ class Fault:
     wall: str  # UTC, for matching the process logs
     kind: str
     detail: str
+    in_flight: int | None = None  # work in flight when it landed; None: a note (e.g. a restart done)
+    problem: str = ""  # the fault's own postcondition failed
+    held: tuple[tuple[str, int], ...] = ()  # (run, epoch) the killed process held: a dead engine's claims
 
     def render(self) -> str:
-        return f"t={self.at:6.1f}s  {self.wall}  {self.kind}: {self.detail}"
+        landed = "" if self.in_flight is None else f" [in flight: {self.in_flight}]"
+        problem = f" PROBLEM: {self.problem}" if self.problem else ""
+        return f"t={self.at:6.1f}s  {self.wall}  {self.kind}: {self.detail}{landed}{problem}"
+
+
+@dataclass(frozen=True)
+class Run:
+    """One run as the database has it at the end."""
+
+    id: str
+    tenant: str  # "victim" or "hostile"
+    status: str
+    attempt: int
+    max_attempts: int
+    epoch: int
+    phase: str = "faults"  # when it was scheduled (PHASES)
+    lag: float | None = None  # seconds from due_at to started_at of its last attempt (or to now, waiting)
+
+
+@dataclass(frozen=True)
+class PoisonAnswer:
+    """One hostile request at the API and what it did."""
+
+    name: str
+    status: int
+    written: int  # rows of the hostile tenant's jobs and runs the request added
+    refuse: bool = True  # invalid input: must be a 4xx with nothing written; else it must be a 201
+
+
+@dataclass
+class Outcome:
+    """Everything the harness observed, as plain data (fabricated by the checks' own tests)."""
+
+    accepted: list[str]  # victim run ids the API accepted
+    runs: list[Run]  # both tenants' runs in the database
+    calls: list[Call]  # the receiver's log
+    faults: list[Fault]
+    lag_bounds: dict[str, float]  # phase -> the most a victim run may wait past its due time
+    poison_answers: list[PoisonAnswer] = field(default_factory=list)
+    poison_run: str | None = None  # the run made poison in the database, behind the API's back
+    hostile_answers: tuple[str, ...] = HOSTILE_BEHAVIOURS  # the hostile answers the harness asked for
+    died: list[str] = field(default_factory=list)  # processes that exited without being killed
+    problems: list[str] = field(default_factory=list)  # requests the harness could not get answered
+    late_results_discarded: float = 0.0  # the frozen worker's stale "finish" counter across the freeze
+    stale: dict[str, float] = field(default_factory=dict)  # "<worker> <stage>" -> count, for the record
+    worker_rss_mib: float = 0.0  # the highest worker RSS sampled, for the record
+    elapsed: float = 0.0
 
 
 @dataclass
 class Report:
-    runs: int
-    elapsed: float
-    faults: list[Fault]
-    statuses: dict[str, int]
-    lost: int
-    stuck: int
-    over_max_attempts: int
-    calls: int
-    distinct_run_epochs: int
-    same_epoch_duplicates: int
-    runs_called_in_one_epoch_twice: int
+    outcome: Outcome
+    statuses: dict[str, dict[str, int]]  # tenant -> status -> count
+    lost: list[str]
+    unasked: list[str]
+    stuck: list[Run]
+    over_max_attempts: list[str]  # "<run>: attempt a of m (database|receiver)"
+    same_epoch_duplicates: dict[tuple[str, int], int]
     redeliveries: int
-    runs_redelivered: int
-    never_called: int
-    final_epoch_not_called: int
-    max_attempt_seen: int
-    # The frozen worker's late results that the epoch fence discarded (its stale "finish" counter
-    # across the freeze), and every live worker's stale counters at the end, for the record.
-    late_results_discarded: float = 0.0
-    stale_results: dict[str, float] = field(default_factory=dict)  # "<worker> <stage>" -> count
-    examples: list[str] = field(default_factory=list)
-    died: list[str] = field(default_factory=list)  # processes that exited without being killed
+    never_called: list[str]
+    final_epoch_not_called: list[str]
+    victims_not_succeeded: dict[str, int]
+    lag: dict[str, list[float]]  # phase -> victim lags, sorted
+    over_lag_bound: list[str]
+    behaviours: Counter[str]  # hostile answers the receiver gave; "hang abandoned": timeouts hit
+    unlanded: list[str]  # fault kinds required that never landed with work in flight
+    claims_never_delivered: int  # of the killed engines' claims: never called under that epoch
 
     def violations(self) -> list[str]:
-        out = []
-        if self.lost:
-            out.append(f"{self.lost} runs lost")
-        if self.stuck:
-            out.append(f"{self.stuck} runs not terminal after the drain")
-        if self.over_max_attempts:
-            out.append(f"{self.over_max_attempts} runs with attempt > max_attempts")
-        if self.same_epoch_duplicates:
-            out.append(f"{self.same_epoch_duplicates} calls repeated a (run, epoch) already called")
-        if self.never_called:
-            out.append(f"{self.never_called} runs never reached the receiver")
-        if self.final_epoch_not_called:
-            out.append(f"{self.final_epoch_not_called} succeeded runs without a call under their final epoch")
-        not_ok = {s: n for s, n in self.statuses.items() if s != "succeeded"}
-        if not_ok:
-            out.append(f"runs not succeeded despite a generous max_attempts: {not_ok}")
-        if self.died:
-            out.append(f"processes exited on their own: {self.died}")
-        missing = [k for k in FAULT_KINDS if k not in {f.kind for f in self.faults}]
-        if missing:
-            out.append(f"faults not injected: {missing}")
-        if "SIGSTOP worker" not in missing and not self.late_results_discarded:
-            out.append("the frozen worker's late results were not seen discarded (stale finish counter is 0)")
-        return out
+        return [v for check in CHECKS for v in check(self)]
+
+    def percentile(self, phase: str, q: float) -> float:
+        lags = self.lag.get(phase, [])
+        return lags[min(len(lags) - 1, int(q * len(lags)))] if lags else math.nan
 
     def render(self) -> str:
+        o = self.outcome
         lines = [
             "── fault harness ──",
-            f"runs submitted          {self.runs}",
-            f"elapsed                 {self.elapsed:.1f}s",
-            f"faults injected         {sum(1 for f in self.faults if f.kind in FAULT_KINDS)}",
-            *(f"  {f.render()}" for f in self.faults),
-            f"final statuses          {self.statuses}",
-            f"runs lost               {self.lost}",
-            f"runs not terminal       {self.stuck}",
-            f"attempt > max_attempts  {self.over_max_attempts} (highest attempt {self.max_attempt_seen})",
-            f"receiver calls          {self.calls} for {self.distinct_run_epochs} distinct (run, epoch)",
-            f"same-epoch duplicates   {self.same_epoch_duplicates} (in {self.runs_called_in_one_epoch_twice} "
-            "runs; must be 0)",
-            f"redeliveries by epoch   {self.redeliveries} (in {self.runs_redelivered} runs; allowed)",
-            f"runs never called       {self.never_called}",
-            f"processes that died     {len(self.died)} (not killed by the harness)",
-            f"late results discarded  {self.late_results_discarded:g} (stale counters: {self.stale_results})",
+            f"victim runs accepted    {len(o.accepted)}; hostile runs {self.statuses.get('hostile', {})}",
+            f"elapsed                 {o.elapsed:.1f}s",
+            f"faults landed           {sum(1 for f in o.faults if f.in_flight)} of "
+            f"{sum(1 for f in o.faults if f.in_flight is not None)} injected",
+            *(f"  {f.render()}" for f in o.faults),
+            f"victim statuses         {self.statuses.get('victim', {})}",
+            f"runs lost / unasked     {len(self.lost)} / {len(self.unasked)}",
+            f"runs not terminal       {len(self.stuck)}",
+            f"attempt > max_attempts  {len(self.over_max_attempts)}",
+            f"same-epoch duplicates   {sum(n - 1 for n in self.same_epoch_duplicates.values())} (must be 0); "
+            f"redeliveries by epoch {self.redeliveries} (allowed)",
+            f"victims never called    {len(self.never_called)}; succeeded without a call at their final "
+            f"epoch {len(self.final_epoch_not_called)}",
+            "victim due lag (s)      "
+            + "; ".join(
+                f"{phase}: p50 {self.percentile(phase, 0.5):.2f} p99 {self.percentile(phase, 0.99):.2f} "
+                f"max {self.percentile(phase, 1.0):.2f} (n={len(self.lag.get(phase, []))}, "
+                f"bound {o.lag_bounds.get(phase, math.inf):g})"
+                for phase in PHASES
+            ),
+            f"dead engines' claims    {sum(len(f.held) for f in o.faults)} held at the kill, "
+            f"{self.claims_never_delivered} never delivered under that epoch (unpublished: the lease rescued them)",
+            f"hostile answers         {dict(self.behaviours)}",
+            "poison at the API       "
+            + ", ".join(
+                f"{a.name} → {a.status}{f' +{a.written} rows' if a.written else ''}" for a in o.poison_answers
+            ),
+            f"processes that died     {len(o.died)} (not killed by the harness) {o.died}",
+            f"late results discarded  {o.late_results_discarded:g} (stale counters: {o.stale})",
+            f"worker RSS peak         {o.worker_rss_mib:.0f} MiB",
         ]
         violations = self.violations()
-        lines.append(
-            "verdict                 " + ("OK" if not violations else "FAILED: " + "; ".join(violations))
-        )
-        lines += [f"  e.g. {e}" for e in self.examples]
+        lines.append("verdict                 " + ("OK" if not violations else "FAILED"))
+        lines += [f"  ✗ {v}" for v in violations]
         return "\n".join(lines)
 
 
-def check(
-    died: list[str],
-    ids: Sequence[str],
-    rows: Sequence[Any],
-    calls: Sequence[Any],
-    faults: list[Fault],
-    late_results_discarded: float,
-    stale: dict[str, float],
-    elapsed: float,
-) -> Report:
-    """`rows`: the tenant's runs (id, status, attempt, max_attempts, epoch); `calls`: the receiver's."""
-    submitted = set(ids)
-    db = {r["id"]: r for r in rows}
+def _examples(items: Sequence[object], n: int = 3) -> str:
+    shown = ", ".join(str(i) for i in items[:n])
+    return f" (e.g. {shown})" if items else ""
+
+
+# ── the checks: each returns its violations; each has a test feeding it a bad outcome ──
+
+
+def no_run_lost(r: Report) -> list[str]:
+    out = []
+    if r.lost:
+        out.append(f"{len(r.lost)} accepted runs lost{_examples(r.lost)}")
+    if r.unasked:
+        out.append(f"{len(r.unasked)} victim runs the API never answered for{_examples(r.unasked)}")
+    if r.final_epoch_not_called:
+        out.append(
+            f"{len(r.final_epoch_not_called)} runs succeeded without a call under their final epoch"
+            f"{_examples(r.final_epoch_not_called)}"
+        )
+    return out
+
+
+def every_run_ends(r: Report) -> list[str]:
+    out = []
+    if r.stuck:
+        out.append(
+            f"{len(r.stuck)} runs not terminal after the drain{_examples([f'{s.tenant} {s.id} {s.status}' for s in r.stuck])}"
+        )
+    if r.never_called:
+        out.append(f"{len(r.never_called)} victim runs never reached the receiver{_examples(r.never_called)}")
+    if r.victims_not_succeeded:
+        out.append(f"victim runs not succeeded despite a generous max_attempts: {r.victims_not_succeeded}")
+    if r.outcome.poison_run and r.outcome.poison_run in {s.id for s in r.stuck}:
+        out.append(f"the poison run {r.outcome.poison_run} was never contained (not terminal)")
+    return out
+
+
+def attempts_within_max(r: Report) -> list[str]:
+    if not r.over_max_attempts:
+        return []
+    return [f"{len(r.over_max_attempts)} runs with attempt > max_attempts{_examples(r.over_max_attempts)}"]
+
+
+def one_start_per_epoch(r: Report) -> list[str]:
+    if not r.same_epoch_duplicates:
+        return []
+    pairs = [f"run {run} epoch {epoch} x{n}" for (run, epoch), n in r.same_epoch_duplicates.items()]
+    return [
+        f"{sum(n - 1 for n in r.same_epoch_duplicates.values())} calls repeated a (run, epoch){_examples(pairs)}"
+    ]
+
+
+def due_lag_bounded(r: Report) -> list[str]:
+    if not r.over_lag_bound:
+        return []
+    return [
+        f"{len(r.over_lag_bound)} victim runs waited past their phase's due-lag bound{_examples(r.over_lag_bound)}"
+    ]
+
+
+def faults_landed(r: Report) -> list[str]:
+    out = []
+    if r.unlanded:
+        out.append(f"faults that never landed with work in flight: {r.unlanded}")
+    out += [f"{f.kind}: {f.problem}" for f in r.outcome.faults if f.problem]
+    kinds = {f.kind for f in r.outcome.faults if f.in_flight}
+    if "SIGSTOP worker" in kinds and not r.outcome.late_results_discarded:
+        out.append("the frozen worker's late results were not seen discarded (stale finish counter is 0)")
+    return out
+
+
+def hostile_contained(r: Report) -> list[str]:
+    out = []
+    for a in r.outcome.poison_answers:
+        if a.refuse and not (400 <= a.status < 500 and a.written == 0):
+            out.append(
+                f"poison '{a.name}' answered {a.status} and wrote {a.written} rows (want a 4xx, nothing written)"
+            )
+        elif not a.refuse and not (200 <= a.status < 300):
+            out.append(f"valid hostile input '{a.name}' answered {a.status} (want 201)")
+    missing = [b for b in r.outcome.hostile_answers if not r.behaviours[b]]
+    if missing:
+        out.append(f"hostile endpoints never answered: {missing}")
+    if r.behaviours["hang"] and not r.behaviours["hang abandoned"]:
+        out.append("no hanging endpoint was abandoned by its caller: timeouts never hit")
+    out += [f"harness request failed: {p}" for p in r.outcome.problems]
+    if r.outcome.died:
+        out.append(f"processes exited on their own or never became ready: {r.outcome.died}")
+    return out
+
+
+CHECKS: list[Callable[[Report], list[str]]] = [
+    no_run_lost,
+    every_run_ends,
+    attempts_within_max,
+    one_start_per_epoch,
+    due_lag_bounded,
+    faults_landed,
+    hostile_contained,
+]
+
+
+def check(o: Outcome) -> Report:
+    by_id = {run.id: run for run in o.runs}
+    victims = [run for run in o.runs if run.tenant == "victim"]
+    accepted = set(o.accepted)
     pairs = Counter(
         (c.headers["scheduler-run-id"], int(c.headers["scheduler-epoch"]))
-        for c in calls
-        if c.headers.get("scheduler-run-id") in submitted
+        for c in o.calls
+        if c.headers.get("scheduler-run-id") in by_id
     )
-    per_run = Counter(run for run, _ in pairs)
-    duplicated = {pair: n for pair, n in pairs.items() if n > 1}
-    succeeded = [r for r in rows if r["status"] == "succeeded"]
-    examples = [
-        f"(run {run}, epoch {epoch}) called {n} times" for (run, epoch), n in list(duplicated.items())[:5]
+    called = Counter(run for run, _ in pairs)
+    attempts_seen: dict[str, int] = {}
+    for c in o.calls:
+        run_id = c.headers.get("scheduler-run-id", "")
+        if run_id in by_id:
+            attempts_seen[run_id] = max(
+                attempts_seen.get(run_id, 0), int(c.headers.get("scheduler-attempt", 0))
+            )
+    over = [
+        f"{r.id}: attempt {r.attempt} of {r.max_attempts} (database)"
+        for r in o.runs
+        if r.attempt > r.max_attempts
     ]
-    stuck = [r for r in rows if r["status"] not in TERMINAL]
-    examples += [f"run {r['id']} stuck in {r['status']} at epoch {r['epoch']}" for r in stuck[:5]]
+    over += [
+        f"{run_id}: attempt {seen} of {by_id[run_id].max_attempts} (receiver)"
+        for run_id, seen in attempts_seen.items()
+        if seen > by_id[run_id].max_attempts
+    ]
+    lag: dict[str, list[float]] = {}
+    over_bound = []
+    for run in victims:
+        if run.lag is None:
+            continue
+        lag.setdefault(run.phase, []).append(run.lag)
+        if run.lag > o.lag_bounds.get(run.phase, math.inf):
+            over_bound.append(f"{run.id} ({run.phase}) {run.lag:.1f}s")
+    behaviours: Counter[str] = Counter(c.behaviour for c in o.calls if c.behaviour)
+    behaviours["hang abandoned"] = sum(1 for c in o.calls if c.behaviour == "hang" and c.abandoned)
+    landed = {f.kind for f in o.faults if f.in_flight}
     return Report(
-        runs=len(ids),
-        elapsed=elapsed,
-        faults=faults,
-        statuses=dict(Counter(r["status"] for r in rows)),
-        lost=len(submitted - db.keys()),
-        stuck=len(stuck),
-        over_max_attempts=sum(1 for r in rows if r["attempt"] > r["max_attempts"]),
-        calls=sum(pairs.values()),
-        distinct_run_epochs=len(pairs),
-        same_epoch_duplicates=sum(n - 1 for n in duplicated.values()),
-        runs_called_in_one_epoch_twice=len({run for run, _ in duplicated}),
-        redeliveries=len(pairs) - len(per_run),
-        runs_redelivered=sum(1 for n in per_run.values() if n > 1),
-        never_called=len(submitted - per_run.keys()),
-        final_epoch_not_called=sum(1 for r in succeeded if (r["id"], r["epoch"]) not in pairs),
-        max_attempt_seen=max((r["attempt"] for r in rows), default=0),
-        late_results_discarded=late_results_discarded,
-        stale_results=stale,
-        examples=examples,
-        died=died,
+        outcome=o,
+        statuses={
+            tenant: dict(Counter(r.status for r in o.runs if r.tenant == tenant))
+            for tenant in ("victim", "hostile")
+        },
+        lost=[i for i in o.accepted if i not in by_id],
+        unasked=[r.id for r in victims if r.id not in accepted],
+        stuck=[r for r in o.runs if r.status not in TERMINAL],
+        over_max_attempts=over,
+        same_epoch_duplicates={pair: n for pair, n in pairs.items() if n > 1},
+        redeliveries=len(pairs) - len(called),
+        never_called=[r.id for r in victims if r.id not in called],
+        final_epoch_not_called=[
+            r.id for r in victims if r.status == "succeeded" and (r.id, r.epoch) not in pairs
+        ],
+        victims_not_succeeded=dict(Counter(r.status for r in victims if r.status != "succeeded")),
+        lag={phase: sorted(values) for phase, values in lag.items()},
+        over_lag_bound=over_bound,
+        behaviours=behaviours,
+        unlanded=[k for k in FAULT_KINDS if k not in landed],
+        claims_never_delivered=sum(1 for f in o.faults for pair in f.held if pair not in pairs),
     )

@@ -1,5 +1,7 @@
-"""The fault harness in its short mode: every fault once while 400 runs drain (about a minute).
-The long mode is by hand: `python -m tests.faults.harness --runs 2000 --duration 120`."""
+"""The fault harness in its short mode (a few minutes on two cores): the victim alone, then beside the
+hostile tenant, then under one cycle of the six faults. The long mode is by hand:
+`python -m tests.faults.harness --runs 2000 --duration 120`. The checks themselves are proven able to
+fail in test_report.py."""
 
 from __future__ import annotations
 
@@ -8,16 +10,16 @@ from pathlib import Path
 import pytest
 
 from tests.faults.harness import Config, run
-from tests.faults.report import FAULT_KINDS
 
 
-@pytest.mark.timeout(420)
-async def test_no_run_lost_or_started_twice_in_an_epoch_under_faults(tmp_path: Path) -> None:
-    report = await run(Config(runs=400, duration=40), tmp_path)
+@pytest.mark.timeout(600)
+async def test_victim_runs_all_succeed_in_bounded_lag_beside_a_hostile_tenant_under_faults(
+    tmp_path: Path,
+) -> None:
+    report = await run(Config(), tmp_path)
     print(report.render())
     assert report.violations() == [], f"{report.render()}\nprocess logs: {tmp_path / 'logs'}"
     # The figures behind the verdict, spelled out.
-    assert report.lost == report.stuck == report.same_epoch_duplicates == report.never_called == 0
-    assert report.statuses == {"succeeded": 400}
-    assert {f.kind for f in report.faults} >= set(FAULT_KINDS)
-    assert report.late_results_discarded > 0  # the frozen worker's results were fenced out
+    assert not (report.lost or report.stuck or report.same_epoch_duplicates or report.never_called)
+    assert report.statuses["victim"] == {"succeeded": len(report.outcome.accepted)}
+    assert not report.unlanded and report.outcome.late_results_discarded > 0

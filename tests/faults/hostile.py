@@ -1,0 +1,164 @@
+"""The hostile tenant: poison input at the API (each request must be a 4xx with nothing written, or
+a 201 when it is valid however large), one poison run put in the database behind the API's back
+(the engines must contain it), and runs whose endpoints answer 500 with NUL bytes, stream huge
+bodies, or hang until their short timeout — many at once, to fill the workers' slots."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import asyncpg
+import httpx
+
+from tests.faults.report import PoisonAnswer
+
+TENANT = "hostile"
+DEPTH = 254  # one level deeper than orjson allows once the engine wraps the payload in its message
+HANG_TIMEOUT = 2  # the hanging job's timeout_seconds: short, so it is hit for real many times
+HUGE_BYTES = 8 * 1024 * 1024  # one huge answer; several run at once
+
+Fetch = Callable[..., Awaitable[list[asyncpg.Record]]]
+Request = Callable[..., Awaitable[httpx.Response]]  # Stack.request: to whichever API is alive
+
+
+def nested(depth: int) -> bytes:
+    """A JSON object `depth` levels deep."""
+    return b'{"a":' * depth + b"1" + b"}" * depth
+
+
+def run_body(payload: bytes, job: str = "plain") -> bytes:
+    return b'{"job": "' + job.encode() + b'", "payload": ' + payload + b"}"
+
+
+def jobs(receiver_url: str) -> dict[str, dict[str, Any]]:
+    hook = {"type": "http", "url": receiver_url}
+    return {
+        "plain": {"target": hook, "max_attempts": 2, "backoff_seconds": 0.2, "timeout_seconds": 5},
+        "hang": {"target": hook, "max_attempts": 2, "backoff_seconds": 0.2, "timeout_seconds": HANG_TIMEOUT},
+        "nul": {"target": hook, "max_attempts": 2, "backoff_seconds": 0.2, "timeout_seconds": 5},
+        "huge": {"target": hook, "max_attempts": 2, "backoff_seconds": 0.2, "timeout_seconds": 10},
+    }
+
+
+class Hostile:
+    def __init__(self, request: Request, auth: dict[str, str], fetch: Fetch, rng: random.Random):
+        self.request = request
+        self.auth = auth
+        self.fetch = fetch
+        self.rng = rng
+        self.answers: list[PoisonAnswer] = []
+        self.poison_run: str | None = None
+        self.problems: list[str] = []  # the hostile tenant's own submissions that failed (API gone)
+
+    async def setup(self, receiver_url: str) -> None:
+        for name, job in jobs(receiver_url).items():
+            r = await self.request("PUT", f"/tenants/{TENANT}/jobs/{name}", json=job, headers=self.auth)
+            assert r.status_code == 201, r.text
+
+    async def _rows(self) -> int:
+        rows = await self.fetch(
+            "SELECT (SELECT count(*) FROM job_runs WHERE tenant_id = $1)"
+            " + (SELECT count(*) FROM jobs WHERE tenant_id = $1)"
+            " + (SELECT count(*) FROM idempotency_keys WHERE tenant_id = $1) AS n",
+            TENANT,
+        )
+        return int(rows[0]["n"])
+
+    async def _try(self, name: str, method: str, path: str, body: bytes, refuse: bool = True) -> None:
+        before = await self._rows()
+        headers = {**self.auth, "Content-Type": "application/json"}
+        try:
+            status = (
+                await self.request(method, path, content=body, headers=headers, retry=False)
+            ).status_code
+        except httpx.TransportError:
+            status = 0  # the connection dropped: no answer at all
+        self.answers.append(PoisonAnswer(name, status, await self._rows() - before, refuse))
+
+    async def poison_the_api(self) -> None:
+        """Invalid input, one request each: every one must be refused with a 4xx, nothing written."""
+        runs, batch = f"/tenants/{TENANT}/runs", f"/tenants/{TENANT}/runs/batch"
+        deep = nested(DEPTH)
+        await self._try(
+            "job PUT 254 deep",
+            "PUT",
+            f"/tenants/{TENANT}/jobs/deep",
+            b'{"target": {"type": "noop"}, "payload": ' + deep + b"}",
+        )
+        await self._try("run POST 254 deep", "POST", runs, run_body(deep))
+        await self._try(
+            "batch 253 deep",
+            "POST",
+            batch,
+            b'{"runs": [{"job": "plain"}, ' + run_body(nested(DEPTH - 1)) + b"]}",
+        )
+        for name, literal in (("NaN", b"NaN"), ("Infinity", b"Infinity"), ("1e400", b"1e400")):
+            await self._try(f"payload {name}", "POST", runs, run_body(b'{"x": ' + literal + b"}"))
+        await self._try("NUL in a payload string", "POST", runs, run_body(b'{"x": "a\\u0000b"}'))
+        await self._try("NUL in a job name", "POST", runs, b'{"job": "pl\\u0000ain"}')
+        # Valid however large: just under the payload limit; it must be accepted (and then run).
+        big = b'{"pad": "' + b"x" * 60_000 + b'"}'
+        await self._try("payload of 60 kB", "POST", runs, run_body(big), refuse=False)
+
+    async def poison_the_database(self, due_in: float) -> None:
+        """A run written by the API with a tiny payload, then given one 254 deep in SQL — as if it had
+        been written before any validation existed. The engines must fail it alone, and live."""
+        at = (datetime.now(UTC) + timedelta(seconds=due_in)).isoformat()
+        try:
+            r = await self.request(
+                "POST",
+                f"/tenants/{TENANT}/runs",
+                json={"job": "plain", "scheduled_at": at},
+                headers=self.auth,
+            )
+        except httpx.TransportError as exc:
+            self.problems.append(f"the hostile tenant could not submit its run to poison: {exc!r}")
+            return
+        if r.status_code != 201:
+            self.problems.append(f"the hostile tenant's run to poison was refused: {r.status_code}")
+            return
+        self.poison_run = r.json()["id"]
+        await self.fetch(
+            "UPDATE job_runs SET payload = $1::jsonb WHERE id = $2::uuid AND status = 'pending' RETURNING id",
+            nested(DEPTH).decode(),
+            self.poison_run,
+        )
+
+    async def submit(
+        self, start: float, window: float, bursts: int, hangers: int, answers: tuple[str, ...]
+    ) -> int:
+        """Hostile work due over [now+start, now+start+window]: `bursts` waves, each of `hangers`
+        hanging runs due at one instant (more than the workers' slots), beside NUL and huge answers."""
+        now = datetime.now(UTC)
+        runs: list[dict[str, Any]] = []
+        for i in range(bursts):
+            at = (now + timedelta(seconds=start + window * i / max(1, bursts))).isoformat()
+            if "hang" in answers:
+                runs += [{"job": "hang", "scheduled_at": at, "payload": {"hang": 60}}] * hangers
+            if "nul" in answers:
+                runs += [{"job": "nul", "scheduled_at": at, "payload": {"nul": True}}] * 4
+            if "huge" in answers:
+                runs += [
+                    {"job": "huge", "scheduled_at": at, "payload": {"huge": HUGE_BYTES, "status": 500}}
+                ] * 2
+                runs += [{"job": "huge", "scheduled_at": at, "payload": {"huge": HUGE_BYTES, "status": 200}}]
+        accepted = 0
+        for i in range(0, len(runs), 500):
+            try:
+                r = await self.request(
+                    "POST",
+                    f"/tenants/{TENANT}/runs/batch",
+                    json={"runs": runs[i : i + 500]},
+                    headers=self.auth,
+                )
+            except httpx.TransportError as exc:
+                self.problems.append(f"no API took the hostile tenant's batch: {exc!r}")
+                continue
+            if r.status_code == 201:
+                accepted += len(r.json()["runs"])
+            else:
+                self.problems.append(f"the hostile tenant's batch answered {r.status_code}")
+        return accepted

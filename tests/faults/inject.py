@@ -1,0 +1,281 @@
+"""The faults, one cycle of six. Each waits (bounded) until work is in flight where it strikes and
+records how much it found, so a fault that hit an idle part is visible as one that did not land:
+
+- kill -9 an API process while victim requests are in flight to it (its engine dies with it);
+- kill -9 the standalone engine while it holds claims (`dispatched` under its lease owner);
+- kill -9 a worker with runs `running` under its lease owner;
+- kill -9 nats-server while the stream holds messages; its file store must come back with them;
+- crash Postgres (`pg_ctl -m immediate`) with runs in flight; its log must show crash recovery;
+- SIGSTOP a worker holding running runs for three leases, then SIGCONT: its runs were rescued
+  under a newer epoch meanwhile, so its late results must be discarded.
+
+Killed processes are replaced, as an orchestrator would.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import time
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
+
+import asyncpg
+from nats.js.errors import NotFoundError
+
+from tests.faults.stack import Stack, stale_counters
+
+if TYPE_CHECKING:
+    from tests.faults.victim import Victim
+    from tests.processes import Process
+
+SECONDS_PER_FAULT = 6.0
+WAIT_FOR_WORK = 15.0  # seconds a fault waits for work in flight before striking anyway
+
+
+async def _until(
+    probe: Callable[[], Awaitable[int]], timeout: float = WAIT_FOR_WORK, every: float = 0.01
+) -> int:
+    """Polls `probe` until it finds work in flight (> 0) or the timeout passes; returns its last answer."""
+    deadline = time.monotonic() + timeout
+    while True:
+        found = await probe()
+        if found or time.monotonic() > deadline:
+            return found
+        await asyncio.sleep(every)
+
+
+class Injector:
+    def __init__(self, stack: Stack, victim: Victim, duration: float):
+        self.s = stack
+        self.victim = victim
+        self.duration = duration
+
+    async def inject(self, window_end: float) -> None:
+        cycle = [
+            self.kill_api,
+            self.kill_engine,
+            self.kill_worker,
+            self.kill_nats,
+            self.crash_postgres,
+            self.freeze_worker,
+        ]
+        faults = cycle * max(1, round(self.duration / (SECONDS_PER_FAULT * len(cycle))))
+        slot = (window_end - time.monotonic()) / (len(faults) + 1)
+        for i, fault in enumerate(faults):
+            await asyncio.sleep(max(0.0, window_end - slot * (len(faults) - i) - time.monotonic()))
+            await fault()
+
+    async def _held(self, status: str, owner: str) -> list[asyncpg.Record]:
+        return await self.s.fetch(
+            "SELECT id, epoch FROM job_runs WHERE status = $1 AND lease_owner = $2", status, owner
+        )
+
+    # ── processes ──
+
+    async def _kill(self, owner: str, doomed: Process) -> bool:
+        """kill -9; returns whether it was alive. One that had died on its own interrupted nothing (the
+        fault did not land) and is a finding of its own."""
+        if doomed.proc.poll() is not None:
+            self.s.troubles.append(
+                f"{owner} had exited {doomed.proc.returncode} before the harness killed it ({doomed.log_path})"
+            )
+            return False
+        await asyncio.to_thread(doomed.kill)
+        return True
+
+    async def kill_api(self) -> None:
+        owner, doomed = next(iter(self.s.roles["api"].items()))
+        stop = asyncio.Event()
+        # The doomed API is first in the list, so the senders' first tries go to it; a try cut by
+        # the kill goes to the next live API with the same Idempotency-Key.
+        senders = asyncio.create_task(self.victim.senders(self.s.api_ports, stop))
+        in_flight = await _until(lambda: _now(self.victim.in_flight[doomed.port]))
+        claims = len(await self._held("dispatched", owner))
+        del self.s.roles["api"][owner]
+        alive = await self._kill(owner, doomed)
+        await asyncio.sleep(1.0)  # the cut requests are retried on the other API meanwhile
+        stop.set()
+        await senders
+        self.s.note(
+            "kill -9 api",
+            f"{owner} on :{doomed.port} (pid {doomed.proc.pid}); {self.victim.cut[doomed.port]} requests cut, "
+            f"retried elsewhere with their Idempotency-Key; its engine held {claims} claims",
+            in_flight if alive else 0,
+        )
+        self.s.note("start api", f"{await self.s.spawn('api')} started")
+
+    async def kill_engine(self) -> None:
+        owner, doomed = next(iter(self.s.roles["engine"].items()))
+        held: list[asyncpg.Record] = []
+        for _ in range(5):  # a burst of due runs, so that every engine claims some
+            await self._victim_burst(100)
+            held = await _until_rows(lambda: self._held("dispatched", owner), timeout=3.0)
+            if held:
+                break
+        del self.s.roles["engine"][owner]
+        alive = await self._kill(owner, doomed)
+        self.s.note(
+            "kill -9 engine",
+            f"{owner} (pid {doomed.proc.pid}) holding {len(held)} claims not yet started",
+            len(held) if alive else 0,
+            held=tuple((str(r["id"]), int(r["epoch"])) for r in held),
+        )
+        self.s.note("start engine", f"{await self.s.spawn('engine')} started")
+
+    async def _victim_burst(self, n: int) -> None:
+        import httpx
+
+        if not self.s.api_ports():
+            return
+        async with httpx.AsyncClient(
+            base_url=f"http://127.0.0.1:{self.s.api_ports()[-1]}", timeout=30
+        ) as api:
+            with contextlib.suppress(httpx.HTTPError, AssertionError):
+                await self.victim.submit_spread(api, n, 0.0, 0.0)
+
+    async def busiest_worker(self) -> tuple[str, list[asyncpg.Record]]:
+        """A live worker with runs running (waits for one), and those runs."""
+        found: dict[str, list[asyncpg.Record]] = {}
+
+        async def probe() -> int:
+            found.clear()
+            for row in await self.s.fetch(
+                "SELECT id, epoch, lease_owner FROM job_runs WHERE status = 'running'"
+            ):
+                if row["lease_owner"] in self.s.roles["worker"]:
+                    found.setdefault(row["lease_owner"], []).append(row)
+            return len(found)
+
+        await _until(probe, every=0.02)
+        owner = max(self.s.roles["worker"], key=lambda o: len(found.get(o, [])))
+        return owner, found.get(owner, [])
+
+    async def kill_worker(self) -> None:
+        owner, running = await self.busiest_worker()
+        doomed = self.s.roles["worker"].pop(owner)
+        alive = await self._kill(owner, doomed)
+        self.s.note(
+            "kill -9 worker",
+            f"{owner} (pid {doomed.proc.pid}) with {len(running)} runs running",
+            len(running) if alive else 0,
+        )
+        self.s.note("start worker", f"{await self.s.spawn('worker')} started")
+
+    async def freeze_worker(self) -> None:
+        pause = 3 * self.s.settings.lease_seconds
+        held: list[asyncpg.Record] = []
+        for _ in range(5):
+            owner, _running = await self.busiest_worker()
+            frozen = self.s.roles["worker"][owner]
+            before = stale_counters(await frozen.metrics())
+            frozen.signal(signal.SIGSTOP)
+            await asyncio.sleep(0.3)  # an outcome already on its way to Postgres lands first
+            # What the frozen worker still holds, read from the database: its late results are these.
+            held = await self._held("running", owner)
+            if held:
+                break
+            frozen.signal(signal.SIGCONT)  # its requests all finished just before the stop: again
+        self.s.note("SIGSTOP worker", f"{owner} holding {len(held)} running runs, for {pause:g}s", len(held))
+        await asyncio.sleep(pause)
+        epochs = await self.s.fetch(
+            "SELECT id, epoch FROM job_runs WHERE id = ANY($1::uuid[])", [r["id"] for r in held]
+        )
+        now = {r["id"]: r["epoch"] for r in epochs}
+        rescued = sum(1 for r in held if now.get(r["id"], 0) > r["epoch"])
+        frozen.signal(signal.SIGCONT)
+        deadline = time.monotonic() + 15
+        while (
+            stale_counters(await frozen.metrics())["finish"] <= before["finish"]
+            and time.monotonic() < deadline
+        ):
+            await asyncio.sleep(0.2)
+        await asyncio.sleep(1.0)  # the rest of its late results
+        discarded = stale_counters(await frozen.metrics())["finish"] - before["finish"]
+        self.s.late_results_discarded += discarded
+        self.s.note(
+            "SIGCONT worker",
+            f"{owner}: {rescued} of its runs were rescued under a newer epoch meanwhile; "
+            f"its late results discarded: {discarded:g}",
+        )
+
+    # ── servers ──
+
+    async def _stream(self) -> tuple[int, int] | None:
+        """(messages, last sequence) of the runs stream; None when it does not exist."""
+        try:
+            info = await self.s.nc.jetstream().stream_info(self.s.settings.stream)
+        except NotFoundError:
+            return None
+        return info.state.messages, info.state.last_seq
+
+    async def kill_nats(self) -> None:
+        state: tuple[int, int] | None = None
+
+        async def probe() -> int:
+            nonlocal state
+            with contextlib.suppress(Exception):
+                state = await self._stream()
+            return state[0] if state else 0
+
+        messages = await _until(probe, every=0.05)
+        last_seq = state[1] if state else 0
+        await asyncio.to_thread(self.s.nats.crash_restart)
+        after: tuple[int, int] | None = None
+        problem = ""
+        for _ in range(100):  # the harness's own connection reconnects first
+            try:
+                after = await self._stream()
+                break
+            except Exception:
+                await asyncio.sleep(0.2)
+        if after is None:
+            problem = "the stream is gone after the restart (its store did not survive)"
+        elif after[1] < last_seq:
+            problem = (
+                f"the stream's last sequence went back from {last_seq} to {after[1]} (its store was lost)"
+            )
+        self.s.note(
+            "kill -9 nats",
+            f"{messages} messages in the stream (last seq {last_seq}); after the restart: "
+            f"{after and f'{after[0]} messages, last seq {after[1]}'}",
+            messages,
+            problem,
+        )
+
+    async def crash_postgres(self) -> None:
+        async def probe() -> int:
+            rows = await self.s.fetch(
+                "SELECT count(*) AS n FROM job_runs WHERE status IN ('dispatched', 'running')"
+            )
+            return int(rows[0]["n"])
+
+        in_flight = await _until(probe, every=0.05)
+        started = time.monotonic()
+        recovered = await asyncio.to_thread(self.s.postgres.crash_restart)
+        self.s.note(
+            "crash postgres",
+            f"pg_ctl -m immediate with {in_flight} runs dispatched or running; back after "
+            f"{time.monotonic() - started:.1f}s, crash recovery {'ran' if recovered else 'NOT seen in the log'}",
+            in_flight,
+            "" if recovered else "no crash recovery in the server log",
+        )
+
+
+async def _now(value: int) -> int:
+    return value
+
+
+async def _until_rows(
+    probe: Callable[[], Awaitable[list[asyncpg.Record]]], timeout: float
+) -> list[asyncpg.Record]:
+    found: list[asyncpg.Record] = []
+
+    async def count() -> int:
+        nonlocal found
+        found = await probe()
+        return len(found)
+
+    await _until(count, timeout=timeout, every=0.005)
+    return found

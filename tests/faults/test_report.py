@@ -1,0 +1,196 @@
+"""The harness's checks can fail: each is fed a fabricated bad outcome (a run missing, an attempt over
+max, a kill with nothing in flight, …) and must give a failing verdict naming it. No servers: this
+tests the checking logic itself, against a good outcome that passes."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+import pytest
+
+from tests.faults.report import (
+    FAULT_KINDS,
+    HOSTILE_BEHAVIOURS,
+    Fault,
+    Outcome,
+    PoisonAnswer,
+    Run,
+    check,
+)
+from tests.receiver import Call
+
+BOUNDS = {"quiet": 2.0, "hostile": 2.0, "faults": 20.0}
+
+
+def call(run: str, epoch: int, attempt: int = 1, behaviour: str = "", abandoned: bool = False) -> Call:
+    headers = {"scheduler-run-id": run, "scheduler-epoch": str(epoch), "scheduler-attempt": str(attempt)}
+    return Call(headers, b"{}", behaviour=behaviour, abandoned=abandoned)
+
+
+def good() -> Outcome:
+    victims = [Run(f"v{i}", "victim", "succeeded", 1, 25, 1, phase, 0.3) for i, phase in enumerate(BOUNDS)]
+    hostile = [Run(f"h-{b}", "hostile", "failed", 2, 2, 2) for b in HOSTILE_BEHAVIOURS]
+    calls = [call(r.id, 1) for r in victims]
+    calls += [
+        call(f"h-{b}", e, e, behaviour=b, abandoned=b == "hang") for b in HOSTILE_BEHAVIOURS for e in (1, 2)
+    ]
+    return Outcome(
+        accepted=[r.id for r in victims],
+        runs=[*victims, *hostile, Run("poison", "hostile", "failed", 0, 2, 1)],
+        calls=calls,
+        faults=[Fault(1.0, "", kind, "", in_flight=3) for kind in FAULT_KINDS],
+        lag_bounds=BOUNDS,
+        poison_answers=[PoisonAnswer("deep run", 422, 0), PoisonAnswer("huge", 201, 1, refuse=False)],
+        poison_run="poison",
+        late_results_discarded=2,
+    )
+
+
+def with_runs(o: Outcome, change: Callable[[Run], Run | None]) -> Outcome:
+    runs = [changed for r in o.runs if (changed := change(r)) is not None]
+    return dataclasses.replace(o, runs=runs)
+
+
+def test_a_good_outcome_passes() -> None:
+    report = check(good())
+    assert report.violations() == [], report.render()
+    assert "verdict                 OK" in report.render()
+
+
+BAD: dict[str, tuple[Callable[[Outcome], Outcome], str]] = {
+    "an accepted run missing from the database": (
+        lambda o: with_runs(o, lambda r: None if r.id == "v0" else r),
+        "1 accepted runs lost",
+    ),
+    "a run in the database nobody was answered for": (
+        lambda o: dataclasses.replace(o, accepted=o.accepted[1:]),
+        "never answered for",
+    ),
+    "a success the receiver never saw under the final epoch": (
+        lambda o: with_runs(o, lambda r: dataclasses.replace(r, epoch=2) if r.id == "v1" else r),
+        "without a call under their final epoch",
+    ),
+    "a run stuck running": (
+        lambda o: with_runs(o, lambda r: dataclasses.replace(r, status="running") if r.id == "v2" else r),
+        "1 runs not terminal",
+    ),
+    "the poison run never contained": (
+        lambda o: with_runs(o, lambda r: dataclasses.replace(r, status="pending") if r.id == "poison" else r),
+        "poison run poison was never contained",
+    ),
+    "a victim run failed": (
+        lambda o: with_runs(o, lambda r: dataclasses.replace(r, status="failed") if r.id == "v0" else r),
+        "victim runs not succeeded",
+    ),
+    "a victim run never called": (
+        lambda o: dataclasses.replace(o, calls=[c for c in o.calls if c.headers["scheduler-run-id"] != "v0"]),
+        "never reached the receiver",
+    ),
+    "an attempt over max in the database": (
+        lambda o: with_runs(o, lambda r: dataclasses.replace(r, attempt=3) if r.id == "h-nul" else r),
+        "attempt > max_attempts",
+    ),
+    "an attempt over max seen by the receiver": (
+        lambda o: dataclasses.replace(o, calls=[*o.calls, call("h-hang", 3, attempt=3)]),
+        "(receiver)",
+    ),
+    "one (run, epoch) called twice": (
+        lambda o: dataclasses.replace(o, calls=[*o.calls, call("v0", 1)]),
+        "calls repeated a (run, epoch)",
+    ),
+    "a victim run over the hostile phase's lag bound": (
+        lambda o: with_runs(o, lambda r: dataclasses.replace(r, lag=2.5) if r.phase == "hostile" else r),
+        "due-lag bound",
+    ),
+    "a kill with nothing in flight": (
+        lambda o: dataclasses.replace(
+            o,
+            faults=[
+                dataclasses.replace(f, in_flight=0) if f.kind == "kill -9 engine" else f for f in o.faults
+            ],
+        ),
+        "never landed with work in flight: ['kill -9 engine']",
+    ),
+    "a fault missing": (
+        lambda o: dataclasses.replace(o, faults=[f for f in o.faults if f.kind != "crash postgres"]),
+        "['crash postgres']",
+    ),
+    "only a note, no fault": (
+        lambda o: dataclasses.replace(o, faults=[Fault(0, "", "kill -9 api", "restarted")]),
+        "never landed",
+    ),
+    "the NATS store lost at the crash": (
+        lambda o: dataclasses.replace(
+            o,
+            faults=[*o.faults, Fault(2, "", "kill -9 nats", "", 5, problem="stream gone after the restart")],
+        ),
+        "stream gone",
+    ),
+    "the frozen worker's late results not discarded": (
+        lambda o: dataclasses.replace(o, late_results_discarded=0),
+        "late results were not seen discarded",
+    ),
+    "a poison payload answered 500 and written": (
+        lambda o: dataclasses.replace(o, poison_answers=[PoisonAnswer("deep run", 500, 1)]),
+        "poison 'deep run' answered 500",
+    ),
+    "a poison payload refused with 4xx but written": (
+        lambda o: dataclasses.replace(o, poison_answers=[PoisonAnswer("batch 253 deep", 422, 1)]),
+        "wrote 1 rows",
+    ),
+    "valid hostile input refused": (
+        lambda o: dataclasses.replace(o, poison_answers=[PoisonAnswer("huge", 500, 0, refuse=False)]),
+        "valid hostile input 'huge' answered 500",
+    ),
+    "no hanging endpoint ever called": (
+        lambda o: dataclasses.replace(o, calls=[c for c in o.calls if c.behaviour != "hang"]),
+        "never answered: ['hang']",
+    ),
+    "a hang never abandoned (no timeout hit)": (
+        lambda o: dataclasses.replace(o, calls=[dataclasses.replace(c, abandoned=False) for c in o.calls]),
+        "timeouts never hit",
+    ),
+    "a victim request no API ever accepted": (
+        lambda o: dataclasses.replace(o, problems=["victim run victim-7 never accepted: no API answered it"]),
+        "harness request failed: victim run victim-7 never accepted",
+    ),
+    "a poison request that dropped the connection": (
+        lambda o: dataclasses.replace(o, poison_answers=[PoisonAnswer("payload NaN", 0, 0)]),
+        "poison 'payload NaN' answered 0",
+    ),
+    "an engine died on its own": (
+        lambda o: dataclasses.replace(o, died=["engine on :1234 exited 1"]),
+        "processes exited on their own",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD))
+def test_a_bad_outcome_fails_the_verdict(case: str) -> None:
+    make_bad, expected = BAD[case]
+    report = check(make_bad(good()))
+    violations = report.violations()
+    assert any(expected in v for v in violations), (case, violations)
+    assert "verdict                 FAILED" in report.render()
+
+
+def test_lag_percentiles_come_from_the_database_lags() -> None:
+    o = good()
+    lags = [0.1 * i for i in range(1, 101)]
+    o.runs += [Run(f"q{i}", "victim", "succeeded", 1, 25, 1, "quiet", lag) for i, lag in enumerate(lags)]
+    o.accepted += [f"q{i}" for i in range(100)]
+    o.calls += [call(f"q{i}", 1) for i in range(100)]
+    report = check(o)
+    assert report.percentile("quiet", 0.5) == pytest.approx(5.0, abs=0.11)
+    assert report.percentile("quiet", 0.99) == pytest.approx(9.9, abs=0.11)
+    assert any("due-lag bound" in v for v in report.violations())  # 2 s bound: most of them are over
+
+
+def test_a_dead_engines_claims_never_called_under_their_epoch_are_counted_as_undelivered() -> None:
+    o = good()
+    held = (("v0", 1), ("v1", 7))  # v0 was called under epoch 1; v1 never under epoch 7
+    o.faults = [*o.faults, Fault(3.0, "", "kill -9 engine", "", in_flight=2, held=held)]
+    report = check(o)
+    assert report.claims_never_delivered == 1
+    assert "2 held at the kill, 1 never delivered" in report.render()

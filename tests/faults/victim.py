@@ -1,0 +1,101 @@
+"""The victim: a well-behaved tenant whose runs must all succeed within a bounded due lag whatever
+the hostile tenant and the faults do. Its runs are webhooks answered after a short sleep, submitted
+in bulk ahead of time and, around an API kill, one by one by concurrent senders — each with an
+Idempotency-Key, retried on another API after a transport error, as a careful client would."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import random
+from collections import Counter
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import httpx
+
+TENANT = "victim"
+JOB = "hook"
+BATCH = 500
+
+
+class Victim:
+    def __init__(self, auth: dict[str, str], rng: random.Random, max_sleep: float):
+        self.auth = auth
+        self.rng = rng
+        self.max_sleep = max_sleep
+        self.accepted: list[str] = []  # run ids the API answered 201 (or 200: a replay) for
+        self.in_flight: Counter[int] = Counter()  # API port -> requests sent, not yet answered
+        self.cut: Counter[int] = Counter()  # API port -> requests that died with a transport error
+        self._keys = itertools.count()
+        self.problems: list[str] = []  # victim requests no API ever accepted
+
+    def job(self, receiver_url: str, max_attempts: int) -> dict[str, Any]:
+        return {
+            "target": {"type": "http", "url": receiver_url},
+            "max_attempts": max_attempts,
+            "backoff_seconds": 0.2,
+            "timeout_seconds": 10,
+        }
+
+    def _payload(self) -> dict[str, float]:
+        return {"sleep": round(self.rng.uniform(0.02, self.max_sleep), 3)}
+
+    async def submit_spread(self, api: httpx.AsyncClient, n: int, start: float, end: float) -> None:
+        """`n` runs due at random moments between now+start and now+end seconds."""
+        now = datetime.now(UTC)
+        runs = [
+            {
+                "job": JOB,
+                "scheduled_at": (now + timedelta(seconds=self.rng.uniform(start, end))).isoformat(),
+                "payload": self._payload(),
+            }
+            for _ in range(n)
+        ]
+        for i in range(0, len(runs), BATCH):
+            r = await api.post(
+                f"/tenants/{TENANT}/runs/batch", json={"runs": runs[i : i + BATCH]}, headers=self.auth
+            )
+            assert r.status_code == 201, r.text
+            self.accepted += [run["id"] for run in r.json()["runs"]]
+
+    async def submit_one(self, ports: Callable[[], list[int]]) -> None:
+        """One run due now, to a live API; a transport error is retried (same key) on another."""
+        key = f"victim-{next(self._keys)}"
+        body = {"job": JOB, "payload": self._payload()}
+        for attempt in range(20):
+            live = ports()
+            if not live:
+                await asyncio.sleep(0.5)
+                continue
+            port = live[attempt % len(live)]
+            self.in_flight[port] += 1
+            try:
+                async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=30) as api:
+                    r = await api.post(
+                        f"/tenants/{TENANT}/runs", json=body, headers={**self.auth, "Idempotency-Key": key}
+                    )
+            except httpx.TransportError:
+                self.cut[port] += 1
+                await asyncio.sleep(0.2)
+                continue
+            finally:
+                self.in_flight[port] -= 1
+            if r.status_code in (200, 201):
+                self.accepted.append(r.json()["id"])
+                return
+            if r.status_code < 500:
+                self.problems.append(f"victim run {key} refused: {r.status_code} {r.text[:200]}")
+                return
+            await asyncio.sleep(0.2)  # a 5xx while the API's database is away: try again
+        self.problems.append(f"victim run {key} never accepted: no API answered it")
+
+    async def senders(self, ports: Callable[[], list[int]], stop: asyncio.Event, n: int = 6) -> None:
+        """`n` clients submitting one run after another until `stop` (each finishes its run)."""
+
+        async def sender() -> None:
+            while not stop.is_set():
+                await self.submit_one(ports)
+
+        await asyncio.gather(*(sender() for _ in range(n)))
