@@ -41,6 +41,7 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         self.max_head_bytes = config.h11_max_incomplete_event_size or DEFAULT_MAX_HEAD_BYTES
         self._in_head = True  # between a request's first byte and the end of its headers
         self._head_bytes = 0
+        self._head_tail = b""
         self._header_count = 0
         self._refused = False
 
@@ -48,9 +49,13 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         if self._refused:
             return
         if self._in_head:
-            # Whole chunks count, so a chunk that also ends the previous request's body counts in
-            # full: the bound errs on the strict side by at most one read.
-            self._head_bytes += len(data)
+            # Only the head counts: a chunk that also carries the start of the body (a 60 kB POST
+            # arrives in one read) counts up to the blank line that ends the head. The last bytes of
+            # the previous chunk are kept so a blank line split across two reads is still found.
+            seen = self._head_tail + data
+            end = seen.find(b"\r\n\r\n")
+            self._head_bytes += len(data) if end < 0 else max(0, end + 4 - len(self._head_tail))
+            self._head_tail = seen[-3:]
             if self._head_bytes > self.max_head_bytes:
                 self._refuse(f"request head over {self.max_head_bytes} bytes")
                 return
@@ -76,7 +81,7 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         super().on_header(name, value)
 
     def on_headers_complete(self) -> None:
-        self._in_head, self._head_bytes = False, 0
+        self._in_head, self._head_bytes, self._head_tail = False, 0, b""
         super().on_headers_complete()
 
     def _refuse(self, msg: str) -> None:
