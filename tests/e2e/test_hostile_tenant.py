@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import time
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import asyncpg
 import pytest
@@ -84,7 +85,8 @@ async def test_sigterm_is_honoured_while_outcomes_cannot_be_recorded(
     await worker.wait_ready()
     run_id = await submit(stack, stack["auth"], "acme", {"sleep": 1})
     await wait_for(stack["api"], run_id, stack["auth"], {"running"})
-    database = e2e_settings.database_url.rsplit("/", 1)[1]
+    # The URL's path, not its last "/": an embedded server's URL ends in ?host=<socket dir>.
+    database = urlsplit(e2e_settings.database_url).path.lstrip("/")
     admin = await asyncpg.connect(with_database(e2e_settings.database_url, "postgres"))
     try:
         await admin.execute(f'ALTER DATABASE "{database}" ALLOW_CONNECTIONS false')

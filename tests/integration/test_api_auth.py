@@ -47,6 +47,10 @@ CASES: dict[tuple[str, str], Callable[[Victim], Request]] = {
         f"/tenants/{v.tenant}/keys/{v.key_id}",
         None,
     ),
+    ("POST", "/tenants/{tenant_id}/signing-secrets"): lambda v: (
+        f"/tenants/{v.tenant}/signing-secrets",
+        None,
+    ),
     ("GET", "/tenants/{tenant_id}/jobs"): lambda v: (f"/tenants/{v.tenant}/jobs", None),
     ("PUT", "/tenants/{tenant_id}/jobs/{name}"): lambda v: (
         f"/tenants/{v.tenant}/jobs/{v.job}",
