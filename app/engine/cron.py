@@ -13,10 +13,11 @@ from datetime import timedelta
 
 import asyncpg
 
-from app.bus.hot_index import HotIndex
 from app.config import Settings
 from app.db import maintenance as repo
 from app.db import runs as run_repo
+from app.db import wakeups
+from app.domain import Hints, on_pending
 from app.engine.loop import every
 from app.services import cron
 from app.telemetry import metrics
@@ -32,12 +33,12 @@ class CronMaterializer:
         self,
         settings: Settings,
         pool: asyncpg.Pool,
-        hot_index: HotIndex | None = None,
+        hot_index: Hints | None = None,
         tick_seconds: float = 1.0,
     ):
         self.settings = settings
         self.pool = pool
-        self.hot_index = hot_index
+        self.on_pending = on_pending(hot_index)
         self.tick_seconds = tick_seconds
 
     async def materialize_once(self) -> int:
@@ -95,9 +96,8 @@ class CronMaterializer:
                 hints += inserted
                 due_now = [r["scheduled_at"] for r in inserted if r["scheduled_at"] <= now]
                 if due_now:
-                    await run_repo.notify_runs_due(conn, min(due_now))
-        if self.hot_index is not None and hints:
-            await self.hot_index.add(hints)
+                    await wakeups.notify_runs_due(conn, min(due_now))
+        await self.on_pending(hints)
         if inserted_total:
             metrics.cron_runs_materialized_total.inc(inserted_total)
         return inserted_total

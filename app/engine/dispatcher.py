@@ -33,8 +33,10 @@ from app.bus.hot_index import HotIndex
 from app.bus.jetstream import Publisher, Sent
 from app.config import Settings
 from app.db import dispatch as dispatch_repo
+from app.db import wakeups
 from app.db.dispatch import Fence
-from app.db.runs import DUE_CHANNEL
+from app.db.errors import DB_ERRORS
+from app.domain import on_pending
 from app.engine.backlog import Backpressure
 from app.engine.floor import ClaimBounds
 from app.engine.loop import sleep_or_stop
@@ -42,15 +44,6 @@ from app.engine.messages import Built, build_messages
 from app.telemetry import metrics
 
 log = logging.getLogger(__name__)
-# A connection that dies under the pool's reset (a Postgres restart) raises InternalClientError, which
-# is neither a PostgresError nor an InterfaceError; uncaught, it would end the dispatcher.
-DB_ERRORS = (
-    OSError,
-    asyncpg.PostgresError,
-    asyncpg.InterfaceError,
-    asyncpg.InternalClientError,
-    TimeoutError,
-)
 SCAN_EVERY_SECONDS = 1.0
 # While paused, the queue is asked this often: the workers may empty the room in well under a poll.
 PAUSED_RECHECK_SECONDS = 0.25
@@ -63,6 +56,7 @@ class Dispatcher:
         self.nc = nc
         self.publisher = Publisher(nc)
         self.hot_index = hot_index
+        self.on_pending = on_pending(hot_index)
         self.bounds = ClaimBounds()
         self._last_scan = 0.0
         self.backpressure = Backpressure(nc, settings)
@@ -148,7 +142,7 @@ class Dispatcher:
         conn: asyncpg.Connection | None = None
         try:
             conn = await self.pool.acquire()
-            await conn.add_listener(DUE_CHANNEL, self._on_notify)
+            await wakeups.listen(conn, self._on_notify)
             return conn
         except DB_ERRORS as exc:
             if conn is not None:  # acquired but could not listen: not ours to keep
@@ -160,7 +154,7 @@ class Dispatcher:
     async def _unlisten(self, conn: asyncpg.Connection) -> None:
         """Never raises: it runs on the way out of a database error, where one more would kill the loop."""
         with contextlib.suppress(Exception):  # the connection may already be gone
-            await conn.remove_listener(DUE_CHANNEL, self._on_notify)
+            await wakeups.unlisten(conn, self._on_notify)
         try:
             await self.pool.release(conn)
         except DB_ERRORS as exc:  # a broken connection fails its reset; the pool terminates it
@@ -244,7 +238,7 @@ class Dispatcher:
         taken = {r["id"] for r in rows}
         still_pending = await dispatch_repo.pending_among(conn, [i for i in ids if i not in taken])
         metrics.hot_index_events_total.labels("stale").inc(len(ids) - len(rows) - len(still_pending))
-        await self.hot_index.add(still_pending)
+        await self.on_pending(still_pending)
         if not rows:  # all stale, or one tenant crowds the batch: the scan decides this turn
             return None
         return rows
@@ -271,8 +265,7 @@ class Dispatcher:
             async with self.pool.acquire() as conn:
                 released = await dispatch_repo.release_unpublished_runs(conn, Fence(failed))
             log.warning("publish failed for %d runs; released %d to pending", len(failed), len(released))
-            if self.hot_index is not None:
-                await self.hot_index.add(released)
+            await self.on_pending(released)
         except DB_ERRORS as exc:
             log.warning(
                 "releasing %d unpublished runs failed (%s); the reaper rescues them", len(failed), exc
