@@ -119,3 +119,11 @@ async def cancel_run(
     """The cancelled run; None if it is not `tenant_id`'s (None: any tenant's) or was started."""
     lo, hi = scheduled_bounds(run_id)
     return await q.fetchrow(conn, "cancel_run", id=run_id, lo=lo, hi=hi, tenant_id=tenant_id)
+
+
+async def delete_expired_idempotency_keys(conn: asyncpg.Connection, grace_seconds: float, limit: int) -> int:
+    """Deletes up to `limit` keys past their floor whose run is gone or long finished; how many."""
+    status = await q.execute(
+        conn, "delete_expired_idempotency_keys", grace_seconds=grace_seconds, limit=limit
+    )
+    return int(status.split()[-1])

@@ -113,7 +113,9 @@ class Backpressure:
     the autoscalers which tier binds."""
 
     def __init__(self, nc: NATS, settings: Settings):
-        self.js = nc.jetstream()
+        # Its JetStream context is taken when the queue is read, not here: a dispatcher that only
+        # claims (the hot-index tests, the bench) is built without a connection.
+        self.nc = nc
         self.settings = settings
         self._queue_checked_at = 0.0
         self._room = 0  # messages this engine may still add to the workers' queue before asking again
@@ -140,7 +142,7 @@ class Backpressure:
             return False
         self._queue_checked_at = now
         try:
-            backlog = await read_backlog(self.js, self.settings)
+            backlog = await read_backlog(self.nc.jetstream(), self.settings)
         except Exception as exc:  # NATS away: publishes fail and release their runs anyway
             log.debug("backpressure: cannot read the workers' consumer: %s", exc)
             backlog = None

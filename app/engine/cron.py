@@ -14,7 +14,7 @@ from datetime import timedelta
 import asyncpg
 
 from app.config import Settings
-from app.db import maintenance as repo
+from app.db import cron as cron_repo
 from app.db import runs as run_repo
 from app.db import wakeups
 from app.domain import Hints, on_pending
@@ -51,7 +51,7 @@ class CronMaterializer:
         # like submitted ones, or 3,000 `* * * * *` jobs fill a backlog the API would refuse.
         room: dict[str, int] = {}
         async with self.pool.acquire() as conn, conn.transaction():
-            for job in await repo.lock_due_cron_jobs(conn, horizon.total_seconds(), JOBS_PER_TICK):
+            for job in await cron_repo.lock_due_cron_jobs(conn, horizon.total_seconds(), JOBS_PER_TICK):
                 tenant = job["tenant_id"]
                 if tenant not in room:
                     room[tenant] = quota - await run_repo.count_pending_runs(conn, tenant, quota + 1)
@@ -89,9 +89,9 @@ class CronMaterializer:
                 # stopped, rather than jumping past the horizon and losing the rest.
                 until = upcoming[-1] if len(upcoming) == OCCURRENCES_PER_JOB else now + horizon
                 next_fire_at = cron.next_fire(job["schedule"], job["timezone"], until)
-                inserted = await repo.insert_cron_runs(conn, tenant, job["name"], occurrences)
+                inserted = await cron_repo.insert_cron_runs(conn, tenant, job["name"], occurrences)
                 room[tenant] -= len(inserted)
-                await repo.set_next_fire(conn, job["tenant_id"], job["name"], next_fire_at)
+                await cron_repo.set_next_fire(conn, job["tenant_id"], job["name"], next_fire_at)
                 inserted_total += len(inserted)
                 hints += inserted
                 due_now = [r["scheduled_at"] for r in inserted if r["scheduled_at"] <= now]
@@ -103,4 +103,4 @@ class CronMaterializer:
         return inserted_total
 
     async def run(self, stop: asyncio.Event) -> None:
-        await every(stop, self.tick_seconds, self.materialize_once, "cron materializer")
+        await every(stop, self.tick_seconds, self.materialize_once, "cron")

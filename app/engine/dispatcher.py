@@ -32,10 +32,9 @@ from nats.aio.client import Client as NATS
 from app.bus.hot_index import HotIndex
 from app.bus.jetstream import Publisher, Sent
 from app.config import Settings
-from app.db import dispatch as dispatch_repo
-from app.db import wakeups
-from app.db.dispatch import Fence
+from app.db import transitions, wakeups
 from app.db.errors import DB_ERRORS
+from app.db.transitions import Fence
 from app.domain import on_pending
 from app.engine.backlog import Backpressure
 from app.engine.floor import ClaimBounds
@@ -196,7 +195,7 @@ class Dispatcher:
         fence = Fence([(r["id"], r["scheduled_at"], r["epoch"]) for r, _ in unbuildable])
         try:
             async with self.pool.acquire() as conn:
-                failed = await dispatch_repo.fail_unbuildable_runs(conn, fence, [e for _, e in unbuildable])
+                failed = await transitions.fail_unbuildable_runs(conn, fence, [e for _, e in unbuildable])
             metrics.run_outcomes_total.labels("failed").inc(len(failed))
         except DB_ERRORS as exc:
             log.warning("failing %d unbuildable runs: %s; their lease will lapse", len(unbuildable), exc)
@@ -227,7 +226,7 @@ class Dispatcher:
         if not ids:
             metrics.hot_index_events_total.labels("empty" if ids is not None else "fallback").inc()
             return None
-        rows = await dispatch_repo.claim_hinted_runs(
+        rows = await transitions.claim_hinted_runs(
             conn, ids, per_tenant_cap=s.per_tenant_cap, owner=s.owner, lease_seconds=s.dispatch_lease_seconds
         )
         metrics.claim_duration_seconds.labels("hot").observe(time.perf_counter() - started)
@@ -236,7 +235,7 @@ class Dispatcher:
             return rows
         # Hints not claimed: stale ones (no longer pending) are forgotten, live ones go back.
         taken = {r["id"] for r in rows}
-        still_pending = await dispatch_repo.pending_among(conn, [i for i in ids if i not in taken])
+        still_pending = await transitions.pending_among(conn, [i for i in ids if i not in taken])
         metrics.hot_index_events_total.labels("stale").inc(len(ids) - len(rows) - len(still_pending))
         await self.on_pending(still_pending)
         if not rows:  # all stale, or one tenant crowds the batch: the scan decides this turn
@@ -263,7 +262,7 @@ class Dispatcher:
         metrics.publish_failures_total.inc(len(failed))
         try:
             async with self.pool.acquire() as conn:
-                released = await dispatch_repo.release_unpublished_runs(conn, Fence(failed))
+                released = await transitions.release_unpublished_runs(conn, Fence(failed))
             log.warning("publish failed for %d runs; released %d to pending", len(failed), len(released))
             await self.on_pending(released)
         except DB_ERRORS as exc:
@@ -295,7 +294,7 @@ async def claim_scan(
 ) -> list[asyncpg.Record]:
     """The scan claim with this engine's settings and partition bounds (the bench calls it too)."""
     floor, ceiling = await bounds.get(conn)
-    return await dispatch_repo.claim_due_runs(
+    return await transitions.claim_due_runs(
         conn,
         floor=floor,
         ceiling=ceiling,

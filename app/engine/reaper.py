@@ -28,7 +28,7 @@ import asyncpg
 from nats.aio.client import Client as NATS
 
 from app.config import Settings
-from app.db import dispatch as dispatch_repo
+from app.db import transitions
 from app.domain import Hints, RunStatus, on_pending
 from app.engine.backlog import oldest_waiting_since
 from app.engine.loop import every
@@ -63,21 +63,21 @@ class Reaper:
         rescued = 0
         async with self.pool.acquire() as conn:
             while claimed_before != NOTHING:
-                rows = await dispatch_repo.reap_dispatched_runs(conn, BATCH, claimed_before)
+                rows = await transitions.reap_dispatched_runs(conn, BATCH, claimed_before)
                 metrics.runs_reaped_total.labels(RunStatus.DISPATCHED, RunStatus.PENDING).inc(len(rows))
                 rescued += len(rows)
                 await self.on_pending(rows)
                 if len(rows) < BATCH:
                     break
             while True:
-                rows = await dispatch_repo.reap_running_runs(conn, BATCH)
+                rows = await transitions.reap_running_runs(conn, BATCH)
                 for row in rows:
                     metrics.runs_reaped_total.labels(RunStatus.RUNNING, row["status"]).inc()
                 rescued += len(rows)
                 await self.on_pending([r for r in rows if r["status"] == RunStatus.PENDING])
                 if len(rows) < BATCH:
                     break
-            oldest_age, due_runs = await dispatch_repo.due_backlog(conn, DUE_BACKLOG_LIMIT)
+            oldest_age, due_runs = await transitions.due_backlog(conn, DUE_BACKLOG_LIMIT)
         metrics.oldest_due_pending_age_seconds.set(oldest_age)
         metrics.due_pending_runs.set(due_runs)
         if rescued:

@@ -16,9 +16,9 @@ from collections.abc import Callable
 import asyncpg
 
 from app.config import Settings
-from app.db import dispatch as dispatch_repo
-from app.db.dispatch import Fence
+from app.db import transitions
 from app.db.errors import DB_ERRORS, is_transient
+from app.db.transitions import Fence
 from app.domain import Hints, RunStatus, on_pending
 from app.telemetry import metrics
 from app.worker.delivery import Delivery, quietly
@@ -97,7 +97,7 @@ class Completer:
 
     async def _record(self, batch: list[Delivery]) -> None:
         async with self.pool.acquire() as conn:
-            rows = await dispatch_repo.finish_runs(
+            rows = await transitions.finish_runs(
                 conn, Fence([d.fence() for d in batch]), [d.ok for d in batch], [d.error for d in batch]
             )
         recorded = {r["id"] for r in rows}
@@ -130,9 +130,7 @@ class Completer:
                 continue
             try:
                 async with self.pool.acquire() as conn:
-                    await dispatch_repo.heartbeat_runs(
-                        conn, Fence([d.fence() for d in alive]), s.lease_seconds
-                    )
+                    await transitions.heartbeat_runs(conn, Fence([d.fence() for d in alive]), s.lease_seconds)
             except DB_ERRORS as exc:
                 log.warning("heartbeat: %s", exc)
 
@@ -141,7 +139,7 @@ class Completer:
             return
         try:
             async with self.pool.acquire() as conn:
-                await dispatch_repo.renew_dispatch_leases(
+                await transitions.renew_dispatch_leases(
                     conn, Fence([d.fence() for d in held]), self.settings.dispatch_lease_seconds
                 )
         except DB_ERRORS as exc:

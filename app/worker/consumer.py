@@ -32,9 +32,9 @@ from app.bus.hot_index import HotIndex
 from app.bus.jetstream import PullConsumer, ensure_consumer
 from app.bus.message import RunMessage, UnknownVersion
 from app.config import Settings
-from app.db import dispatch as dispatch_repo
-from app.db.dispatch import Fence
+from app.db import transitions
 from app.db.errors import DB_ERRORS, is_transient
+from app.db.transitions import Fence
 from app.telemetry import metrics
 from app.telemetry.tracing import recording
 from app.worker.completer import Completer
@@ -261,7 +261,7 @@ class Worker:
         while True:
             try:
                 async with self.pool.acquire() as conn:
-                    started = await dispatch_repo.start_runs(
+                    started = await transitions.start_runs(
                         conn,
                         Fence([d.fence() for d in batch]),
                         [d.inline for d in batch],
