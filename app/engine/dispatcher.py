@@ -17,14 +17,11 @@ an unexpected exception in one batch is logged, counted and survived.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import logging
 import random
 import time
 from collections.abc import Sequence
-from datetime import datetime
-from typing import Any
 
 import asyncpg
 from nats.aio.client import Client as NATS
@@ -32,14 +29,15 @@ from nats.aio.client import Client as NATS
 from app.bus.hot_index import HotIndex
 from app.bus.jetstream import Publisher, Sent
 from app.config import Settings
-from app.db import transitions, wakeups
+from app.db import transitions
 from app.db.errors import DB_ERRORS
 from app.db.transitions import Fence
-from app.domain import on_pending
+from app.domain import RunStatus, on_pending
 from app.engine.backlog import Backpressure
 from app.engine.floor import ClaimBounds
 from app.engine.loop import sleep_or_stop
 from app.engine.messages import Built, build_messages
+from app.engine.wakeups import DueListener
 from app.telemetry import metrics
 
 log = logging.getLogger(__name__)
@@ -59,7 +57,8 @@ class Dispatcher:
         self.bounds = ClaimBounds()
         self._last_scan = 0.0
         self.backpressure = Backpressure(nc, settings)
-        self.wake = asyncio.Event()
+        self.listener = DueListener(pool, self.bounds)
+        self.wake = self.listener.wake
         # Busy time of each phase, read by the bench: claim SQL, publish (send + PubAcks), and
         # settle (releasing what was not acked).
         self.phase_seconds = {"claim": 0.0, "publish": 0.0, "settle": 0.0}
@@ -68,23 +67,14 @@ class Dispatcher:
         self.phase_seconds[phase] += seconds
         metrics.dispatch_phase_seconds_total.labels(phase).inc(seconds)
 
-    def _on_notify(self, _conn: Any, _pid: int, _channel: str, payload: str) -> None:
-        with contextlib.suppress(ValueError):
-            self.bounds.lower(datetime.fromisoformat(payload))
-        self.wake.set()
-
     # ── the loop ──
 
     async def run(self, stop: asyncio.Event) -> None:
         slots = asyncio.Semaphore(self.settings.dispatch_batches_in_flight)
         settling: set[asyncio.Task[None]] = set()
-        listener: asyncpg.Connection | None = None
         try:
             while not stop.is_set():
-                if listener is None or _is_closed(listener):
-                    if listener is not None:
-                        await self._unlisten(listener)  # give its slot back, or the pool shrinks
-                    listener = await self._listen(stop)
+                if not await self.listener.listening(stop):
                     continue
                 if await self.backpressure.workers_behind():
                     await _first_of(stop, self.wake, timeout=PAUSED_RECHECK_SECONDS)
@@ -95,8 +85,7 @@ class Dispatcher:
                 except DB_ERRORS as exc:
                     slots.release()
                     log.warning("dispatch: %s; retrying", exc)
-                    await self._unlisten(listener)
-                    listener = None
+                    await self.listener.close()
                     await sleep_or_stop(stop, 1.0)
                     continue
                 except Exception:
@@ -129,35 +118,12 @@ class Dispatcher:
             # the rest released to pending), so no lease is left to lapse.
             if settling:
                 await asyncio.gather(*settling, return_exceptions=True)
-            if listener is not None:
-                await self._unlisten(listener)
+            await self.listener.close()
             await self.publisher.stop()
 
     def _settled(self, runs: int, slots: asyncio.Semaphore, _task: asyncio.Task[None]) -> None:
         self.backpressure.settled(runs)
         slots.release()
-
-    async def _listen(self, stop: asyncio.Event) -> asyncpg.Connection | None:
-        conn: asyncpg.Connection | None = None
-        try:
-            conn = await self.pool.acquire()
-            await wakeups.listen(conn, self._on_notify)
-            return conn
-        except DB_ERRORS as exc:
-            if conn is not None:  # acquired but could not listen: not ours to keep
-                await self._unlisten(conn)
-            log.warning("dispatch: cannot listen: %s; retrying", exc)
-            await sleep_or_stop(stop, 1.0)
-            return None
-
-    async def _unlisten(self, conn: asyncpg.Connection) -> None:
-        """Never raises: it runs on the way out of a database error, where one more would kill the loop."""
-        with contextlib.suppress(Exception):  # the connection may already be gone
-            await wakeups.unlisten(conn, self._on_notify)
-        try:
-            await self.pool.release(conn)
-        except DB_ERRORS as exc:  # a broken connection fails its reset; the pool terminates it
-            log.debug("dispatch: releasing the listener: %s", exc)
 
     async def dispatch_once(self) -> int:
         """Claim, publish and settle one batch without overlap; returns how many runs were claimed."""
@@ -196,7 +162,7 @@ class Dispatcher:
         try:
             async with self.pool.acquire() as conn:
                 failed = await transitions.fail_unbuildable_runs(conn, fence, [e for _, e in unbuildable])
-            metrics.run_outcomes_total.labels("failed").inc(len(failed))
+            metrics.run_outcomes_total.labels(RunStatus.FAILED).inc(len(failed))
         except DB_ERRORS as exc:
             log.warning("failing %d unbuildable runs: %s; their lease will lapse", len(unbuildable), exc)
 
@@ -276,17 +242,6 @@ def _log_settle_failure(task: asyncio.Task[None]) -> None:
     if not task.cancelled() and task.exception() is not None:
         log.error("dispatch: settling a batch failed", exc_info=task.exception())
         metrics.unexpected_errors_total.labels("settle").inc()
-
-
-def _is_closed(conn: asyncpg.Connection) -> bool:
-    # When the server drops a connection (a Postgres restart), asyncpg may hand it back to the pool
-    # by itself, and every call on the released proxy raises InterfaceError, is_closed() included.
-    # Unguarded, that exception killed the dispatcher, and with it the engine, on every Postgres
-    # restart (found by the fault harness).
-    try:
-        return bool(conn.is_closed())
-    except asyncpg.InterfaceError:
-        return True
 
 
 async def claim_scan(
