@@ -1,5 +1,5 @@
-"""What every layer knows about a run: its states, the record a service hands a route, and the hook
-called when runs become pending. No I/O here, so the API, the services and the repositories can
+"""What every layer knows about runs and jobs: a run's states, the records a service hands a route,
+and the hook called when runs become pending. No I/O here, so the API, the services and the repositories can
 all import it."""
 
 from __future__ import annotations
@@ -54,6 +54,33 @@ RUN_FIELDS = tuple(RunRecord.__annotations__)
 def run_record(row: Any) -> RunRecord:
     """The record of a database row (an asyncpg Record, or any mapping with the run's columns)."""
     record: RunRecord = {k: row[k] for k in RUN_FIELDS}  # type: ignore[assignment]
+    return record
+
+
+class JobRecord(TypedDict):
+    """A job as a service hands it to a route: the fields of the API's `Job`."""
+
+    tenant_id: str
+    name: str
+    target: Any  # the target's JSON object, as stored
+    schedule: str | None
+    timezone: str
+    payload: Any
+    max_attempts: int
+    backoff_seconds: float
+    timeout_seconds: float
+    misfire: str
+    paused: bool
+    next_fire_at: datetime | None
+    created_at: datetime
+    updated_at: datetime
+
+
+JOB_FIELDS = tuple(JobRecord.__annotations__)
+
+
+def job_record(row: Any) -> JobRecord:
+    record: JobRecord = {k: row[k] for k in JOB_FIELDS}  # type: ignore[assignment]
     return record
 
 

@@ -10,7 +10,7 @@ import orjson
 from fastapi import Response
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
-from app.domain import RUN_FIELDS, RunStatus
+from app.domain import JOB_FIELDS, RUN_FIELDS, JobRecord, RunStatus
 from app.errors import PROBLEM_JSON, PROBLEM_TYPE
 from app.services.targets import HttpTarget, NoopTarget, PythonTarget, Target
 
@@ -250,8 +250,9 @@ class Health(BaseModel):
     checks: dict[str, str] = Field(default_factory=dict)
 
 
-if tuple(Run.model_fields) != RUN_FIELDS:  # checked at import: the contract and the record cannot drift
-    raise AssertionError("app.domain.RunRecord and the API's Run list different fields")
+# Checked at import: the contract and the records cannot drift apart.
+if tuple(Run.model_fields) != RUN_FIELDS or tuple(Job.model_fields) != JOB_FIELDS:
+    raise AssertionError("app.domain's records and the API's Run and Job list different fields")
 
 
 def json_response(body: Any, status_code: int = 200) -> Response:
@@ -265,5 +266,5 @@ def json_response(body: Any, status_code: int = 200) -> Response:
     )
 
 
-def job_out(row: Any) -> Job:
-    return Job.model_validate({k: row[k] for k in Job.model_fields})
+def job_out(job: JobRecord) -> Job:
+    return Job.model_validate(job)

@@ -9,6 +9,7 @@ import asyncpg
 
 from app.db import jobs as job_repo
 from app.db import tenants as tenant_repo
+from app.domain import JobRecord, job_record
 from app.errors import InvalidInput, NotFound
 from app.services import cron
 from app.services.targets import validate_target
@@ -25,8 +26,8 @@ async def put_job(
     max_payload_bytes: int,
     max_payload_depth: int,
     max_jobs: int,
-) -> tuple[asyncpg.Record, bool]:
-    """Upsert a job; returns (row, created). Changing the schedule recomputes next_fire_at."""
+) -> tuple[JobRecord, bool]:
+    """Upsert a job; returns (job, created). Changing the schedule recomputes next_fire_at."""
     # An unknown tenant is 404 before the body is judged (and its target's host resolved).
     async with pool.acquire() as conn:
         if not await tenant_repo.tenant_exists(conn, tenant_id):
@@ -59,23 +60,22 @@ async def put_job(
         row = await job_repo.upsert_job(
             conn, tenant_id, name, **{**fields, "target": target, "next_fire_at": next_fire_at}
         )
-    return row, bool(row["inserted"])
+    return job_record(row), bool(row["inserted"])
 
 
-async def list_jobs(
-    pool: asyncpg.Pool, tenant_id: str, after: str | None, limit: int
-) -> list[asyncpg.Record]:
+async def list_jobs(pool: asyncpg.Pool, tenant_id: str, after: str | None, limit: int) -> list[JobRecord]:
     """The tenant's jobs by name, from after `after` (the previous page's last name)."""
     async with pool.acquire() as conn:
-        return await job_repo.list_jobs(conn, tenant_id, after or "", limit)
+        rows = await job_repo.list_jobs(conn, tenant_id, after or "", limit)
+    return [job_record(r) for r in rows]
 
 
-async def get_job(pool: asyncpg.Pool, tenant_id: str, name: str) -> asyncpg.Record:
+async def get_job(pool: asyncpg.Pool, tenant_id: str, name: str) -> JobRecord:
     async with pool.acquire() as conn:
         row = await job_repo.get_job(conn, tenant_id, name)
     if row is None:
         raise NotFound(f"job {name!r} not found", field="name")
-    return row
+    return job_record(row)
 
 
 async def delete_job(pool: asyncpg.Pool, tenant_id: str, name: str) -> None:
