@@ -35,6 +35,7 @@ from app.config import Settings
 from app.db import transitions
 from app.db.errors import DB_ERRORS, is_transient
 from app.db.transitions import Fence
+from app.domain import RunStatus
 from app.telemetry import metrics
 from app.telemetry.tracing import recording
 from app.worker.completer import Completer
@@ -73,7 +74,7 @@ class Worker:
         self.stopping = asyncio.Event()
         self._slot_freed = asyncio.Event()
         self._last_peek = 0.0
-        self._succeeded_inline = metrics.run_outcomes_total.labels("succeeded")
+        self._succeeded_inline = metrics.run_outcomes_total.labels(RunStatus.SUCCEEDED)
         # A run handed back returns at half its renewed dispatch lease, and is renewed again when it
         # does. Meanwhile the worker peeks at least eight times: each peek looks a fetch batch further
         # past the busy tenant's backlog (redeliveries come first), so others' runs behind up to eight
