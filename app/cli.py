@@ -73,7 +73,7 @@ async def _process(settings: Settings, role: str, stop: asyncio.Event) -> None:
         if settings.hot_index == "redis" and settings.redis_url:
             hot_index = HotIndex(settings.redis_url, f"{settings.stream}:due")
         if role == "engine":
-            from app.engine.supervisor import Engine
+            from app.engine.engine import Engine
 
             await Engine(settings, deps.pool, deps.nc, hot_index).run(stop)
         else:

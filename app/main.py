@@ -25,7 +25,7 @@ from app.api.schemas import TARGET_TYPES, serve_problems_as_problem_json
 from app.bus.hot_index import HotIndex
 from app.config import Settings, get_settings
 from app.db.connection import create_pool
-from app.engine.supervisor import Engine
+from app.engine.engine import Engine
 from app.errors import PROBLEM_JSON, AppError, InvalidInput, PayloadTooLarge, UnsupportedMediaType, problem
 from app.services.submission import AdmissionControl
 from app.startup import Dependencies, NotConnected, until_connected

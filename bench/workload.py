@@ -12,7 +12,7 @@ from typing import Any
 import asyncpg
 
 from app.db.queries import Conn, parse
-from app.db.runs import DUE_CHANNEL
+from app.db.wakeups import DUE_CHANNEL
 
 NOOP = {"type": "noop"}
 # A target that runs the worker's whole execute path (a task, the start and the separate outcome

@@ -11,11 +11,12 @@ import asyncpg
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from app.bus.hot_index import HotIndex
 from app.config import Settings
+from app.domain import Hints, OnPending, on_pending
 from app.errors import Unavailable
 from app.services.auth import KeyCache, Principal, authenticate
-from app.services.submission import AdmissionControl, WakeUps
+from app.services.submission import AdmissionControl
+from app.services.wakeups import WakeUps
 
 
 @dataclass
@@ -25,10 +26,14 @@ class State:
     settings: Settings
     pool: asyncpg.Pool
     admission: AdmissionControl
-    hot_index: HotIndex | None = None
+    hot_index: Hints | None = None  # the Redis hot index (app.bus.hot_index), when it is on
     keys: KeyCache = field(default_factory=KeyCache)
     wakeups: WakeUps = field(default_factory=WakeUps)
     checks: dict[str, object] = field(default_factory=dict)  # readiness probes by name
+
+    @property
+    def on_pending(self) -> OnPending:
+        return on_pending(self.hot_index)
 
 
 # A request that reaches a process still connecting (app.startup) waits this long, then gets a 503.

@@ -16,10 +16,7 @@ from app.api.schemas import (
     error_responses,
     job_out,
 )
-from app.db import jobs as job_repo
-from app.db import tenants as tenant_repo
-from app.errors import NotFound
-from app.services.jobs import put_job
+from app.services import jobs as job_service
 
 router = APIRouter(tags=["jobs"])
 ERRORS = error_responses(401, 404, 413, 422)
@@ -44,10 +41,7 @@ async def upsert_job(
 ) -> Job:
     """Create (201) or replace (200) a job. A schedule makes it a cron job; next_fire_at shows when."""
     principal.require_tenant(tenant_id)
-    async with state.pool.acquire() as conn:
-        if not await tenant_repo.tenant_exists(conn, tenant_id):
-            raise NotFound(f"tenant {tenant_id!r} not found", field="tenant_id")
-    row, created = await put_job(
+    row, created = await job_service.put_job(
         state.pool,
         tenant_id,
         name,
@@ -72,8 +66,7 @@ async def list_jobs(
     cursor: Annotated[str | None, Query(pattern=JOB_NAME_PATTERN)] = None,
 ) -> JobList:
     principal.require_tenant(tenant_id)
-    async with state.pool.acquire() as conn:
-        rows = await job_repo.list_jobs(conn, tenant_id, cursor or "", limit)
+    rows = await job_service.list_jobs(state.pool, tenant_id, cursor, limit)
     return JobList(
         jobs=[job_out(r) for r in rows], next_cursor=rows[-1]["name"] if len(rows) == limit else None
     )
@@ -84,11 +77,7 @@ async def get_job(
     tenant_id: TenantIdPath, name: JobNamePath, state: StateDep, principal: PrincipalDep
 ) -> Job:
     principal.require_tenant(tenant_id)
-    async with state.pool.acquire() as conn:
-        row = await job_repo.get_job(conn, tenant_id, name)
-    if row is None:
-        raise NotFound(f"job {name!r} not found", field="name")
-    return job_out(row)
+    return job_out(await job_service.get_job(state.pool, tenant_id, name))
 
 
 @router.delete("/tenants/{tenant_id}/jobs/{name}", status_code=204, responses=ERRORS)
@@ -97,7 +86,5 @@ async def delete_job(
 ) -> Response:
     """Delete a job and cancel its runs that no worker has started."""
     principal.require_tenant(tenant_id)
-    async with state.pool.acquire() as conn, conn.transaction():
-        if not await job_repo.delete_job(conn, tenant_id, name):
-            raise NotFound(f"job {name!r} not found", field="name")
+    await job_service.delete_job(state.pool, tenant_id, name)
     return Response(status_code=204)

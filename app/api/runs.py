@@ -21,17 +21,16 @@ from app.api.schemas import (
     RunBatch,
     RunBatchSubmit,
     RunList,
-    RunStatus,
+    RunStatusName,
     RunSubmit,
     error_responses,
     json_response,
-    run_out,
 )
-from app.db import runs as run_repo
-from app.errors import Conflict, InvalidInput, NotFound
+from app.domain import RunRecord, RunStatus
+from app.errors import InvalidInput
+from app.services import runs as run_service
 from app.services.submission import RunRequest, Submitted, submit
 from app.services.validation import check_payload
-from app.telemetry.tracing import submitter_traceparent
 
 # Bodies at least this large are refused unread when their tenant is known to be full.
 UNREAD_REFUSAL_BYTES = 1 << 20
@@ -103,11 +102,15 @@ def _request(state: State, body: RunSubmit, field: str, header_key: str | None =
 async def _submit(
     state: State, request: Request, tenant_id: str, requests: list[RunRequest]
 ) -> list[Submitted]:
-    traceparent = submitter_traceparent(request.headers)
-    submitted = await submit(state.pool, state.admission, tenant_id, requests, traceparent, state.wakeups)
-    if state.hot_index is not None:
-        await state.hot_index.add([s.run for s in submitted if s.created])
-    return submitted
+    return await submit(
+        state.pool,
+        state.admission,
+        tenant_id,
+        requests,
+        request.headers.get("traceparent"),
+        state.wakeups,
+        state.on_pending,
+    )
 
 
 @submissions.post(
@@ -128,7 +131,7 @@ async def submit_run(
     same run; with another body, 422; while a request with that key is still in flight, 409."""
     principal.require_tenant(tenant_id)
     [result] = await _submit(state, request, tenant_id, [_request(state, body, "", idempotency_key)])
-    return json_response(run_out(result.run), 201 if result.created else 200)
+    return json_response(result.run, 201 if result.created else 200)
 
 
 @submissions.post(
@@ -147,26 +150,13 @@ async def submit_batch(
         raise InvalidInput(f"at most {state.settings.max_batch} runs per batch", field="runs")
     requests = [_request(state, r, f"runs[{i}].") for i, r in enumerate(body.runs)]
     submitted = await _submit(state, request, tenant_id, requests)
-    return json_response({"runs": [run_out(s.run) for s in submitted]}, 201)
-
-
-async def _visible_run(state: State, run_id: UUID, principal: PrincipalDep) -> dict[str, Any]:
-    try:
-        async with state.pool.acquire() as conn:
-            row = await run_repo.get_run(conn, run_id)
-    except OverflowError:
-        # The id's leading 48 bits name a moment past year 9999 (about one random UUID in ten):
-        # no run has such an id, so it is 404 like any other unknown id, not a 500.
-        row = None
-    if row is None or (principal.tenant_id is not None and row["tenant_id"] != principal.tenant_id):
-        raise NotFound(f"run {run_id} not found", field="run_id")
-    return run_out(row)
+    return json_response({"runs": [s.run for s in submitted]}, 201)
 
 
 @router.get("/runs/{run_id}", response_model=Run, responses=ERRORS)
 async def get_run(run_id: UUID, state: StateDep, principal: PrincipalDep) -> Response:
     """Read one run. The id names its day, so this touches one partition."""
-    return json_response(await _visible_run(state, run_id, principal))
+    return json_response(await run_service.get_run(state.pool, run_id, principal.tenant_id))
 
 
 def _decode_cursor(cursor: str) -> tuple[datetime, UUID]:
@@ -181,7 +171,7 @@ def _decode_cursor(cursor: str) -> tuple[datetime, UUID]:
         raise InvalidInput("cursor is not one this API returned", field="cursor") from exc
 
 
-def _encode_cursor(run: dict[str, Any]) -> str:
+def _encode_cursor(run: RunRecord) -> str:
     return base64.urlsafe_b64encode(f"{run['scheduled_at'].isoformat()}|{run['id']}".encode()).decode()
 
 
@@ -190,17 +180,21 @@ async def list_runs(
     tenant_id: TenantIdPath,
     state: StateDep,
     principal: PrincipalDep,
-    status: RunStatus | None = None,
+    status: RunStatusName | None = None,
     job: Annotated[str | None, Query(pattern=JOB_NAME_PATTERN)] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 100,
     cursor: Annotated[str | None, Query(max_length=256)] = None,
 ) -> Response:
     """A tenant's runs, newest scheduled first, keyset-paginated: pass next_cursor back as cursor."""
     principal.require_tenant(tenant_id)
-    after = _decode_cursor(cursor) if cursor else None
-    async with state.pool.acquire() as conn:
-        rows = await run_repo.list_runs(conn, tenant_id, status=status, job=job, cursor=after, limit=limit)
-    runs = [run_out(r) for r in rows]
+    runs = await run_service.list_runs(
+        state.pool,
+        tenant_id,
+        status=RunStatus(status) if status is not None else None,
+        job=job,
+        after=_decode_cursor(cursor) if cursor else None,
+        limit=limit,
+    )
     return json_response(
         {"runs": runs, "next_cursor": _encode_cursor(runs[-1]) if len(runs) == limit else None}
     )
@@ -210,16 +204,7 @@ async def list_runs(
 async def cancel_run(run_id: UUID, state: StateDep, principal: PrincipalDep) -> Response:
     """Cancel a run no worker has started (pending or dispatched). A running or finished run is 409:
     cancellation is not cooperative, a started attempt runs to its end or its timeout."""
-    await _visible_run(state, run_id, principal)  # another tenant's run is 404 before anything else
-    async with state.pool.acquire() as conn:
-        row = await run_repo.cancel_run(conn, run_id)
-    if row is None:
-        latest = await _visible_run(state, run_id, principal)
-        raise Conflict(
-            f"run {run_id} is {latest['status']}; only pending or dispatched runs can be cancelled",
-            field="status",
-        )
-    return json_response(run_out(row))
+    return json_response(await run_service.cancel_run(state.pool, run_id, principal.tenant_id))
 
 
 router.include_router(submissions)

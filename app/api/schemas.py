@@ -3,19 +3,25 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any, Literal, get_args
+from typing import TYPE_CHECKING, Annotated, Any, Literal, get_args
 from uuid import UUID
 
 import orjson
 from fastapi import Response
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
+from app.domain import JOB_FIELDS, RUN_FIELDS, JobRecord, RunStatus
 from app.errors import PROBLEM_JSON, PROBLEM_TYPE
 from app.services.targets import HttpTarget, NoopTarget, PythonTarget, Target
 
 TENANT_ID_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,62}$"
 JOB_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$"
-RunStatus = Literal["pending", "dispatched", "running", "succeeded", "failed", "cancelled"]
+# The statuses as the contract lists them, generated from the enum (an inline enum of strings in
+# openapi.json, as before the enum existed).
+if TYPE_CHECKING:
+    RunStatusName = str
+else:
+    RunStatusName = Literal[tuple(s.value for s in RunStatus)]
 
 JobName = Annotated[str, Field(pattern=JOB_NAME_PATTERN, examples=["send-report"])]
 # The `type` tags of a job's target, as the discriminated union `Target` declares them.
@@ -161,7 +167,7 @@ class Run(BaseModel):
     id: UUID
     tenant_id: str
     job: str
-    status: RunStatus
+    status: RunStatusName
     scheduled_at: datetime
     due_at: datetime
     attempt: int
@@ -244,16 +250,14 @@ class Health(BaseModel):
     checks: dict[str, str] = Field(default_factory=dict)
 
 
-RUN_FIELDS = tuple(Run.model_fields)
-
-
-def run_out(row: Any) -> dict[str, Any]:
-    """A run as the API answers it: the fields of `Run`, taken straight from the row. Run responses
-    skip pydantic's re-validation (json_response): a batch answer is 1000 of them."""
-    return {k: row[k] for k in RUN_FIELDS}
+# Checked at import: the contract and the records cannot drift apart.
+if tuple(Run.model_fields) != RUN_FIELDS or tuple(Job.model_fields) != JOB_FIELDS:
+    raise AssertionError("app.domain's records and the API's Run and Job list different fields")
 
 
 def json_response(body: Any, status_code: int = 200) -> Response:
+    """Run records (app.domain.RunRecord) are answered this way, without pydantic's re-validation:
+    a batch answer is 1000 of them."""
     # orjson writes datetimes as RFC 3339 with Z for UTC, as pydantic does; asyncpg's UUIDs via str.
     return Response(
         orjson.dumps(body, default=str, option=orjson.OPT_UTC_Z),
@@ -262,5 +266,5 @@ def json_response(body: Any, status_code: int = 200) -> Response:
     )
 
 
-def job_out(row: Any) -> Job:
-    return Job.model_validate({k: row[k] for k in Job.model_fields})
+def job_out(job: JobRecord) -> Job:
+    return Job.model_validate(job)

@@ -17,10 +17,7 @@ from app.api.schemas import (
     TenantCreated,
     error_responses,
 )
-from app.db import tenants as tenant_repo
-from app.errors import Conflict, NotFound
-from app.services.auth import issue_key
-from app.services.signing import new_signing_secret
+from app.services import tenants as tenant_service
 
 router = APIRouter(tags=["tenants"])
 ERRORS = error_responses(401, 404, 409, 422)
@@ -30,12 +27,8 @@ ERRORS = error_responses(401, 404, 409, 422)
 async def create_tenant(body: TenantCreate, state: StateDep, principal: PrincipalDep) -> TenantCreated:
     """Create a tenant (admin token only). The API key and signing secret are shown once."""
     principal.require_admin()
-    secret = new_signing_secret()
-    async with state.pool.acquire() as conn, conn.transaction():
-        if not await tenant_repo.create_tenant(conn, body.id, secret):
-            raise Conflict(f"tenant {body.id!r} already exists", field="id")
-        key_id, key = await issue_key(conn, body.id)
-    return TenantCreated(id=body.id, key_id=key_id, api_key=key, signing_secret=secret)
+    new = await tenant_service.create_tenant(state.pool, body.id)
+    return TenantCreated(id=new.id, key_id=new.key_id, api_key=new.api_key, signing_secret=new.signing_secret)
 
 
 @router.post(
@@ -48,10 +41,7 @@ async def create_tenant(body: TenantCreate, state: StateDep, principal: Principa
 async def rotate_key(tenant_id: str, state: StateDep, principal: PrincipalDep) -> KeyCreated:
     """Issue another key for the tenant. Earlier keys keep working until revoked."""
     principal.require_tenant(tenant_id)
-    async with state.pool.acquire() as conn, conn.transaction():
-        if not await tenant_repo.tenant_exists(conn, tenant_id):
-            raise NotFound(f"tenant {tenant_id!r} not found", field="tenant_id")
-        key_id, key = await issue_key(conn, tenant_id)
+    key_id, key = await tenant_service.issue_api_key(state.pool, tenant_id)
     return KeyCreated(key_id=key_id, api_key=key)
 
 
@@ -59,14 +49,9 @@ async def rotate_key(tenant_id: str, state: StateDep, principal: PrincipalDep) -
 async def list_keys(tenant_id: str, state: StateDep, principal: PrincipalDep) -> ApiKeyList:
     """The tenant's keys, oldest first, revoked ones included (never their secrets)."""
     principal.require_tenant(tenant_id)
-    async with state.pool.acquire() as conn:
-        if not await tenant_repo.tenant_exists(conn, tenant_id):
-            raise NotFound(f"tenant {tenant_id!r} not found", field="tenant_id")
-        rows = await tenant_repo.list_api_keys(conn, tenant_id)
+    keys = await tenant_service.list_api_keys(state.pool, tenant_id)
     return ApiKeyList(
-        keys=[
-            ApiKey(key_id=r["id"].hex, created_at=r["created_at"], revoked_at=r["revoked_at"]) for r in rows
-        ]
+        keys=[ApiKey(key_id=k.key_id, created_at=k.created_at, revoked_at=k.revoked_at) for k in keys]
     )
 
 
@@ -75,10 +60,7 @@ async def revoke_key(tenant_id: str, key_id: uuid.UUID, state: StateDep, princip
     """Revoke a key, the one making the request included. It stops working on this API process at
     once and on every other within seconds (their key caches' TTL). Revoking again is a no-op."""
     principal.require_tenant(tenant_id)
-    async with state.pool.acquire() as conn:
-        if not await tenant_repo.revoke_api_key(conn, tenant_id, key_id):
-            raise NotFound(f"key {key_id.hex} not found", field="key_id")
-    state.keys.forget(key_id)
+    await tenant_service.revoke_api_key(state.pool, state.keys, tenant_id, key_id)
     return Response(status_code=204)
 
 
@@ -99,9 +81,5 @@ async def rotate_signing_secret(
     overlap = body.overlap_seconds if body is not None else None
     if overlap is None:
         overlap = state.settings.signing_secret_overlap_seconds
-    secret = new_signing_secret()
-    async with state.pool.acquire() as conn:
-        expires_at = await tenant_repo.rotate_signing_secret(conn, tenant_id, secret, overlap)
-    if expires_at is None:
-        raise NotFound(f"tenant {tenant_id!r} not found", field="tenant_id")
+    secret, expires_at = await tenant_service.rotate_signing_secret(state.pool, tenant_id, overlap)
     return SigningSecretCreated(signing_secret=secret, previous_expires_at=expires_at)

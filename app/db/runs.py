@@ -11,8 +11,7 @@ import orjson
 
 from app.db import queries as q
 from app.db.run_ids import bounds_of, scheduled_bounds
-
-DUE_CHANNEL = "scheduler_runs_due"
+from app.db.wakeups import DUE_CHANNEL
 
 
 async def insert_runs(
@@ -44,10 +43,6 @@ async def insert_runs(
 async def missing_jobs(conn: asyncpg.Connection, tenant_id: str, names: list[str]) -> set[str]:
     rows = await q.fetch(conn, "missing_jobs", tenant_id=tenant_id, names=list(dict.fromkeys(names)))
     return {r["name"] for r in rows}
-
-
-async def notify_runs_due(conn: asyncpg.Connection, floor: datetime) -> None:
-    await q.execute(conn, "notify_runs_due", channel=DUE_CHANNEL, floor=floor.isoformat())
 
 
 async def find_idempotency_keys(
@@ -84,9 +79,12 @@ async def count_pending_runs(conn: asyncpg.Connection, tenant_id: str, limit: in
     return int(await q.fetchval(conn, "count_pending_runs", tenant_id=tenant_id, limit=limit))
 
 
-async def get_run(conn: asyncpg.Connection, run_id: uuid.UUID) -> asyncpg.Record | None:
+async def get_run(
+    conn: asyncpg.Connection, run_id: uuid.UUID, tenant_id: str | None
+) -> asyncpg.Record | None:
+    """The run, if it belongs to `tenant_id` (None: any tenant's)."""
     lo, hi = scheduled_bounds(run_id)
-    return await q.fetchrow(conn, "get_run", id=run_id, lo=lo, hi=hi)
+    return await q.fetchrow(conn, "get_run", id=run_id, lo=lo, hi=hi, tenant_id=tenant_id)
 
 
 async def get_runs(conn: asyncpg.Connection, run_ids: list[uuid.UUID]) -> list[asyncpg.Record]:
@@ -115,6 +113,17 @@ async def list_runs(
     )
 
 
-async def cancel_run(conn: asyncpg.Connection, run_id: uuid.UUID) -> asyncpg.Record | None:
+async def cancel_run(
+    conn: asyncpg.Connection, run_id: uuid.UUID, tenant_id: str | None
+) -> asyncpg.Record | None:
+    """The cancelled run; None if it is not `tenant_id`'s (None: any tenant's) or was started."""
     lo, hi = scheduled_bounds(run_id)
-    return await q.fetchrow(conn, "cancel_run", id=run_id, lo=lo, hi=hi)
+    return await q.fetchrow(conn, "cancel_run", id=run_id, lo=lo, hi=hi, tenant_id=tenant_id)
+
+
+async def delete_expired_idempotency_keys(conn: asyncpg.Connection, grace_seconds: float, limit: int) -> int:
+    """Deletes up to `limit` keys past their floor whose run is gone or long finished; how many."""
+    status = await q.execute(
+        conn, "delete_expired_idempotency_keys", grace_seconds=grace_seconds, limit=limit
+    )
+    return int(status.split()[-1])

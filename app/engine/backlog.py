@@ -113,6 +113,8 @@ class Backpressure:
     the autoscalers which tier binds."""
 
     def __init__(self, nc: NATS, settings: Settings):
+        # Its JetStream context is taken when the queue is read, not here: a dispatcher that only
+        # claims (the hot-index tests, the bench) is built without a connection.
         self.nc = nc
         self.settings = settings
         self._queue_checked_at = 0.0

@@ -13,10 +13,11 @@ from datetime import timedelta
 
 import asyncpg
 
-from app.bus.hot_index import HotIndex
 from app.config import Settings
-from app.db import maintenance as repo
+from app.db import cron as cron_repo
 from app.db import runs as run_repo
+from app.db import wakeups
+from app.domain import Hints, on_pending
 from app.engine.loop import every
 from app.services import cron
 from app.telemetry import metrics
@@ -32,12 +33,12 @@ class CronMaterializer:
         self,
         settings: Settings,
         pool: asyncpg.Pool,
-        hot_index: HotIndex | None = None,
+        hot_index: Hints | None = None,
         tick_seconds: float = 1.0,
     ):
         self.settings = settings
         self.pool = pool
-        self.hot_index = hot_index
+        self.on_pending = on_pending(hot_index)
         self.tick_seconds = tick_seconds
 
     async def materialize_once(self) -> int:
@@ -50,7 +51,7 @@ class CronMaterializer:
         # like submitted ones, or 3,000 `* * * * *` jobs fill a backlog the API would refuse.
         room: dict[str, int] = {}
         async with self.pool.acquire() as conn, conn.transaction():
-            for job in await repo.lock_due_cron_jobs(conn, horizon.total_seconds(), JOBS_PER_TICK):
+            for job in await cron_repo.lock_due_cron_jobs(conn, horizon.total_seconds(), JOBS_PER_TICK):
                 tenant = job["tenant_id"]
                 if tenant not in room:
                     room[tenant] = quota - await run_repo.count_pending_runs(conn, tenant, quota + 1)
@@ -88,19 +89,18 @@ class CronMaterializer:
                 # stopped, rather than jumping past the horizon and losing the rest.
                 until = upcoming[-1] if len(upcoming) == OCCURRENCES_PER_JOB else now + horizon
                 next_fire_at = cron.next_fire(job["schedule"], job["timezone"], until)
-                inserted = await repo.insert_cron_runs(conn, tenant, job["name"], occurrences)
+                inserted = await cron_repo.insert_cron_runs(conn, tenant, job["name"], occurrences)
                 room[tenant] -= len(inserted)
-                await repo.set_next_fire(conn, job["tenant_id"], job["name"], next_fire_at)
+                await cron_repo.set_next_fire(conn, job["tenant_id"], job["name"], next_fire_at)
                 inserted_total += len(inserted)
                 hints += inserted
                 due_now = [r["scheduled_at"] for r in inserted if r["scheduled_at"] <= now]
                 if due_now:
-                    await run_repo.notify_runs_due(conn, min(due_now))
-        if self.hot_index is not None and hints:
-            await self.hot_index.add(hints)
+                    await wakeups.notify_runs_due(conn, min(due_now))
+        await self.on_pending(hints)
         if inserted_total:
             metrics.cron_runs_materialized_total.inc(inserted_total)
         return inserted_total
 
     async def run(self, stop: asyncio.Event) -> None:
-        await every(stop, self.tick_seconds, self.materialize_once, "cron materializer")
+        await every(stop, self.tick_seconds, self.materialize_once, "cron")

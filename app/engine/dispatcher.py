@@ -17,14 +17,11 @@ an unexpected exception in one batch is logged, counted and survived.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import logging
 import random
 import time
 from collections.abc import Sequence
-from datetime import datetime
-from typing import Any
 
 import asyncpg
 from nats.aio.client import Client as NATS
@@ -32,25 +29,18 @@ from nats.aio.client import Client as NATS
 from app.bus.hot_index import HotIndex
 from app.bus.jetstream import Publisher, Sent
 from app.config import Settings
-from app.db import dispatch as dispatch_repo
-from app.db.dispatch import Fence
-from app.db.runs import DUE_CHANNEL
+from app.db import transitions
+from app.db.errors import DB_ERRORS
+from app.db.transitions import Fence
+from app.domain import RunStatus, on_pending
 from app.engine.backlog import Backpressure
 from app.engine.floor import ClaimBounds
 from app.engine.loop import sleep_or_stop
 from app.engine.messages import Built, build_messages
+from app.engine.wakeups import DueListener
 from app.telemetry import metrics
 
 log = logging.getLogger(__name__)
-# A connection that dies under the pool's reset (a Postgres restart) raises InternalClientError, which
-# is neither a PostgresError nor an InterfaceError; uncaught, it would end the dispatcher.
-DB_ERRORS = (
-    OSError,
-    asyncpg.PostgresError,
-    asyncpg.InterfaceError,
-    asyncpg.InternalClientError,
-    TimeoutError,
-)
 SCAN_EVERY_SECONDS = 1.0
 # While paused, the queue is asked this often: the workers may empty the room in well under a poll.
 PAUSED_RECHECK_SECONDS = 0.25
@@ -63,10 +53,12 @@ class Dispatcher:
         self.nc = nc
         self.publisher = Publisher(nc)
         self.hot_index = hot_index
+        self.on_pending = on_pending(hot_index)
         self.bounds = ClaimBounds()
         self._last_scan = 0.0
         self.backpressure = Backpressure(nc, settings)
-        self.wake = asyncio.Event()
+        self.listener = DueListener(pool, self.bounds)
+        self.wake = self.listener.wake
         # Busy time of each phase, read by the bench: claim SQL, publish (send + PubAcks), and
         # settle (releasing what was not acked).
         self.phase_seconds = {"claim": 0.0, "publish": 0.0, "settle": 0.0}
@@ -75,23 +67,14 @@ class Dispatcher:
         self.phase_seconds[phase] += seconds
         metrics.dispatch_phase_seconds_total.labels(phase).inc(seconds)
 
-    def _on_notify(self, _conn: Any, _pid: int, _channel: str, payload: str) -> None:
-        with contextlib.suppress(ValueError):
-            self.bounds.lower(datetime.fromisoformat(payload))
-        self.wake.set()
-
     # ── the loop ──
 
     async def run(self, stop: asyncio.Event) -> None:
         slots = asyncio.Semaphore(self.settings.dispatch_batches_in_flight)
         settling: set[asyncio.Task[None]] = set()
-        listener: asyncpg.Connection | None = None
         try:
             while not stop.is_set():
-                if listener is None or _is_closed(listener):
-                    if listener is not None:
-                        await self._unlisten(listener)  # give its slot back, or the pool shrinks
-                    listener = await self._listen(stop)
+                if not await self.listener.listening(stop):
                     continue
                 if await self.backpressure.workers_behind():
                     await _first_of(stop, self.wake, timeout=PAUSED_RECHECK_SECONDS)
@@ -102,8 +85,7 @@ class Dispatcher:
                 except DB_ERRORS as exc:
                     slots.release()
                     log.warning("dispatch: %s; retrying", exc)
-                    await self._unlisten(listener)
-                    listener = None
+                    await self.listener.close()
                     await sleep_or_stop(stop, 1.0)
                     continue
                 except Exception:
@@ -136,35 +118,12 @@ class Dispatcher:
             # the rest released to pending), so no lease is left to lapse.
             if settling:
                 await asyncio.gather(*settling, return_exceptions=True)
-            if listener is not None:
-                await self._unlisten(listener)
+            await self.listener.close()
             await self.publisher.stop()
 
     def _settled(self, runs: int, slots: asyncio.Semaphore, _task: asyncio.Task[None]) -> None:
         self.backpressure.settled(runs)
         slots.release()
-
-    async def _listen(self, stop: asyncio.Event) -> asyncpg.Connection | None:
-        conn: asyncpg.Connection | None = None
-        try:
-            conn = await self.pool.acquire()
-            await conn.add_listener(DUE_CHANNEL, self._on_notify)
-            return conn
-        except DB_ERRORS as exc:
-            if conn is not None:  # acquired but could not listen: not ours to keep
-                await self._unlisten(conn)
-            log.warning("dispatch: cannot listen: %s; retrying", exc)
-            await sleep_or_stop(stop, 1.0)
-            return None
-
-    async def _unlisten(self, conn: asyncpg.Connection) -> None:
-        """Never raises: it runs on the way out of a database error, where one more would kill the loop."""
-        with contextlib.suppress(Exception):  # the connection may already be gone
-            await conn.remove_listener(DUE_CHANNEL, self._on_notify)
-        try:
-            await self.pool.release(conn)
-        except DB_ERRORS as exc:  # a broken connection fails its reset; the pool terminates it
-            log.debug("dispatch: releasing the listener: %s", exc)
 
     async def dispatch_once(self) -> int:
         """Claim, publish and settle one batch without overlap; returns how many runs were claimed."""
@@ -202,8 +161,8 @@ class Dispatcher:
         fence = Fence([(r["id"], r["scheduled_at"], r["epoch"]) for r, _ in unbuildable])
         try:
             async with self.pool.acquire() as conn:
-                failed = await dispatch_repo.fail_unbuildable_runs(conn, fence, [e for _, e in unbuildable])
-            metrics.run_outcomes_total.labels("failed").inc(len(failed))
+                failed = await transitions.fail_unbuildable_runs(conn, fence, [e for _, e in unbuildable])
+            metrics.run_outcomes_total.labels(RunStatus.FAILED).inc(len(failed))
         except DB_ERRORS as exc:
             log.warning("failing %d unbuildable runs: %s; their lease will lapse", len(unbuildable), exc)
 
@@ -233,7 +192,7 @@ class Dispatcher:
         if not ids:
             metrics.hot_index_events_total.labels("empty" if ids is not None else "fallback").inc()
             return None
-        rows = await dispatch_repo.claim_hinted_runs(
+        rows = await transitions.claim_hinted_runs(
             conn, ids, per_tenant_cap=s.per_tenant_cap, owner=s.owner, lease_seconds=s.dispatch_lease_seconds
         )
         metrics.claim_duration_seconds.labels("hot").observe(time.perf_counter() - started)
@@ -242,9 +201,9 @@ class Dispatcher:
             return rows
         # Hints not claimed: stale ones (no longer pending) are forgotten, live ones go back.
         taken = {r["id"] for r in rows}
-        still_pending = await dispatch_repo.pending_among(conn, [i for i in ids if i not in taken])
+        still_pending = await transitions.pending_among(conn, [i for i in ids if i not in taken])
         metrics.hot_index_events_total.labels("stale").inc(len(ids) - len(rows) - len(still_pending))
-        await self.hot_index.add(still_pending)
+        await self.on_pending(still_pending)
         if not rows:  # all stale, or one tenant crowds the batch: the scan decides this turn
             return None
         return rows
@@ -269,10 +228,9 @@ class Dispatcher:
         metrics.publish_failures_total.inc(len(failed))
         try:
             async with self.pool.acquire() as conn:
-                released = await dispatch_repo.release_unpublished_runs(conn, Fence(failed))
+                released = await transitions.release_unpublished_runs(conn, Fence(failed))
             log.warning("publish failed for %d runs; released %d to pending", len(failed), len(released))
-            if self.hot_index is not None:
-                await self.hot_index.add(released)
+            await self.on_pending(released)
         except DB_ERRORS as exc:
             log.warning(
                 "releasing %d unpublished runs failed (%s); the reaper rescues them", len(failed), exc
@@ -286,23 +244,12 @@ def _log_settle_failure(task: asyncio.Task[None]) -> None:
         metrics.unexpected_errors_total.labels("settle").inc()
 
 
-def _is_closed(conn: asyncpg.Connection) -> bool:
-    # When the server drops a connection (a Postgres restart), asyncpg may hand it back to the pool
-    # by itself, and every call on the released proxy raises InterfaceError, is_closed() included.
-    # Unguarded, that exception killed the dispatcher, and with it the engine, on every Postgres
-    # restart (found by the fault harness).
-    try:
-        return bool(conn.is_closed())
-    except asyncpg.InterfaceError:
-        return True
-
-
 async def claim_scan(
     conn: asyncpg.Connection, settings: Settings, bounds: ClaimBounds
 ) -> list[asyncpg.Record]:
     """The scan claim with this engine's settings and partition bounds (the bench calls it too)."""
     floor, ceiling = await bounds.get(conn)
-    return await dispatch_repo.claim_due_runs(
+    return await transitions.claim_due_runs(
         conn,
         floor=floor,
         ceiling=ceiling,

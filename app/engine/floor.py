@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 
 import asyncpg
 
-from app.db import dispatch as dispatch_repo
+from app.db import transitions
 
 CEILING_MARGIN = timedelta(seconds=2)
 
@@ -39,7 +39,7 @@ class ClaimBounds:
         if self._floor is None or time.monotonic() - self._read_at > self.refresh_seconds:
             self._lowered_during_read = None
             read_at = time.monotonic()
-            floor, self._db_now = await dispatch_repo.claim_floor(conn)
+            floor, self._db_now = await transitions.claim_floor(conn)
             lowered = self._lowered_during_read
             self._floor = min(floor, lowered) if lowered is not None else floor
             self._read_at = read_at

@@ -22,9 +22,9 @@ import asyncpg
 
 from app.config import Settings
 from app.db import jobs as job_repo
-from app.db import maintenance as repo
+from app.db import locks
+from app.db import partitions as repo
 from app.engine.loop import every
-from app.services.submission import IDEMPOTENCY_GRACE_SECONDS
 from app.telemetry import metrics
 
 log = logging.getLogger(__name__)
@@ -72,12 +72,12 @@ class PartitionMaintenance:
         """One pass; returns what it did, by day, for logs and tests. Does nothing if not leader."""
         report: dict[str, list[str]] = {"created": [], "kept": [], "dropped": []}
         async with self.pool.acquire() as conn:
-            if not await repo.try_advisory_lock(conn, repo.MAINTENANCE_LOCK_KEY):
+            if not await locks.try_advisory_lock(conn, locks.PARTITIONS_LOCK_KEY):
                 return report
             try:
                 await self._pass(conn, report)
             finally:
-                await repo.advisory_unlock(conn, repo.MAINTENANCE_LOCK_KEY)
+                await locks.advisory_unlock(conn, locks.PARTITIONS_LOCK_KEY)
         return report
 
     async def _pass(self, conn: asyncpg.Connection, report: dict[str, list[str]]) -> None:
@@ -111,10 +111,9 @@ class PartitionMaintenance:
         metrics.partitions_at_risk.set(at_risk)
         metrics.partitions_total.set(len(await repo.list_day_partitions(conn)))
         metrics.default_partition_rows.set(await repo.count_default_rows(conn))
-        await repo.delete_expired_idempotency_keys(conn, IDEMPOTENCY_GRACE_SECONDS, 10_000)
 
     async def run(self, stop: asyncio.Event) -> None:
-        await every(stop, self.settings.maintenance_interval_seconds, self.run_once, "partition maintenance")
+        await every(stop, self.settings.maintenance_interval_seconds, self.run_once, "partitions")
 
     async def analyze_once(self) -> list[str]:
         """ANALYZE the partitions whose rows changed enough since their statistics were taken.
@@ -128,7 +127,7 @@ class PartitionMaintenance:
         return analyzed
 
     async def keep_statistics(self, stop: asyncio.Event) -> None:
-        await every(stop, self.settings.analyze_interval_seconds, self.analyze_once, "partition statistics")
+        await every(stop, self.settings.analyze_interval_seconds, self.analyze_once, "statistics")
 
 
 def _reason(exc: Exception) -> str:

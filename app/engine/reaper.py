@@ -27,9 +27,9 @@ from datetime import UTC, datetime, timedelta
 import asyncpg
 from nats.aio.client import Client as NATS
 
-from app.bus.hot_index import HotIndex
 from app.config import Settings
-from app.db import dispatch as dispatch_repo
+from app.db import transitions
+from app.domain import Hints, RunStatus, on_pending
 from app.engine.backlog import oldest_waiting_since
 from app.engine.loop import every
 from app.telemetry import metrics
@@ -49,12 +49,12 @@ class Reaper:
         self,
         settings: Settings,
         pool: asyncpg.Pool,
-        hot_index: HotIndex | None = None,
+        hot_index: Hints | None = None,
         nc: NATS | None = None,
     ):
         self.settings = settings
         self.pool = pool
-        self.hot_index = hot_index
+        self.on_pending = on_pending(hot_index)
         self.nc = nc  # None: no JetStream to ask (tests of the lease alone), every lapsed lease is reaped
         self._watermark: datetime | None = NOTHING  # the previous pass's; nothing is judged on the first
 
@@ -63,21 +63,21 @@ class Reaper:
         rescued = 0
         async with self.pool.acquire() as conn:
             while claimed_before != NOTHING:
-                rows = await dispatch_repo.reap_dispatched_runs(conn, BATCH, claimed_before)
-                metrics.runs_reaped_total.labels("dispatched", "pending").inc(len(rows))
+                rows = await transitions.reap_dispatched_runs(conn, BATCH, claimed_before)
+                metrics.runs_reaped_total.labels(RunStatus.DISPATCHED, RunStatus.PENDING).inc(len(rows))
                 rescued += len(rows)
-                await self._rehint(rows)
+                await self.on_pending(rows)
                 if len(rows) < BATCH:
                     break
             while True:
-                rows = await dispatch_repo.reap_running_runs(conn, BATCH)
+                rows = await transitions.reap_running_runs(conn, BATCH)
                 for row in rows:
-                    metrics.runs_reaped_total.labels("running", row["status"]).inc()
+                    metrics.runs_reaped_total.labels(RunStatus.RUNNING, row["status"]).inc()
                 rescued += len(rows)
-                await self._rehint([r for r in rows if r["status"] == "pending"])
+                await self.on_pending([r for r in rows if r["status"] == RunStatus.PENDING])
                 if len(rows) < BATCH:
                     break
-            oldest_age, due_runs = await dispatch_repo.due_backlog(conn, DUE_BACKLOG_LIMIT)
+            oldest_age, due_runs = await transitions.due_backlog(conn, DUE_BACKLOG_LIMIT)
         metrics.oldest_due_pending_age_seconds.set(oldest_age)
         metrics.due_pending_runs.set(due_runs)
         if rescued:
@@ -100,10 +100,6 @@ class Reaper:
     def _margin(self) -> float:
         # A message is published at most publish_timeout after its claim (later, its run was released).
         return self.settings.publish_timeout_seconds + CLOCK_SKEW_SECONDS
-
-    async def _rehint(self, rows: list[asyncpg.Record]) -> None:
-        if self.hot_index is not None and rows:
-            await self.hot_index.add(rows)
 
     async def run(self, stop: asyncio.Event) -> None:
         await every(stop, self.settings.reap_interval_seconds, self.reap_once, "reaper")

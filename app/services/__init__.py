@@ -1,3 +1,3 @@
 """Rules of the scheduler: submission, idempotency, cron next-fire, auth, targets.
 
-No FastAPI and no NATS here."""
+No FastAPI, NATS or Redis here (an import-linter contract in pyproject.toml holds it)."""

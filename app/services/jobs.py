@@ -1,5 +1,5 @@
-"""Job definitions: validation of target, schedule and time zone, the tenant's job limit, and the
-first next fire."""
+"""Job definitions: validation of target, schedule and time zone, the tenant's job limit, the
+first next fire; reading, listing and deleting them. Every statement names the tenant."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ from typing import Any
 import asyncpg
 
 from app.db import jobs as job_repo
+from app.db import tenants as tenant_repo
+from app.domain import JobRecord, job_record
 from app.errors import InvalidInput, NotFound
 from app.services import cron
 from app.services.targets import validate_target
@@ -24,8 +26,12 @@ async def put_job(
     max_payload_bytes: int,
     max_payload_depth: int,
     max_jobs: int,
-) -> tuple[asyncpg.Record, bool]:
-    """Upsert a job; returns (row, created). Changing the schedule recomputes next_fire_at."""
+) -> tuple[JobRecord, bool]:
+    """Upsert a job; returns (job, created). Changing the schedule recomputes next_fire_at."""
+    # An unknown tenant is 404 before the body is judged (and its target's host resolved).
+    async with pool.acquire() as conn:
+        if not await tenant_repo.tenant_exists(conn, tenant_id):
+            raise NotFound(f"tenant {tenant_id!r} not found", field="tenant_id")
     try:
         target = await validate_target(fields["target"], allow_private=allow_private_targets)
     except UnicodeError as exc:  # the resolver's IDNA codec: a label over 63 characters, say
@@ -54,4 +60,26 @@ async def put_job(
         row = await job_repo.upsert_job(
             conn, tenant_id, name, **{**fields, "target": target, "next_fire_at": next_fire_at}
         )
-    return row, bool(row["inserted"])
+    return job_record(row), bool(row["inserted"])
+
+
+async def list_jobs(pool: asyncpg.Pool, tenant_id: str, after: str | None, limit: int) -> list[JobRecord]:
+    """The tenant's jobs by name, from after `after` (the previous page's last name)."""
+    async with pool.acquire() as conn:
+        rows = await job_repo.list_jobs(conn, tenant_id, after or "", limit)
+    return [job_record(r) for r in rows]
+
+
+async def get_job(pool: asyncpg.Pool, tenant_id: str, name: str) -> JobRecord:
+    async with pool.acquire() as conn:
+        row = await job_repo.get_job(conn, tenant_id, name)
+    if row is None:
+        raise NotFound(f"job {name!r} not found", field="name")
+    return job_record(row)
+
+
+async def delete_job(pool: asyncpg.Pool, tenant_id: str, name: str) -> None:
+    """Deletes the job and cancels its runs that no worker has started, in one transaction."""
+    async with pool.acquire() as conn, conn.transaction():
+        if not await job_repo.delete_job(conn, tenant_id, name):
+            raise NotFound(f"job {name!r} not found", field="name")

@@ -114,14 +114,13 @@ def tracer(name: str) -> trace.Tracer:
 _TRACEPARENT = re.compile(r"00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}")
 
 
-def submitter_traceparent(headers: Mapping[str, str]) -> str | None:
+def submitter_traceparent(theirs: str | None) -> str | None:
     """The span context a run stores for its dispatch span to link to: the API's server span when
     the API records spans (its OpenTelemetry middleware is installed only then), else the caller's
-    own well-formed traceparent header, if it sent one."""
+    own traceparent header (`theirs`), if it is well-formed."""
     own = current_traceparent()
     if own is not None:
         return own
-    theirs = headers.get("traceparent")
     return theirs if _well_formed(theirs) else None
 
 

@@ -15,11 +15,11 @@ from collections.abc import Callable
 
 import asyncpg
 
-from app.bus.hot_index import HotIndex
 from app.config import Settings
-from app.db import dispatch as dispatch_repo
-from app.db.dispatch import Fence
+from app.db import transitions
 from app.db.errors import DB_ERRORS, is_transient
+from app.db.transitions import Fence
+from app.domain import Hints, RunStatus, on_pending
 from app.telemetry import metrics
 from app.worker.delivery import Delivery, quietly
 
@@ -29,10 +29,10 @@ FLUSH_DELAY = 0.002  # seconds an outcome may wait for company in the group comm
 
 
 class Completer:
-    def __init__(self, settings: Settings, pool: asyncpg.Pool, hot_index: HotIndex | None):
+    def __init__(self, settings: Settings, pool: asyncpg.Pool, hot_index: Hints | None):
         self.settings = settings
         self.pool = pool
-        self.hot_index = hot_index
+        self.on_pending = on_pending(hot_index)
         self.unrecorded: list[Delivery] = []  # outcomes not yet durable, oldest first
         self._wake = asyncio.Event()
 
@@ -97,7 +97,7 @@ class Completer:
 
     async def _record(self, batch: list[Delivery]) -> None:
         async with self.pool.acquire() as conn:
-            rows = await dispatch_repo.finish_runs(
+            rows = await transitions.finish_runs(
                 conn, Fence([d.fence() for d in batch]), [d.ok for d in batch], [d.error for d in batch]
             )
         recorded = {r["id"] for r in rows}
@@ -109,8 +109,7 @@ class Completer:
             metrics.stale_results_total.labels("finish").inc(stale)
         for d in batch:
             await quietly(d.msg.ack())
-        if self.hot_index is not None:
-            await self.hot_index.add([r for r in rows if r["status"] == "pending"])
+        await self.on_pending([r for r in rows if r["status"] == RunStatus.PENDING])
 
     # ── heartbeats ──
 
@@ -131,9 +130,7 @@ class Completer:
                 continue
             try:
                 async with self.pool.acquire() as conn:
-                    await dispatch_repo.heartbeat_runs(
-                        conn, Fence([d.fence() for d in alive]), s.lease_seconds
-                    )
+                    await transitions.heartbeat_runs(conn, Fence([d.fence() for d in alive]), s.lease_seconds)
             except DB_ERRORS as exc:
                 log.warning("heartbeat: %s", exc)
 
@@ -142,7 +139,7 @@ class Completer:
             return
         try:
             async with self.pool.acquire() as conn:
-                await dispatch_repo.renew_dispatch_leases(
+                await transitions.renew_dispatch_leases(
                     conn, Fence([d.fence() for d in held]), self.settings.dispatch_lease_seconds
                 )
         except DB_ERRORS as exc:

@@ -32,9 +32,10 @@ from app.bus.hot_index import HotIndex
 from app.bus.jetstream import PullConsumer, ensure_consumer
 from app.bus.message import RunMessage, UnknownVersion
 from app.config import Settings
-from app.db import dispatch as dispatch_repo
-from app.db.dispatch import Fence
+from app.db import transitions
 from app.db.errors import DB_ERRORS, is_transient
+from app.db.transitions import Fence
+from app.domain import RunStatus
 from app.telemetry import metrics
 from app.telemetry.tracing import recording
 from app.worker.completer import Completer
@@ -73,7 +74,7 @@ class Worker:
         self.stopping = asyncio.Event()
         self._slot_freed = asyncio.Event()
         self._last_peek = 0.0
-        self._succeeded_inline = metrics.run_outcomes_total.labels("succeeded")
+        self._succeeded_inline = metrics.run_outcomes_total.labels(RunStatus.SUCCEEDED)
         # A run handed back returns at half its renewed dispatch lease, and is renewed again when it
         # does. Meanwhile the worker peeks at least eight times: each peek looks a fetch batch further
         # past the busy tenant's backlog (redeliveries come first), so others' runs behind up to eight
@@ -261,7 +262,7 @@ class Worker:
         while True:
             try:
                 async with self.pool.acquire() as conn:
-                    started = await dispatch_repo.start_runs(
+                    started = await transitions.start_runs(
                         conn,
                         Fence([d.fence() for d in batch]),
                         [d.inline for d in batch],

@@ -19,7 +19,7 @@ import asyncpg
 
 from app.bus.hot_index import HotIndex
 from app.config import Settings
-from app.db import dispatch as repo
+from app.db import transitions as repo
 from app.db.connection import create_pool
 from app.engine.dispatcher import claim_scan
 from app.engine.floor import ClaimBounds

@@ -14,7 +14,7 @@ from typing import Any
 
 import asyncpg
 
-from app.db import dispatch as repo
+from app.db import transitions as repo
 from app.db.connection import create_pool
 from app.engine.dispatcher import claim_scan
 from app.engine.floor import ClaimBounds

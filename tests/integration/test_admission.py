@@ -12,7 +12,7 @@ import httpx
 
 from app.config import Settings
 from app.engine.cron import CronMaterializer
-from app.engine.partitions import PartitionMaintenance
+from app.engine.idempotency import IdempotencyKeyPruner
 from app.telemetry import metrics
 from tests.support import api_client, bearer, create_tenant, put_job, submit_run
 
@@ -112,7 +112,7 @@ async def test_a_key_holds_while_its_run_is_unfinished_and_goes_after_the_grace(
     # 25 hours later, as far as the keys' floor is concerned (keys used to expire after 24 h).
     await pool.execute("UPDATE idempotency_keys SET expires_at = now() - interval '1 hour'")
     await pool.execute("DELETE FROM job_runs WHERE id = $1", gone["id"])  # its day was dropped
-    await PartitionMaintenance(settings, pool).run_once()
+    await IdempotencyKeyPruner(settings, pool).prune_once()
 
     again = await api.post("/tenants/acme/runs", json=body, headers=tenant["auth"])
     assert again.status_code == 200 and again.json()["id"] == first["id"], again.text
@@ -121,11 +121,11 @@ async def test_a_key_holds_while_its_run_is_unfinished_and_goes_after_the_grace(
 
     # Finished, but within the grace period: kept.
     await pool.execute("UPDATE job_runs SET status = 'succeeded', finished_at = now() - interval '1 hour'")
-    await PartitionMaintenance(settings, pool).run_once()
+    await IdempotencyKeyPruner(settings, pool).prune_once()
     assert await pool.fetchval("SELECT count(*) FROM idempotency_keys") == 1
     # Finished longer than the grace period ago: deleted.
     await pool.execute("UPDATE job_runs SET finished_at = now() - interval '25 hours'")
-    await PartitionMaintenance(settings, pool).run_once()
+    await IdempotencyKeyPruner(settings, pool).prune_once()
     assert await pool.fetchval("SELECT count(*) FROM idempotency_keys") == 0
 
 

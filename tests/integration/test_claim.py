@@ -12,7 +12,7 @@ import pytest
 
 from app.bus.jetstream import ensure_stream
 from app.config import Settings
-from app.db import dispatch as repo
+from app.db import transitions as repo
 from app.db.connection import create_pool
 from app.db.queries import QUERIES
 from app.engine.dispatcher import Dispatcher

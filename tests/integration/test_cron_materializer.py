@@ -16,7 +16,7 @@ import asyncpg
 import httpx
 
 from app.config import Settings
-from app.db import dispatch as dispatch_repo
+from app.db import transitions as dispatch_repo
 from app.db.connection import create_pool
 from app.engine import cron as cron_engine
 from app.engine.cron import CronMaterializer

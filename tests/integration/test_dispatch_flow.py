@@ -9,7 +9,7 @@ import httpx
 import nats
 
 from app.config import Settings
-from app.engine.supervisor import Engine
+from app.engine.engine import Engine
 from app.worker.consumer import Worker
 from tests.receiver import running_receiver
 

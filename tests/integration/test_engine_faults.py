@@ -89,7 +89,7 @@ async def test_nats_lost_mid_drain_loses_nothing(
 ENGINE_THAT_DIES = textwrap.dedent(
     """
     import asyncio, os, signal, sys
-    from app.db import dispatch
+    from app.db import transitions as dispatch
     from app.db.connection import connect
 
     async def main():

@@ -13,7 +13,7 @@ import nats
 from app.bus.hot_index import HotIndex
 from app.bus.jetstream import ensure_stream
 from app.config import Settings
-from app.db import dispatch as repo
+from app.db import transitions as repo
 from app.engine.dispatcher import Dispatcher
 from app.telemetry import metrics
 from tests import factories

@@ -18,7 +18,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from app.config import Settings
-from app.db import dispatch as dispatch_repo
+from app.db import transitions as dispatch_repo
 from app.db.connection import connect, create_pool
 from app.engine import partitions
 from app.engine.partitions import PartitionMaintenance

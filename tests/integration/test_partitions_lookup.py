@@ -87,7 +87,7 @@ async def test_get_run_touches_exactly_one_partition(
         assert "job_runs_default" in partitions
         for day, run_id in runs_by_day.items():
             lo, hi = scheduled_bounds(run_id)
-            args = query.args({"id": run_id, "lo": lo, "hi": hi})
+            args = query.args({"id": run_id, "lo": lo, "hi": hi, "tenant_id": None})
             touched = await explain(conn, query.sql, *args)
             assert touched == [f"job_runs_p{day:%Y%m%d}"], (day, touched)
             row = await conn.fetchrow(query.sql, *args)  # and it is the right row

@@ -11,7 +11,7 @@ import nats
 
 from app.bus.jetstream import ensure_consumer
 from app.config import Settings
-from app.db import dispatch
+from app.db import transitions as dispatch
 from app.engine.dispatcher import Dispatcher
 from app.engine.reaper import Reaper
 from tests import factories

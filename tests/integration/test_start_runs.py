@@ -6,8 +6,8 @@ from __future__ import annotations
 import asyncpg
 
 from app.config import Settings
-from app.db import dispatch as dispatch_repo
-from app.db.dispatch import Fence
+from app.db import transitions as dispatch_repo
+from app.db.transitions import Fence
 from app.engine.dispatcher import claim_scan
 from app.engine.floor import ClaimBounds
 from tests import factories

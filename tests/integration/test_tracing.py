@@ -14,7 +14,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind
 
 from app.config import Settings
-from app.engine.supervisor import Engine
+from app.engine.engine import Engine
 from app.telemetry.tracing import setup_tracing
 from app.worker.consumer import Worker
 from tests.e2e.conftest import wait_for

@@ -199,7 +199,10 @@ SELECT count(*) FROM (
 
 -- name: get_run
 -- The id's leading 48 bits are scheduled_at in ms, so [lo, hi) is one millisecond: one partition.
-SELECT * FROM job_runs WHERE id = :id AND scheduled_at >= :lo AND scheduled_at < :hi;
+-- A run of another tenant is not found: :tenant_id NULL (the admin) sees every tenant's.
+SELECT * FROM job_runs
+WHERE id = :id AND scheduled_at >= :lo AND scheduled_at < :hi
+  AND (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id);
 
 -- name: get_runs
 -- Several runs by id; the bounds let the planner prune to the days the ids name.
@@ -218,8 +221,10 @@ LIMIT :limit;
 
 -- name: cancel_run
 -- Only runs no worker has started can be cancelled; a dispatched run's message is skipped on arrival.
+-- Scoped like get_run: another tenant's run is never touched.
 UPDATE job_runs SET status = 'cancelled', finished_at = now(), lease_owner = NULL, lease_expires_at = NULL
 WHERE id = :id AND scheduled_at >= :lo AND scheduled_at < :hi AND status IN ('pending', 'dispatched')
+  AND (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id)
 RETURNING *;
 
 -- ──────────────────────────── claim and dispatch ────────────────────────────

@@ -1,6 +1,6 @@
-"""Runs the engine's side-tasks together: dispatcher, reaper, cron materializer, partition
-maintenance and statistics. Named tasks, supervised with asyncio.wait(FIRST_COMPLETED), stopped by
-one Event."""
+"""The engine: its services run together (dispatcher, reaper, cron materializer, partition
+maintenance and statistics, idempotency-key pruning) as named tasks, supervised with
+asyncio.wait(FIRST_COMPLETED) and stopped by one Event."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from app.bus.jetstream import ensure_stream
 from app.config import Settings
 from app.engine.cron import CronMaterializer
 from app.engine.dispatcher import Dispatcher
+from app.engine.idempotency import IdempotencyKeyPruner
 from app.engine.partitions import PartitionMaintenance
 from app.engine.reaper import Reaper
 
@@ -29,6 +30,7 @@ class Engine:
         self.reaper = Reaper(settings, pool, hot_index, nc)
         self.cron = CronMaterializer(settings, pool, hot_index=hot_index)
         self.maintenance = PartitionMaintenance(settings, pool)
+        self.idempotency_keys = IdempotencyKeyPruner(settings, pool)
 
     async def run(self, stop: asyncio.Event) -> None:
         await ensure_stream(self.nc.jetstream(), self.settings)
@@ -43,6 +45,7 @@ class Engine:
             asyncio.create_task(self.cron.run(stop), name="cron"),
             asyncio.create_task(self.maintenance.run(stop), name="partitions"),
             asyncio.create_task(self.maintenance.keep_statistics(stop), name="statistics"),
+            asyncio.create_task(self.idempotency_keys.run(stop), name="idempotency_keys"),
         }
         stopper = asyncio.create_task(stop.wait(), name="stop")
         done, _ = await asyncio.wait(tasks | {stopper}, return_when=asyncio.FIRST_COMPLETED)

@@ -1,0 +1,39 @@
+"""Partition maintenance statements: the day partitions of job_runs, DEFAULT, statistics."""
+
+from __future__ import annotations
+
+from datetime import date, datetime
+
+import asyncpg
+
+from app.db import queries as q
+
+
+async def list_day_partitions(conn: asyncpg.Connection) -> list[date]:
+    rows = await q.fetch(conn, "list_day_partitions")
+    return [datetime.strptime(r["name"].removeprefix("job_runs_p"), "%Y%m%d").date() for r in rows]
+
+
+async def create_day_partition(conn: asyncpg.Connection, day: date) -> str:
+    return str(await q.fetchval(conn, "create_day_partition", day=day))
+
+
+async def retire_day_partition(conn: asyncpg.Connection, day: date) -> str:
+    return str(await q.fetchval(conn, "retire_day_partition", day=day))
+
+
+async def analyze_stale_partitions(conn: asyncpg.Connection, min_changes: int, max_count: int) -> list[str]:
+    rows = await q.fetch(conn, "analyze_stale_partitions", min_changes=min_changes, max_count=max_count)
+    return [r["name"] for r in rows]
+
+
+async def default_partition_days(conn: asyncpg.Connection, before: date) -> list[date]:
+    return [r["day"] for r in await q.fetch(conn, "default_partition_days", before=before)]
+
+
+async def count_default_rows(conn: asyncpg.Connection) -> int:
+    return int(await q.fetchval(conn, "count_default_rows"))
+
+
+async def set_lock_timeout(conn: asyncpg.Connection, value: str) -> None:
+    await q.execute(conn, "set_lock_timeout", value=value)

@@ -1,0 +1,110 @@
+"""What every layer knows about runs and jobs: a run's states, the records a service hands a route,
+and the hook called when runs become pending. No I/O here, so the API, the services and the repositories can
+all import it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+from enum import StrEnum
+from typing import Any, Protocol, TypedDict
+from uuid import UUID
+
+
+class RunStatus(StrEnum):
+    """A run's states (the `status` column). SQL keeps its literals; Python code names these."""
+
+    PENDING = "pending"
+    DISPATCHED = "dispatched"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+# Runs no worker has started: the ones a cancel (or a job's deletion) still stops.
+CANCELLABLE = (RunStatus.PENDING, RunStatus.DISPATCHED)
+
+
+class RunRecord(TypedDict):
+    """A run as a service hands it to a route: the fields of the API's `Run`, taken from the row
+    as they are (a plain dict: the batch answer of 1000 runs is built without pydantic)."""
+
+    id: UUID
+    tenant_id: str
+    job: str
+    status: str  # a RunStatus value, as the row holds it
+    scheduled_at: datetime
+    due_at: datetime
+    attempt: int
+    max_attempts: int
+    epoch: int
+    payload: Any
+    created_at: datetime
+    dispatched_at: datetime | None
+    started_at: datetime | None
+    finished_at: datetime | None
+    last_error: str | None
+    idempotency_key: str | None
+
+
+RUN_FIELDS = tuple(RunRecord.__annotations__)
+
+
+def run_record(row: Any) -> RunRecord:
+    """The record of a database row (an asyncpg Record, or any mapping with the run's columns)."""
+    record: RunRecord = {k: row[k] for k in RUN_FIELDS}  # type: ignore[assignment]
+    return record
+
+
+class JobRecord(TypedDict):
+    """A job as a service hands it to a route: the fields of the API's `Job`."""
+
+    tenant_id: str
+    name: str
+    target: Any  # the target's JSON object, as stored
+    schedule: str | None
+    timezone: str
+    payload: Any
+    max_attempts: int
+    backoff_seconds: float
+    timeout_seconds: float
+    misfire: str
+    paused: bool
+    next_fire_at: datetime | None
+    created_at: datetime
+    updated_at: datetime
+
+
+JOB_FIELDS = tuple(JobRecord.__annotations__)
+
+
+def job_record(row: Any) -> JobRecord:
+    record: JobRecord = {k: row[k] for k in JOB_FIELDS}  # type: ignore[assignment]
+    return record
+
+
+class OnPending(Protocol):
+    """Called with rows (id, due_at) of runs that just became pending, after their commit."""
+
+    async def __call__(self, runs: Iterable[Any], /) -> None: ...
+
+
+class Hints(Protocol):
+    """Where pending runs are hinted (the Redis hot index, app.bus.hot_index.HotIndex)."""
+
+    async def add(self, runs: Iterable[Any]) -> None: ...
+
+    async def close(self) -> None: ...
+
+
+async def no_hint(runs: Iterable[Any], /) -> None:
+    return None
+
+
+def on_pending(hints: Hints | None) -> OnPending:
+    """The one place that decides what "runs became pending" does: hint them when the hot index is
+    on (SCHEDULER_HOT_INDEX=redis), nothing when it is off. Every site where a run becomes pending
+    (submission, cron, the reaper, the dispatcher's release, a worker's retry) calls what this
+    returns."""
+    return no_hint if hints is None else hints.add

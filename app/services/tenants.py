@@ -1,0 +1,80 @@
+"""Tenants, their API keys and their webhook signing secrets."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+
+import asyncpg
+
+from app.db import tenants as tenant_repo
+from app.errors import Conflict, NotFound
+from app.services.auth import KeyCache, issue_key
+from app.services.signing import new_signing_secret
+
+
+@dataclass(frozen=True)
+class NewTenant:
+    id: str
+    key_id: str
+    api_key: str  # shown once
+    signing_secret: str  # shown once
+
+
+@dataclass(frozen=True)
+class KeyInfo:
+    key_id: str
+    created_at: datetime
+    revoked_at: datetime | None
+
+
+def _no_tenant(tenant_id: str) -> NotFound:
+    return NotFound(f"tenant {tenant_id!r} not found", field="tenant_id")
+
+
+async def create_tenant(pool: asyncpg.Pool, tenant_id: str) -> NewTenant:
+    """The tenant, its first API key and its signing secret, in one transaction."""
+    secret = new_signing_secret()
+    async with pool.acquire() as conn, conn.transaction():
+        if not await tenant_repo.create_tenant(conn, tenant_id, secret):
+            raise Conflict(f"tenant {tenant_id!r} already exists", field="id")
+        key_id, key = await issue_key(conn, tenant_id)
+    return NewTenant(tenant_id, key_id, key, secret)
+
+
+async def issue_api_key(pool: asyncpg.Pool, tenant_id: str) -> tuple[str, str]:
+    """(key id, key) of another key for the tenant; earlier keys keep working until revoked."""
+    async with pool.acquire() as conn, conn.transaction():
+        if not await tenant_repo.tenant_exists(conn, tenant_id):
+            raise _no_tenant(tenant_id)
+        return await issue_key(conn, tenant_id)
+
+
+async def list_api_keys(pool: asyncpg.Pool, tenant_id: str) -> list[KeyInfo]:
+    """The tenant's keys, oldest first, revoked ones included (never their secrets)."""
+    async with pool.acquire() as conn:
+        if not await tenant_repo.tenant_exists(conn, tenant_id):
+            raise _no_tenant(tenant_id)
+        rows = await tenant_repo.list_api_keys(conn, tenant_id)
+    return [KeyInfo(r["id"].hex, r["created_at"], r["revoked_at"]) for r in rows]
+
+
+async def revoke_api_key(pool: asyncpg.Pool, keys: KeyCache, tenant_id: str, key_id: uuid.UUID) -> None:
+    """Revokes the key; this process's cache forgets it at once (the others within their TTL)."""
+    async with pool.acquire() as conn:
+        if not await tenant_repo.revoke_api_key(conn, tenant_id, key_id):
+            raise NotFound(f"key {key_id.hex} not found", field="key_id")
+    keys.forget(key_id)
+
+
+async def rotate_signing_secret(
+    pool: asyncpg.Pool, tenant_id: str, overlap_seconds: float
+) -> tuple[str, datetime]:
+    """(the new secret, when the previous one expires)."""
+    secret = new_signing_secret()
+    async with pool.acquire() as conn:
+        expires_at = await tenant_repo.rotate_signing_secret(conn, tenant_id, secret, overlap_seconds)
+    if expires_at is None:
+        raise _no_tenant(tenant_id)
+    return secret, expires_at
