@@ -9,6 +9,7 @@ import os
 import signal
 import sys
 from collections.abc import Awaitable, Callable
+from importlib.metadata import entry_points
 
 from app import aio
 from app.config import Settings, get_settings
@@ -211,13 +212,22 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _bench() -> Callable[..., None]:
+    found = entry_points(group="scheduler.commands", name="bench")
+    if not found:
+        raise SystemExit(
+            "scheduler: the bench is not installed here (it lives in a source checkout: pip install -e .)"
+        )
+    command: Callable[..., None] = next(iter(found)).load()
+    return command
+
+
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["bench"]:
-        # Everything after `bench` is the bench's, --help included.
-        from bench.__main__ import main as bench_main
-
-        bench_main(argv[1:], prog="scheduler bench")
+        # Everything after `bench` is the bench's, --help included. The bench is found by its entry
+        # point, not imported: it builds on app, app does not build on it (and the image has none).
+        _bench()(argv[1:], prog="scheduler bench")
         return
     args = _parser().parse_args(argv)
     settings = get_settings()

@@ -77,9 +77,7 @@ def test_the_runtime_never_imports_what_the_image_leaves_out() -> None:
         imported |= {
             n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module
         }
-        forbidden = (
-            left_out | {"tests"} | ({"bench"} if path.name != "cli.py" else set())
-        )  # `scheduler bench`
+        forbidden = left_out | {"tests", "bench"}  # `scheduler bench` finds it by entry point
         assert not imported & forbidden, f"{path.relative_to(ROOT)} imports {imported & forbidden}"
 
 
