@@ -5,11 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
-import shutil
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
@@ -19,21 +16,7 @@ import httpx
 from app.config import Settings
 from app.dev import free_port
 from bench.measure import Metrics
-
-
-def process_env(settings: Settings) -> dict[str, str]:
-    """The environment that makes a `scheduler` subprocess use these settings (and nothing inherited)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SCHEDULER_")}
-    for name, value in settings.model_dump().items():
-        if value is not None:
-            env[f"SCHEDULER_{name.upper()}"] = str(value).lower() if isinstance(value, bool) else str(value)
-    env["PYTHONUNBUFFERED"] = "1"
-    return env
-
-
-def scheduler_command() -> list[str]:
-    script = shutil.which("scheduler", path=os.path.dirname(sys.executable))
-    return [script] if script else [sys.executable, "-m", "app.cli"]
+from stack.settings import process_env, scheduler_command
 
 
 class SchedulerProcess:

@@ -15,7 +15,7 @@ import httpx
 
 from app.config import Settings
 from app.dev import free_port
-from tests.support import process_env
+from stack.settings import process_env
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -16,6 +16,7 @@ from app.db import dispatch as repo
 from app.db.connection import create_pool
 from app.db.queries import QUERIES
 from app.engine.dispatcher import Dispatcher
+from stack.reference import claim_due_runs_ranked
 from tests import factories
 
 
@@ -78,7 +79,7 @@ async def test_claim_selects_what_the_row_number_form_selects(pool: asyncpg.Pool
         await factories.runs(conn, 20, tenant_id="done", status="succeeded", start=now - timedelta(hours=2))
         cap, batch = rnd.choice([1, 3, 10, 50]), rnd.choice([5, 40, 200])
         floor, ceiling = await bounds(conn)
-        expected = await repo.claim_due_runs_ranked(
+        expected = await claim_due_runs_ranked(
             conn, floor=floor, ceiling=ceiling, per_tenant_cap=cap, batch_size=batch
         )
         got = await claim(conn, cap, batch)
