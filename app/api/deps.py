@@ -31,7 +31,7 @@ class State:
     checks: dict[str, object] = field(default_factory=dict)  # readiness probes by name
 
 
-# A request that reaches a process still connecting (app.startup) waits this long, then gets a 503.
+# A request that reaches a process still connecting (app.runtime) waits this long, then gets a 503.
 STARTING_WAIT_SECONDS = 5.0
 
 

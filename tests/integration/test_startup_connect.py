@@ -1,4 +1,4 @@
-"""A NATS connection made by app.startup (which gives up at start so it can be retried with
+"""A NATS connection made by app.runtime (which gives up at start so it can be retried with
 backoff and stopped) still re-connects forever once made: a NATS restart stalls, it does not end."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 
 from app.bus.jetstream import close, connect
 from app.dev import EmbeddedNats, free_port
-from app.startup import until_connected
+from app.runtime import until_connected
 
 
 async def test_a_connection_that_gave_up_at_start_reconnects_forever_once_made(tmp_path: Path) -> None:
