@@ -8,16 +8,19 @@ import contextlib
 import os
 import uuid
 from collections.abc import AsyncIterator
+from typing import Any
 
 import asyncpg
 import httpx
 import uvicorn
+from nats.js import JetStreamContext
 
 from app.config import Settings
 from app.dev import free_port
 from app.telemetry.ops_server import HostedServer
 from stack import databases
 from stack.databases import with_database
+from stack.eventually import eventually
 from stack.servers import Services
 from stack.settings import isolated_settings, process_env
 
@@ -91,12 +94,30 @@ async def running_api(settings: Settings) -> AsyncIterator[str]:
         await task
 
 
+async def run_reaching(
+    api: httpx.AsyncClient, run_id: str, auth: dict[str, str], statuses: set[str], timeout: float = 30
+) -> dict[str, Any]:
+    """The run, read through the API until its status is one of `statuses`."""
+
+    async def read() -> dict[str, Any]:
+        return dict((await api.get(f"/runs/{run_id}", headers=auth)).json())
+
+    return await eventually(
+        read, until=lambda run: run["status"] in statuses, timeout=timeout, what=f"run {run_id} in {statuses}"
+    )
+
+
 async def create_tenant(client: httpx.AsyncClient, tenant_id: str) -> dict[str, str]:
     r = await client.post(
         "/tenants", json={"id": tenant_id}, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}
     )
     assert r.status_code == 201, r.text
     return dict(r.json())
+
+
+async def published(js: JetStreamContext, stream: str) -> int:
+    """How many messages the stream holds."""
+    return int((await js.stream_info(stream)).state.messages)
 
 
 async def delete_stream(settings: Settings) -> None:
