@@ -28,15 +28,8 @@ __all__ = ["Bench", "Services", "start_services", "with_database"]
 ADMIN_TOKEN = "bench-admin-token"
 
 
-BENCH_URLS = {
-    "postgres": "SCHEDULER_DATABASE_URL",
-    "nats": "SCHEDULER_NATS_URL",
-    "redis": "SCHEDULER_REDIS_URL",
-}
-
-
 def start_services() -> Services:
-    services = Services.start(BENCH_URLS, prefix="scheduler-bench-")
+    services = Services.start("SCHEDULER_", prefix="scheduler-bench-")
     # Accept postgresql+asyncpg:// too.
     services.postgres_url = Settings(database_url=services.postgres_url).database_url or services.postgres_url
     return services

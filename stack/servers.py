@@ -24,20 +24,20 @@ class Services:
     embedded: list[Any] = field(default_factory=list)
 
     @classmethod
-    def start(cls, env: dict[str, str], prefix: str) -> Services:
-        """`env` names the variable of each service ("postgres", "nats", "redis"); a service whose
-        variable is unset or empty is started embedded. Whatever started is stopped on failure."""
+    def start(cls, env_prefix: str, prefix: str) -> Services:
+        """Each service from `<env_prefix>DATABASE_URL`, `NATS_URL`, `REDIS_URL`; one unset or empty
+        is started embedded in a temp dir named `prefix…`. Whatever started is stopped on failure."""
         root = Path(tempfile.mkdtemp(prefix=prefix))
         services = cls("", "", "", root)
         servers = {
-            "postgres": EmbeddedPostgres(root / "postgres"),
-            "nats": EmbeddedNats(root / "nats"),
-            "redis": EmbeddedRedis(root / "redis"),
+            "postgres": (EmbeddedPostgres(root / "postgres"), "DATABASE_URL"),
+            "nats": (EmbeddedNats(root / "nats"), "NATS_URL"),
+            "redis": (EmbeddedRedis(root / "redis"), "REDIS_URL"),
         }
         urls: dict[str, str] = {}
         try:
-            for name, server in servers.items():
-                url = os.environ.get(env[name])
+            for name, (server, variable) in servers.items():
+                url = os.environ.get(env_prefix + variable)
                 if url:
                     services.origins[name] = "configured"
                 else:

@@ -27,16 +27,11 @@ from stack.settings import isolated_settings, process_env
 __all__ = ["Services", "process_env", "with_database"]  # re-exported: the tests' one import
 
 ADMIN_TOKEN = "admin-test-token"
-TEST_URLS = {
-    "postgres": "SCHEDULER_TEST_DATABASE_URL",
-    "nats": "SCHEDULER_TEST_NATS_URL",
-    "redis": "SCHEDULER_TEST_REDIS_URL",
-}
 
 
 def start_services() -> Services:
     """The machine's services when SCHEDULER_TEST_* say so, else embedded servers in a temp dir."""
-    return Services.start(TEST_URLS, prefix="scheduler-test-")
+    return Services.start("SCHEDULER_TEST_", prefix="scheduler-test-")
 
 
 def stop_services(services: Services) -> None:
