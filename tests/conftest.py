@@ -1,4 +1,4 @@
-"""Fixtures over real services (see tests/support.py). No mocks of Postgres, NATS or Redis."""
+"""Fixtures over real services (tests/support.py over stack/). No mocks of Postgres, NATS or Redis."""
 
 from __future__ import annotations
 
