@@ -27,6 +27,12 @@ async def _admin(admin_url: str, *statements: str) -> None:
         await conn.close()
 
 
+async def create_database(admin_url: str, name: str) -> str:
+    """An empty database `name` (no schema: for migration tests)."""
+    await _admin(admin_url, f"CREATE DATABASE {_quoted(name)}")
+    return name
+
+
 async def create_template(admin_url: str, name: str) -> str:
     """A database `name`, migrated and given its partitions, for clones to copy."""
     from app.dev import prepare_database
