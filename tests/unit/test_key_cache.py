@@ -62,7 +62,8 @@ async def test_the_cache_is_bounded() -> None:
     ids = [keys.add(f"t{i}") for i in range(10)]
     for key in ids:
         await cache.get(key, keys.load)
-    assert len(cache._rows) <= 3
     reads = keys.reads
     assert await cache.get(ids[-1], keys.load) == ("t9", b"s", b"h")  # the newest is still cached
     assert keys.reads == reads
+    assert await cache.get(ids[0], keys.load) == ("t0", b"s", b"h")  # the oldest was let go
+    assert keys.reads == reads + 1
