@@ -1,12 +1,15 @@
 """The event loop every scheduler process runs on: uvloop where it is installed (uvicorn[standard]
-brings it on Linux and macOS), asyncio's own otherwise."""
+brings it on Linux and macOS), asyncio's own otherwise; and the one way a process supervises its
+background tasks (the engine's services, the worker's fetcher, completer and heartbeats)."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Coroutine
+import logging
+from collections.abc import Callable, Collection, Coroutine
 from typing import Any, TypeVar
 
+log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
@@ -21,3 +24,32 @@ def loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
 def run(main: Callable[[], Coroutine[Any, Any, T]]) -> T:
     with asyncio.Runner(loop_factory=loop_factory()) as runner:
         return runner.run(main())
+
+
+async def supervise(
+    tasks: Collection[asyncio.Task[Any]], stop: asyncio.Event, what: str
+) -> BaseException | None:
+    """Waits until `stop` is set or one of a process's named background tasks ends, whichever comes
+    first (procrastinate's and River's shape: asyncio.wait(FIRST_COMPLETED)). A task that ends
+    while not stopping is a part of the process that died: it is logged, and what it raised (a
+    RuntimeError if it just returned) is returned for the caller to raise once it has stopped the
+    rest: a process missing one of its parts must not go on half-alive."""
+    stopper = asyncio.ensure_future(stop.wait())
+    try:
+        done, _ = await asyncio.wait({*tasks, stopper}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopper.cancel()
+    for task in done - {stopper}:
+        if task.cancelled():
+            error: BaseException | None = asyncio.CancelledError(
+                f"{what} task {task.get_name()} was cancelled"
+            )
+        else:
+            error = task.exception()
+        if error is None and stop.is_set():
+            continue  # it ended because it was told to
+        if error is None:
+            error = RuntimeError(f"{what} task {task.get_name()} ended")
+        log.error("%s task %s died: %r; stopping the %s", what, task.get_name(), error, what)
+        return error
+    return None

@@ -9,6 +9,7 @@ import os
 import signal
 import sys
 from collections.abc import Awaitable, Callable
+from importlib.metadata import entry_points
 
 from app import aio
 from app.config import Settings, get_settings
@@ -49,43 +50,36 @@ def _run_until_signal(main: Callable[[asyncio.Event], Awaitable[None]]) -> None:
 
 async def _process(settings: Settings, role: str, stop: asyncio.Event) -> None:
     """`scheduler engine` / `scheduler worker`: the role's loop plus its ops server. The ops port
-    opens first; Postgres and NATS are reached in the background (app.startup) while /readyz says
+    opens first; Postgres and NATS are reached in the background (app.runtime) while /readyz says
     503, and SIGTERM ends the wait."""
-    from app.bus.hot_index import HotIndex
-    from app.startup import Dependencies
+    from app.runtime import Runtime
     from app.telemetry import metrics
     from app.telemetry.ops_server import ops_app, serve
     from app.telemetry.tracing import setup_tracing
 
-    assert settings.database_url and settings.nats_url
     setup_tracing(f"scheduler-{role}")
     if role == "engine":
         metrics.expose_engine_metrics()
     else:
         metrics.expose_worker_metrics(settings.worker_concurrency)
-    deps = Dependencies(settings.database_url, settings.nats_url, f"scheduler-{role}")
-    ops = asyncio.create_task(serve(ops_app(deps.checks()), settings.host, settings.metrics_port, stop))
-    hot_index = None
+    runtime = Runtime(settings, f"scheduler-{role}")
+    ops = asyncio.create_task(serve(ops_app(runtime.checks()), settings.host, settings.metrics_port, stop))
     try:
-        if not await deps.connect(stop):
+        if not await runtime.connect(stop):
             return
-        assert deps.pool is not None and deps.nc is not None
-        if settings.hot_index == "redis" and settings.redis_url:
-            hot_index = HotIndex(settings.redis_url, f"{settings.stream}:due")
+        assert runtime.pool is not None and runtime.nc is not None
         if role == "engine":
             from app.engine.engine import Engine
 
-            await Engine(settings, deps.pool, deps.nc, hot_index).run(stop)
+            await Engine(settings, runtime.pool, runtime.nc, runtime.hot_index).run(stop)
         else:
             from app.worker.consumer import Worker
 
-            await Worker(settings, deps.pool, deps.nc, hot_index).run(stop)
+            await Worker(settings, runtime.pool, runtime.nc, runtime.hot_index).run(stop)
     finally:
         stop.set()
         await ops
-        if hot_index is not None:
-            await hot_index.close()
-        await deps.close()
+        await runtime.close()
 
 
 def cmd_api(settings: Settings, args: argparse.Namespace) -> None:
@@ -211,13 +205,22 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _bench() -> Callable[..., None]:
+    found = entry_points(group="scheduler.commands", name="bench")
+    if not found:
+        raise SystemExit(
+            "scheduler: the bench is not installed here (it lives in a source checkout: pip install -e .)"
+        )
+    command: Callable[..., None] = next(iter(found)).load()
+    return command
+
+
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["bench"]:
-        # Everything after `bench` is the bench's, --help included.
-        from bench.__main__ import main as bench_main
-
-        bench_main(argv[1:], prog="scheduler bench")
+        # Everything after `bench` is the bench's, --help included. The bench is found by its entry
+        # point, not imported: it builds on app, app does not build on it (and the image has none).
+        _bench()(argv[1:], prog="scheduler bench")
         return
     args = _parser().parse_args(argv)
     settings = get_settings()

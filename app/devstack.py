@@ -205,10 +205,9 @@ async def _serve(settings: Settings, data: Path, host: str, port: int) -> None:
     import uvicorn
 
     from app.api.server import server_options
-    from app.bus.jetstream import close as close_nats
-    from app.bus.jetstream import connect
-    from app.db.connection import create_pool
     from app.main import create_app
+    from app.runtime import Runtime
+    from app.telemetry.metrics import expose_worker_metrics
     from app.telemetry.ops_server import HostedServer
     from app.worker.consumer import Worker
 
@@ -228,10 +227,16 @@ async def _serve(settings: Settings, data: Path, host: str, port: int) -> None:
             raise SystemExit(f"scheduler dev: the API did not start on {host}:{port}")
         await asyncio.sleep(0.05)
 
-    assert settings.database_url and settings.nats_url
-    pool = await create_pool(settings.database_url, name="scheduler-dev-worker")
-    nc = await connect(settings.nats_url, "scheduler-dev-worker")
-    worker = asyncio.create_task(Worker(settings, pool, nc).run(stop))
+    # The worker's own runtime, as `scheduler worker` builds it (its gauges on the API's /metrics).
+    expose_worker_metrics(settings.worker_concurrency)
+    runtime = Runtime(settings, "scheduler-dev-worker")
+    if not await runtime.connect(stop):  # Ctrl-C while connecting
+        server.should_exit = True
+        await asyncio.gather(api, return_exceptions=True)
+        await runtime.close()
+        return
+    assert runtime.pool is not None and runtime.nc is not None
+    worker = asyncio.create_task(Worker(settings, runtime.pool, runtime.nc, runtime.hot_index).run(stop))
     base = f"http://{host}:{port}"
     try:
         key = await _demo_key(settings, base, data / "demo_key")
@@ -245,8 +250,7 @@ async def _serve(settings: Settings, data: Path, host: str, port: int) -> None:
         await asyncio.gather(worker, return_exceptions=True)
         server.should_exit = True
         await asyncio.gather(api, return_exceptions=True)
-        await close_nats(nc)
-        await pool.close()
+        await runtime.close()
 
 
 async def _demo_key(settings: Settings, base: str, key_file: Path) -> str:

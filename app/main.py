@@ -9,7 +9,6 @@ import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
-import asyncpg
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -22,13 +21,11 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from app.api import health, jobs, runs, tenants
 from app.api.deps import State
 from app.api.schemas import TARGET_TYPES, serve_problems_as_problem_json
-from app.bus.hot_index import HotIndex
 from app.config import Settings, get_settings
-from app.db.connection import create_pool
 from app.engine.engine import Engine
 from app.errors import PROBLEM_JSON, AppError, InvalidInput, PayloadTooLarge, UnsupportedMediaType, problem
+from app.runtime import NotConnected, Runtime
 from app.services.submission import AdmissionControl
-from app.startup import Dependencies, NotConnected, until_connected
 from app.telemetry.metrics import expose_engine_metrics
 from app.telemetry.tracing import NO_NATIVE_TELEMETRY, recording, setup_tracing
 
@@ -182,18 +179,17 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         # An API without an engine serves from Postgres alone: it does not connect to NATS, so a
         # NATS outage cannot make it unready. The engine this process may run takes its own pool:
         # it LISTENs and holds advisory locks.
-        deps = Dependencies(
-            settings.database_url,
-            settings.nats_url if settings.engine == "on" else None,
+        runtime = Runtime(
+            settings,
             "scheduler-api",
+            nats=settings.engine == "on",
             min_size=2,
             max_size=20,
             session_state=False,
         )
         stop = asyncio.Event()
         app.state.ready = asyncio.Event()
-        app.state.checks = deps.checks()
-        engine_pool: asyncpg.Pool | None = None
+        app.state.checks = runtime.checks()
         engine_task: asyncio.Task[None] | None = None
 
         async def start() -> None:
@@ -204,16 +200,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 raise
 
         async def connect_and_start() -> None:
-            nonlocal engine_pool, engine_task
-            if not await deps.connect_postgres(stop):
+            nonlocal engine_task
+            if not await runtime.connect_postgres(stop):
                 return
-            assert deps.pool is not None and settings.database_url
-            hot_index = (
-                HotIndex(settings.redis_url, f"{settings.stream}:due")
-                if (settings.hot_index == "redis" and settings.redis_url)
-                else None
+            assert runtime.pool is not None
+            state = State(
+                settings, runtime.pool, AdmissionControl(settings.tenant_max_pending), runtime.hot_index
             )
-            state = State(settings, deps.pool, AdmissionControl(settings.tenant_max_pending), hot_index)
             state.checks = app.state.checks
             app.state.scheduler = state
             app.state.ready.set()  # routes need Postgres alone
@@ -222,15 +215,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             # single-POST tail, measured with gc callbacks).
             gc.collect()
             gc.freeze()
-            if settings.engine != "on" or not await deps.connect_nats(stop):
+            if settings.engine != "on" or not await runtime.connect_nats(stop):
                 return
-            assert deps.nc is not None
-            url = settings.database_url
-            engine_pool = await until_connected(
-                lambda: create_pool(url, min_size=1, max_size=5, name="scheduler-engine"), "postgres", stop
-            )
+            assert runtime.nc is not None
+            engine_pool = await runtime.another_pool(stop, "scheduler-engine", min_size=1, max_size=5)
             if engine_pool is not None:
-                engine_task = asyncio.create_task(Engine(settings, engine_pool, deps.nc, hot_index).run(stop))
+                engine = Engine(settings, engine_pool, runtime.nc, runtime.hot_index)
+                engine_task = asyncio.create_task(engine.run(stop))
 
         starting = asyncio.create_task(start(), name="start")
 
@@ -263,12 +254,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             await asyncio.gather(starting, return_exceptions=True)
             if engine_task is not None:
                 await asyncio.gather(engine_task, return_exceptions=True)
-            state = getattr(app.state, "scheduler", None)
-            if state is not None and state.hot_index is not None:
-                await state.hot_index.close()
-            await deps.close()
-            if engine_pool is not None:
-                await engine_pool.close()
+            await runtime.close()
 
     app = FastAPI(
         title="Scheduler",

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from app import aio
 from bench.scenarios import SCENARIOS, add_parsers
-from bench.stack import Bench, Services
+from bench.stack import Bench, start_services
 
 
 def _common() -> argparse.ArgumentParser:
@@ -96,7 +96,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m bench") -> None:
         runs = [(name, parsers[name].parse_args(_common_argv(args))) for name in SCENARIOS]
     else:
         runs = [(args.scenario, args)]
-    services = Services.start()
+    services = start_services()
     try:
         bench = Bench(services, smoke=args.smoke, out=args.out, batch_size=args.batch_size)
         failed = aio.run(lambda: _run(runs, bench))

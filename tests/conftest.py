@@ -1,7 +1,8 @@
-"""Fixtures over real services (see tests/support.py). No mocks of Postgres, NATS or Redis."""
+"""Fixtures over real services (tests/support.py over stack/). No mocks of Postgres, NATS or Redis."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import AsyncIterator, Iterator
 
 import asyncpg
@@ -11,6 +12,7 @@ import pytest_asyncio
 
 from app.config import Settings
 from app.db.connection import create_pool
+from stack import databases
 from tests.support import (
     ADMIN_TOKEN,
     Services,
@@ -23,6 +25,7 @@ from tests.support import (
     running_api,
     start_services,
     stop_services,
+    with_database,
 )
 
 
@@ -44,6 +47,14 @@ async def template(services: Services) -> AsyncIterator[str]:
 async def database(services: Services, template: str) -> AsyncIterator[str]:
     name = await clone_database(services, template)
     yield name
+    await drop_database(services, name)
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def fresh_database(services: Services) -> AsyncIterator[str]:
+    """The URL of an empty database, not a clone of the migrated template."""
+    name = await databases.create_database(services.postgres_url, f"m_{uuid.uuid4().hex[:16]}")
+    yield with_database(services.postgres_url, name)
     await drop_database(services, name)
 
 

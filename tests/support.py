@@ -6,140 +6,62 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import shutil
-import tempfile
 import uuid
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
-from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
+from typing import Any
 
 import asyncpg
 import httpx
 import uvicorn
+from nats.js import JetStreamContext
 
 from app.config import Settings
-from app.dev import EmbeddedNats, EmbeddedPostgres, EmbeddedRedis, free_port
+from app.dev import free_port
 from app.telemetry.ops_server import HostedServer
+from stack import databases
+from stack.databases import with_database
+from stack.eventually import eventually
+from stack.servers import Services
+from stack.settings import isolated_settings, process_env
+
+__all__ = ["Services", "process_env", "with_database"]  # re-exported: the tests' one import
 
 ADMIN_TOKEN = "admin-test-token"
 
 
-def with_database(url: str, database: str) -> str:
-    parts = urlsplit(url)
-    return urlunsplit(parts._replace(path="/" + database))
-
-
-@dataclass
-class Services:
-    postgres_url: str  # an admin database on the server, for CREATE DATABASE
-    nats_url: str
-    redis_url: str
-    embedded: list[object]
-    postgres: EmbeddedPostgres | None = None
-    nats: EmbeddedNats | None = None
-    root: Path | None = None  # the temp dir the embedded servers keep their data in (~55 MB)
-
-
 def start_services() -> Services:
     """The machine's services when SCHEDULER_TEST_* say so, else embedded servers in a temp dir."""
-    root = Path(tempfile.mkdtemp(prefix="scheduler-test-"))
-    embedded: list[object] = []
-    pg = nats = None
-    try:
-        postgres_url = os.environ.get("SCHEDULER_TEST_DATABASE_URL")
-        if not postgres_url:
-            pg = EmbeddedPostgres(root / "postgres")
-            postgres_url = pg.start()
-            embedded.append(pg)
-        nats_url = os.environ.get("SCHEDULER_TEST_NATS_URL")
-        if not nats_url:
-            nats = EmbeddedNats(root / "nats")
-            nats_url = nats.start()
-            embedded.append(nats)
-        redis_url = os.environ.get("SCHEDULER_TEST_REDIS_URL")
-        if not redis_url:
-            redis = EmbeddedRedis(root / "redis")
-            redis_url = redis.start()
-            embedded.append(redis)
-    except BaseException:
-        stop_services(Services("", "", "", embedded, root=root))
-        raise
-    return Services(postgres_url, nats_url, redis_url, embedded, pg, nats, root)
+    return Services.start("SCHEDULER_TEST_", prefix="scheduler-test-")
 
 
 def stop_services(services: Services) -> None:
-    """Stops the embedded servers and removes their temp dir, whatever the tests' outcome."""
-    try:
-        for server in reversed(services.embedded):
-            with contextlib.suppress(Exception):
-                server.stop()  # type: ignore[attr-defined]
-    finally:
-        services.embedded.clear()
-        if services.root is not None:
-            shutil.rmtree(services.root, ignore_errors=True)
+    services.stop()
 
 
 async def create_template(services: Services) -> str:
     """A database migrated once (and given its partitions) that every test database is cloned from."""
-    from app.dev import prepare_database
-
-    name = f"scheduler_tpl_{os.getpid()}"
-    conn = await asyncpg.connect(services.postgres_url)
-    try:
-        await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        await conn.execute(f'CREATE DATABASE "{name}"')
-    finally:
-        await conn.close()
-    url = with_database(services.postgres_url, name)
-    await prepare_database(url)
-    return name
+    return await databases.create_template(services.postgres_url, f"scheduler_tpl_{os.getpid()}")
 
 
 async def clone_database(services: Services, template: str) -> str:
-    name = f"t_{uuid.uuid4().hex[:16]}"
-    conn = await asyncpg.connect(services.postgres_url)
-    try:
-        await conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
-    finally:
-        await conn.close()
-    return name
+    return await databases.clone_database(services.postgres_url, template, f"t_{uuid.uuid4().hex[:16]}")
 
 
 async def drop_database(services: Services, name: str) -> None:
-    conn = await asyncpg.connect(services.postgres_url)
-    try:
-        await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    finally:
-        await conn.close()
+    await databases.drop_database(services.postgres_url, name)
 
 
 def make_settings(services: Services, database: str, **overrides: object) -> Settings:
-    uid = uuid.uuid4().hex[:10]
-    values: dict[str, object] = {
-        "database_url": with_database(services.postgres_url, database),
-        "nats_url": services.nats_url,
-        "redis_url": services.redis_url,
-        "admin_token": ADMIN_TOKEN,
-        "allow_private_targets": True,
-        "stream": f"RUNS_{uid}",
-        "subject_prefix": f"runs_{uid}",
-        "consumer": f"workers_{uid}",
-        "poll_interval_seconds": 0.1,
-        "reap_interval_seconds": 0.5,
-        "owner": f"test-{uid}",
-    }
-    values.update(overrides)
-    return Settings(**values)  # type: ignore[arg-type]
-
-
-def process_env(settings: Settings) -> dict[str, str]:
-    """The environment that makes a `scheduler` subprocess use these settings."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SCHEDULER_")}
-    for name, value in settings.model_dump().items():
-        if value is not None:
-            env[f"SCHEDULER_{name.upper()}"] = str(value).lower() if isinstance(value, bool) else str(value)
-    return env
+    """Settings of one test: its own database, stream and lease owner; short poll and reap intervals."""
+    values: dict[str, object] = {"poll_interval_seconds": 0.1, "reap_interval_seconds": 0.5, **overrides}
+    return isolated_settings(
+        database_url=with_database(services.postgres_url, database),
+        nats_url=services.nats_url,
+        redis_url=services.redis_url,
+        admin_token=ADMIN_TOKEN,
+        prefix="test",
+        **values,
+    )
 
 
 @contextlib.asynccontextmanager
@@ -167,12 +89,30 @@ async def running_api(settings: Settings) -> AsyncIterator[str]:
         await task
 
 
+async def run_reaching(
+    api: httpx.AsyncClient, run_id: str, auth: dict[str, str], statuses: set[str], timeout: float = 30
+) -> dict[str, Any]:
+    """The run, read through the API until its status is one of `statuses`."""
+
+    async def read() -> dict[str, Any]:
+        return dict((await api.get(f"/runs/{run_id}", headers=auth)).json())
+
+    return await eventually(
+        read, until=lambda run: run["status"] in statuses, timeout=timeout, what=f"run {run_id} in {statuses}"
+    )
+
+
 async def create_tenant(client: httpx.AsyncClient, tenant_id: str) -> dict[str, str]:
     r = await client.post(
         "/tenants", json={"id": tenant_id}, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}
     )
     assert r.status_code == 201, r.text
     return dict(r.json())
+
+
+async def published(js: JetStreamContext, stream: str) -> int:
+    """How many messages the stream holds."""
+    return int((await js.stream_info(stream)).state.messages)
 
 
 async def delete_stream(settings: Settings) -> None:

@@ -36,7 +36,7 @@ class State:
         return on_pending(self.hot_index)
 
 
-# A request that reaches a process still connecting (app.startup) waits this long, then gets a 503.
+# A request that reaches a process still connecting (app.runtime) waits this long, then gets a 503.
 STARTING_WAIT_SECONDS = 5.0
 
 

@@ -39,7 +39,7 @@ async def connect(url: str, name: str, *, retry_at_start: bool = True) -> NATS:
 
     `retry_at_start=False`: a server that cannot be reached at all raises after a second try instead
     of being retried forever inside this call, so the caller can report it and stop when asked
-    (app.startup); once connected, the connection is re-made forever all the same."""
+    (app.runtime); once connected, the connection is re-made forever all the same."""
 
     async def on_error(exc: Exception) -> None:
         log.warning("nats: %s", exc)

@@ -54,20 +54,6 @@ async def claim_due_runs(
     )
 
 
-async def claim_due_runs_ranked(
-    conn: asyncpg.Connection, *, floor: datetime, ceiling: datetime, per_tenant_cap: int, batch_size: int
-) -> list[asyncpg.Record]:
-    """The reference form (selects, claims nothing): what tests and the bench compare against."""
-    return await q.fetch(
-        conn,
-        "claim_due_runs_ranked",
-        floor=floor,
-        ceiling=ceiling,
-        per_tenant_cap=per_tenant_cap,
-        batch_size=batch_size,
-    )
-
-
 async def claim_hinted_runs(
     conn: asyncpg.Connection, ids: list[UUID], *, per_tenant_cap: int, owner: str, lease_seconds: float
 ) -> list[asyncpg.Record]:

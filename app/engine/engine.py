@@ -10,6 +10,7 @@ import logging
 import asyncpg
 from nats.aio.client import Client as NATS
 
+from app.aio import supervise
 from app.bus.hot_index import HotIndex
 from app.bus.jetstream import ensure_stream
 from app.config import Settings
@@ -47,15 +48,9 @@ class Engine:
             asyncio.create_task(self.maintenance.keep_statistics(stop), name="statistics"),
             asyncio.create_task(self.idempotency_keys.run(stop), name="idempotency_keys"),
         }
-        stopper = asyncio.create_task(stop.wait(), name="stop")
-        done, _ = await asyncio.wait(tasks | {stopper}, return_when=asyncio.FIRST_COMPLETED)
-        for task in done - {stopper}:
-            if task.exception() is not None:
-                log.error("engine task %s died: %r; stopping the engine", task.get_name(), task.exception())
+        died = await supervise(tasks, stop, "engine")
         stop.set()
         # Each task finishes its current step (a publish in flight settles) before returning.
         await asyncio.gather(*tasks, return_exceptions=True)
-        stopper.cancel()
-        for task in done - {stopper}:
-            if task.exception() is not None:
-                raise task.exception()  # type: ignore[misc]
+        if died is not None:
+            raise died

@@ -7,12 +7,15 @@ would only add latency to every request; the salt keeps equal hashes from reveal
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import secrets
 import time
 import uuid
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import asyncpg
 
@@ -70,13 +73,15 @@ class KeyCache:
         """A revoked key stops working here at once; other API processes drop it within the TTL."""
         self._rows.pop(key_id, None)
 
-    async def get(self, pool: asyncpg.Pool, key_id: uuid.UUID) -> tuple[str, bytes, bytes] | None:
+    async def get(
+        self, key_id: uuid.UUID, load: Callable[[uuid.UUID], Awaitable[Mapping[str, Any] | None]]
+    ) -> tuple[str, bytes, bytes] | None:
+        """The key's (tenant, salt, hash): cached, else `load(key_id)` (the database's row or None)."""
         cached = self._rows.get(key_id)
         now = time.monotonic()
         if cached is not None and now - cached[3] < self.ttl_seconds:
             return cached[:3]
-        async with pool.acquire() as conn:
-            row = await tenant_repo.get_api_key(conn, key_id)
+        row = await load(key_id)
         if row is None:
             self._rows.pop(key_id, None)
             return None
@@ -84,6 +89,11 @@ class KeyCache:
             self._rows.clear()  # crude but bounded; a refill costs one lookup per active key
         self._rows[key_id] = (row["tenant_id"], row["salt"], row["hash"], now)
         return row["tenant_id"], row["salt"], row["hash"]
+
+
+async def _api_key(pool: asyncpg.Pool, key_id: uuid.UUID) -> asyncpg.Record | None:
+    async with pool.acquire() as conn:
+        return await tenant_repo.get_api_key(conn, key_id)
 
 
 async def authenticate(
@@ -100,7 +110,7 @@ async def authenticate(
         except ValueError:
             key_id = None
         if key_id is not None and secret:
-            row = await keys.get(pool, key_id)
+            row = await keys.get(key_id, functools.partial(_api_key, pool))
             if row is not None and hmac.compare_digest(_digest(row[1], secret), row[2]):
                 return Principal(tenant_id=row[0])
     raise Unauthorized("invalid bearer token", field="Authorization")

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -107,7 +109,9 @@ class Ticket:
         self._tenant_id = tenant_id
         self._reserved = 0
 
-    async def admit(self, conn: asyncpg.Connection, adding: int) -> None:
+    async def admit(self, count_pending: Callable[[int], Awaitable[int]], adding: int) -> None:
+        """Reserves `adding` runs, or raises OverQuota. `count_pending(limit)` counts the tenant's
+        pending runs (up to `limit`): called only when the shared count is too old."""
         control, backlog = self._control, self._backlog
         while not control._fresh_enough(backlog, adding):
             if backlog.counting is not None:  # another request is counting: its answer serves all
@@ -115,7 +119,7 @@ class Ticket:
                 break
             backlog.counting = asyncio.get_running_loop().create_future()
             try:
-                fresh = await run_repo.count_pending_runs(conn, self._tenant_id, control.max_pending + 1)
+                fresh = await count_pending(control.max_pending + 1)
                 backlog.count, backlog.counted_at = fresh, time.monotonic()
             finally:
                 backlog.counting.set_result(None)
@@ -197,16 +201,9 @@ async def submit(
     raise AssertionError("unreachable")
 
 
-async def _submit(
-    conn: asyncpg.Connection,
-    ticket: Ticket,
-    tenant_id: str,
-    requests: list[RunRequest],
-    traceparent: str | None,
-    notify: bool,
-) -> list[Submitted]:
-    hashes = [r.body_hash() for r in requests]
-    replayed: dict[str, UUID] = {}  # idempotency key -> run id of an earlier request
+def first_uses(requests: list[RunRequest], hashes: list[str]) -> dict[str, int]:
+    """The index of the first request carrying each idempotency key. A key repeated within the
+    request with another body is refused (422, naming the later one)."""
     first_with_key: dict[str, int] = {}
     for i, r in enumerate(requests):
         if r.idempotency_key is None:
@@ -216,27 +213,49 @@ async def _submit(
             raise InvalidInput(
                 "idempotency key repeated with a different body", field=f"{r.field}idempotency_key"
             )
-    if first_with_key:
-        for row in await run_repo.find_idempotency_keys(conn, tenant_id, list(first_with_key)):
-            i = first_with_key[row["key"]]
-            if row["body_hash"] != hashes[i]:
-                # 422, as the IETF Idempotency-Key draft has it: the request itself is wrong, and
-                # resending it can never succeed.
-                raise InvalidInput(
-                    "idempotency key was already used with a different body",
-                    field=f"{requests[i].field}idempotency_key",
-                )
-            replayed[row["key"]] = row["run_id"]
+    return first_with_key
 
-    # Requests that create a run: no key, or the first use of a key not seen before.
-    fresh = [
+
+def creating(
+    requests: list[RunRequest], hashes: list[str], first_with_key: dict[str, int], earlier: dict[str, str]
+) -> list[int]:
+    """Which requests create a run: those with no key, and the first use of a key no earlier request
+    used (`earlier`: body hash by key already used). The rest replay a run. A key used earlier with
+    another body is refused."""
+    for key, body_hash in earlier.items():
+        i = first_with_key[key]
+        if body_hash != hashes[i]:
+            # 422, as the IETF Idempotency-Key draft has it: the request itself is wrong, and
+            # resending it can never succeed.
+            raise InvalidInput(
+                "idempotency key was already used with a different body",
+                field=f"{requests[i].field}idempotency_key",
+            )
+    return [
         i
         for i, r in enumerate(requests)
         if r.idempotency_key is None
-        or (r.idempotency_key not in replayed and first_with_key[r.idempotency_key] == i)
+        or (r.idempotency_key not in earlier and first_with_key[r.idempotency_key] == i)
     ]
+
+
+async def _submit(
+    conn: asyncpg.Connection,
+    ticket: Ticket,
+    tenant_id: str,
+    requests: list[RunRequest],
+    traceparent: str | None,
+    notify: bool,
+) -> list[Submitted]:
+    hashes = [r.body_hash() for r in requests]
+    first_with_key = first_uses(requests, hashes)
+    earlier_uses = (
+        await run_repo.find_idempotency_keys(conn, tenant_id, list(first_with_key)) if first_with_key else []
+    )
+    fresh = creating(requests, hashes, first_with_key, {row["key"]: row["body_hash"] for row in earlier_uses})
+    replayed: dict[str, UUID] = {row["key"]: row["run_id"] for row in earlier_uses}  # key -> earlier run
     if fresh:
-        await ticket.admit(conn, len(fresh))
+        await ticket.admit(functools.partial(run_repo.count_pending_runs, conn, tenant_id), len(fresh))
     inserted = await run_repo.insert_runs(
         conn,
         tenant_id,

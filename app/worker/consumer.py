@@ -28,6 +28,7 @@ import asyncpg
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 
+from app.aio import supervise
 from app.bus.hot_index import HotIndex
 from app.bus.jetstream import PullConsumer, ensure_consumer
 from app.bus.message import RunMessage, UnknownVersion
@@ -90,33 +91,41 @@ class Worker:
         sub = PullConsumer(self.nc, s.stream, s.consumer)
         await sub.start()
         starts: set[asyncio.Task[None]] = set()
+        # The fetch loop ends on `halt`: at `stop`, or when another part died. Without its completer
+        # the worker would take work it never records, without heartbeats every lease would lapse:
+        # stop, and let the process be restarted.
+        halt = asyncio.Event()
+        fetcher = asyncio.create_task(self._fetch(sub, starts, halt), name="fetcher")
         completer = asyncio.create_task(self.completer.run(), name="completer")
         heartbeat = asyncio.create_task(
             self.completer.heartbeat(running=self._running, held=lambda: list(self.held_runs.values())),
             name="heartbeat",
         )
         try:
-            while not stop.is_set():
-                for task in (completer, heartbeat):
-                    if task.done():
-                        # Without its completer the worker would take work it never records, without
-                        # heartbeats every lease would lapse: stop, and let the process be restarted.
-                        raise RuntimeError(f"worker task {task.get_name()} died") from task.exception()
-                self._admit(starts)
-                size = self._fetch_size()
-                if size <= 0 or len(starts) >= START_BATCHES_IN_FLIGHT:
-                    await self._wait_for_change(starts, stop)
-                    continue
-                try:
-                    msgs = await sub.fetch(size, timeout=1.0)
-                except Exception as exc:  # NATS reconnecting: wait it out
-                    log.warning("fetch: %s", exc)
-                    await asyncio.sleep(0.5)
-                    continue
-                if msgs:
-                    await self._receive(msgs, starts)
+            died = await supervise({fetcher, completer, heartbeat}, stop, "worker")
         finally:
+            halt.set()
+            # The fetch in flight settles (what it brought is held, then handed back below).
+            await asyncio.gather(fetcher, return_exceptions=True)
             await self._shut_down(sub, starts, completer, heartbeat)
+        if died is not None:
+            raise died
+
+    async def _fetch(self, sub: PullConsumer, starts: set[asyncio.Task[None]], halt: asyncio.Event) -> None:
+        while not halt.is_set():
+            self._admit(starts)
+            size = self._fetch_size()
+            if size <= 0 or len(starts) >= START_BATCHES_IN_FLIGHT:
+                await self._wait_for_change(starts, halt)
+                continue
+            try:
+                msgs = await sub.fetch(size, timeout=1.0)
+            except Exception as exc:  # NATS reconnecting: wait it out
+                log.warning("fetch: %s", exc)
+                await asyncio.sleep(0.5)
+                continue
+            if msgs:
+                await self._receive(msgs, starts)
 
     def _fetch_size(self) -> int:
         """Fetch for the free slots; with none free, peek now and then for tenants under their share."""

@@ -29,6 +29,7 @@ from bench.progress import tqdm
 from bench.report import Report
 from bench.scenarios._common import begin, shared_host, sized
 from bench.stack import Bench
+from stack.reference import claim_due_runs_ranked
 
 NAME = "claim"
 HELP = "claim latency per batch: scan vs ROW_NUMBER form vs Redis hot index, 1k vs 100k backlog"
@@ -62,7 +63,7 @@ class Methods:
         s = self.s
         t0 = time.perf_counter()
         floor, ceiling = await self.bounds.get(conn)
-        rows = await repo.claim_due_runs_ranked(
+        rows = await claim_due_runs_ranked(
             conn, floor=floor, ceiling=ceiling, per_tenant_cap=s.per_tenant_cap, batch_size=s.batch_size
         )
         return time.perf_counter() - t0, len(rows)

@@ -12,7 +12,7 @@ import pytest_asyncio
 from app.config import Settings
 from tests.processes import Process, processes
 from tests.receiver import Receiver, running_receiver
-from tests.support import create_tenant, running_api
+from tests.support import create_tenant, run_reaching, running_api
 
 
 @pytest_asyncio.fixture(loop_scope="session")
@@ -49,15 +49,7 @@ async def stack(e2e_settings: Settings, tmp_path: Path) -> AsyncIterator[dict]:
 async def wait_for(
     api: httpx.AsyncClient, run_id: str, auth: dict, statuses: set[str], timeout: float = 30
 ) -> dict:
-    import asyncio
-
-    deadline = asyncio.get_running_loop().time() + timeout
-    while True:
-        run = (await api.get(f"/runs/{run_id}", headers=auth)).json()
-        if run["status"] in statuses:
-            return dict(run)
-        assert asyncio.get_running_loop().time() < deadline, f"run stuck in {run['status']}: {run}"
-        await asyncio.sleep(0.05)
+    return await run_reaching(api, run_id, auth, statuses, timeout)
 
 
 Spawn = Callable[..., Process]

@@ -20,6 +20,7 @@ import httpx
 import pytest
 
 from app.dev import free_port
+from stack.eventually import eventually
 from tests.support import Services, with_database
 
 SCHEDULER = [sys.executable, "-c", "from app.cli import main; main()"]
@@ -84,13 +85,6 @@ class Dev:
             os.kill(self.nats_pid(), signal.SIGKILL)
 
 
-async def _wait_for(predicate: object, what: str, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():  # type: ignore[operator]
-        assert time.monotonic() < deadline, what
-        await asyncio.sleep(0.2)
-
-
 async def test_one_dev_per_data_dir_demo_key_kept_quiet_ctrl_c(
     tmp_path: Path, services: Services, database: str
 ) -> None:
@@ -113,9 +107,14 @@ async def test_one_dev_per_data_dir_demo_key_kept_quiet_ctrl_c(
             )
             assert r.status_code == 201, r.text
             run_id = r.json()["id"]
-        await _wait_for(
+            # The worker's gauges, as `scheduler worker` exposes them, beside the engine's.
+            page = (await client.get("/metrics")).text
+            assert re.search(r"^scheduler_worker_slots \d", page, re.MULTILINE), page
+        await eventually(
             lambda: re.search(rf"app\.worker\.outcomes: run {run_id} attempt 1: .*500", first.stderr()),
-            "the failed attempt was not logged",
+            timeout=30,
+            interval=0.2,
+            what="the failed attempt was logged",
         )
         assert f"echo receiver: POST /dev/echo run {run_id}" in first.stderr()
 
@@ -202,9 +201,11 @@ async def test_readme_api_examples_run_verbatim_on_dev(
         )
         assert done.returncode == 0, done.stdout + done.stderr
         assert '"status":"cancelled"' in done.stdout  # the last example cancels the run an hour ahead
-        await _wait_for(
+        await eventually(
             lambda: dev.stderr().count("echo receiver: POST /dev/echo") >= 3,
-            "the echo receiver did not get the send-report runs",
+            timeout=30,
+            interval=0.2,
+            what="the echo receiver got the send-report runs",
         )
         assert await dev.ctrl_c() == 0
     finally:

@@ -4,7 +4,6 @@ webhook job, submits a run and polls it to `succeeded` against the real API, eng
 
 from __future__ import annotations
 
-import asyncio
 import importlib
 import subprocess
 import sys
@@ -16,6 +15,7 @@ from typing import Any
 import pytest
 
 from app.openapi import DEFAULT_PATH
+from stack.eventually import eventually
 from tests.support import ADMIN_TOKEN
 
 PACKAGE = "scheduler_generated_client"
@@ -78,12 +78,17 @@ async def test_a_generated_client_runs_a_job_to_success(stack: dict, client_pack
             "generated", client=client, body=models.RunSubmit(job="report", payload={"user": 42})
         )
         assert isinstance(run, models.Run), run
-        deadline = asyncio.get_running_loop().time() + 30
-        while run.status not in (models.RunStatus.SUCCEEDED, models.RunStatus.FAILED):
-            assert asyncio.get_running_loop().time() < deadline, f"run stuck in {run.status}"
-            await asyncio.sleep(0.05)
-            run = await get_run.asyncio(run.id, client=client)
-            assert isinstance(run, models.Run), run
+        run_id = run.id
+        run = await eventually(
+            lambda: get_run.asyncio(run_id, client=client),
+            until=lambda r: (
+                isinstance(r, models.Run)
+                and r.status in (models.RunStatus.SUCCEEDED, models.RunStatus.FAILED)
+            ),
+            timeout=30,
+            what="the run finished",
+        )
+        assert isinstance(run, models.Run), run
     assert run.status == models.RunStatus.SUCCEEDED and run.attempt == 1, run
     [call] = stack["receiver"].for_run(str(run.id))
     assert call.payload == {"user": 42}

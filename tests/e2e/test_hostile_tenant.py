@@ -12,6 +12,7 @@ import asyncpg
 import pytest
 
 from app.config import Settings
+from stack.eventually import eventually
 from tests.e2e.conftest import wait_for
 from tests.support import create_tenant, with_database
 
@@ -38,10 +39,7 @@ async def victim(stack: dict) -> dict:
 
 
 async def until_called(stack: dict, run_id: str, timeout: float = 20) -> None:
-    deadline = time.monotonic() + timeout
-    while not stack["receiver"].for_run(run_id):
-        assert time.monotonic() < deadline, "the target was never called"
-        await asyncio.sleep(0.05)
+    await eventually(lambda: stack["receiver"].for_run(run_id), timeout=timeout, what="the target was called")
 
 
 def memory_kib(pid: int) -> dict[str, int]:
@@ -95,10 +93,8 @@ async def test_sigterm_is_honoured_while_outcomes_cannot_be_recorded(
             " WHERE datname = $1 AND application_name = 'scheduler-worker'",
             database,
         )
-        deadline = time.monotonic() + 15
-        while "outcomes failed" not in worker.output():  # the fault landed: the flush is failing
-            assert time.monotonic() < deadline, worker.output()
-            await asyncio.sleep(0.2)
+        # The fault landed: the flush is failing.
+        await eventually(worker.output, until=lambda out: "outcomes failed" in out, timeout=15, interval=0.2)
         started = time.monotonic()
         worker.stop(timeout=30)
         elapsed = time.monotonic() - started
@@ -148,10 +144,8 @@ async def test_hanging_endpoints_of_one_tenant_do_not_starve_another(stack: dict
     await worker.wait_ready()
     for _ in range(24):
         await submit(stack, stack["auth"], "acme", {"sleep": 60})
-    deadline = time.monotonic() + 20
-    while len(stack["receiver"].calls) < 8:  # a tenant alone uses every slot
-        assert time.monotonic() < deadline, f"only {len(stack['receiver'].calls)} calls"
-        await asyncio.sleep(0.05)
+    # A tenant alone uses every slot.
+    await eventually(lambda: len(stack["receiver"].calls), until=lambda n: n >= 8, timeout=20, what="8 calls")
     await asyncio.sleep(1.5)
     assert len(stack["receiver"].calls) == 8  # and no more: the rest waits
     started = time.monotonic()

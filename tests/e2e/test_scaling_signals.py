@@ -14,7 +14,6 @@ import pytest
 from bench import prometheus
 from bench.scenarios import slow_target
 from bench.stack import Bench
-from bench.stack import Services as BenchServices
 from tests.support import Services
 
 pytestmark = pytest.mark.skipif(prometheus.binary() is None, reason="no prometheus binary installed")
@@ -24,7 +23,7 @@ ENGINES = "scale engine: due-backlog-age"
 
 
 async def test_the_tier_that_binds_is_the_one_its_signal_scales(services: Services, tmp_path: Path) -> None:
-    bench_services = BenchServices(
+    bench_services = Services(
         services.postgres_url,
         services.nats_url,
         services.redis_url,

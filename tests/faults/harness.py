@@ -39,8 +39,6 @@ from tests.faults.victim import Victim
 from tests.processes import processes
 from tests.receiver import Receiver, running_receiver
 
-DB_ERRORS = (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, asyncpg.InternalClientError)
-
 
 @dataclass(frozen=True)
 class Config:

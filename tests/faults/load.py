@@ -301,8 +301,7 @@ async def _main(args: argparse.Namespace, root: Path) -> LoadReport:
             await drop_database(services, database)
             await drop_database(services, template)
     finally:
-        for server in reversed(services.embedded):
-            server.stop()  # type: ignore[attr-defined]
+        services.stop()
 
 
 def main(argv: list[str] | None = None) -> None:

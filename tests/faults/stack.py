@@ -22,14 +22,14 @@ from nats.aio.client import Client as NATS
 
 from app.cli import migrate
 from app.config import Settings
+from app.db.errors import DB_ERRORS
 from app.dev import EmbeddedNats, EmbeddedPostgres
+from stack.databases import with_database
 from tests.faults.report import Fault
 from tests.processes import Process
-from tests.support import with_database
 
 # What Postgres logs when it starts on a data directory it was not shut down cleanly from.
 CRASH_RECOVERY = re.compile(r"not properly shut down|automatic recovery in progress")
-DB_ERRORS = (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, asyncpg.InternalClientError)
 WORKER_SLOTS = 32  # per worker: few enough that the hostile tenant's hanging endpoints can fill them
 
 

@@ -16,7 +16,10 @@ from app.db import transitions as repo
 from app.db.connection import create_pool
 from app.db.queries import QUERIES
 from app.engine.dispatcher import Dispatcher
+from stack.eventually import eventually
+from stack.reference import claim_due_runs_ranked
 from tests import factories
+from tests.support import published
 
 
 async def bounds(conn: asyncpg.Connection) -> tuple:
@@ -78,7 +81,7 @@ async def test_claim_selects_what_the_row_number_form_selects(pool: asyncpg.Pool
         await factories.runs(conn, 20, tenant_id="done", status="succeeded", start=now - timedelta(hours=2))
         cap, batch = rnd.choice([1, 3, 10, 50]), rnd.choice([5, 40, 200])
         floor, ceiling = await bounds(conn)
-        expected = await repo.claim_due_runs_ranked(
+        expected = await claim_due_runs_ranked(
             conn, floor=floor, ceiling=ceiling, per_tenant_cap=cap, batch_size=batch
         )
         got = await claim(conn, cap, batch)
@@ -201,10 +204,12 @@ async def test_a_lone_busy_tenant_is_not_held_to_its_cap_per_poll(
     stop = asyncio.Event()
     engine = asyncio.create_task(Dispatcher(s, pool, nc).run(stop))
     try:
-        deadline = asyncio.get_running_loop().time() + 20  # a third of one poll interval
-        while (await js.stream_info(s.stream)).state.messages < 1000:
-            assert asyncio.get_running_loop().time() < deadline, "the engine slept after a capped batch"
-            await asyncio.sleep(0.05)
+        await eventually(  # 20 s: a third of one poll interval
+            lambda: published(js, s.stream),
+            until=lambda n: n >= 1000,
+            timeout=20,
+            what="the engine went on after a capped batch",
+        )
     finally:
         stop.set()
         await engine

@@ -12,18 +12,13 @@ from app.config import Settings
 from app.engine.engine import Engine
 from app.worker.consumer import Worker
 from tests.receiver import running_receiver
+from tests.support import run_reaching
 
 
 async def wait_for_status(
     api: httpx.AsyncClient, run_id: str, auth: dict, statuses: set[str], timeout: float = 20
-):
-    deadline = asyncio.get_running_loop().time() + timeout
-    while True:
-        run = (await api.get(f"/runs/{run_id}", headers=auth)).json()
-        if run["status"] in statuses:
-            return run
-        assert asyncio.get_running_loop().time() < deadline, f"run stuck in {run['status']}: {run}"
-        await asyncio.sleep(0.05)
+) -> dict:
+    return await run_reaching(api, run_id, auth, statuses, timeout)
 
 
 async def test_noop_and_http_runs_succeed(

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from app.dev import EmbeddedNats, EmbeddedRedis
+from stack import servers
 from tests import support
 
 
@@ -21,7 +22,7 @@ def _record_roots(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
         roots.append(Path(path))
         return str(path)
 
-    monkeypatch.setattr(support.tempfile, "mkdtemp", mkdtemp)
+    monkeypatch.setattr(servers.tempfile, "mkdtemp", mkdtemp)
     return roots
 
 

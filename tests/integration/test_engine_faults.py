@@ -17,6 +17,7 @@ from app.config import Settings
 from app.dev import EmbeddedNats
 from app.engine.dispatcher import Dispatcher
 from app.engine.reaper import Reaper
+from stack.eventually import eventually
 from tests import factories
 
 
@@ -63,16 +64,19 @@ async def test_nats_lost_mid_drain_loses_nothing(
     stop = asyncio.Event()
     engine = asyncio.create_task(Dispatcher(s, pool, nc).run(stop))
     try:
-        while (await statuses(pool)).get("dispatched", 0) < n // 4:
-            await asyncio.sleep(0.01)
+        await eventually(
+            lambda: statuses(pool),
+            until=lambda c: c.get("dispatched", 0) >= n // 4,
+            interval=0.01,
+            timeout=30,
+        )
         server.stop()  # mid-drain
         await asyncio.sleep(2.5)  # publishes time out and are released
         during = await statuses(pool)
         server.start()
-        for _ in range(300):
-            if (await statuses(pool)).get("dispatched", 0) == n:
-                break
-            await asyncio.sleep(0.1)
+        await eventually(
+            lambda: statuses(pool), until=lambda c: c.get("dispatched", 0) == n, interval=0.1, timeout=30
+        )
     finally:
         stop.set()
         await engine

@@ -15,6 +15,7 @@ import nats
 from app.bus.jetstream import ensure_stream
 from app.config import Settings
 from app.engine.dispatcher import Built, Dispatcher
+from stack.eventually import eventually
 from tests import factories
 from tests.integration.test_engine_faults import statuses, stream_msg_ids
 from tests.processes import processes
@@ -104,15 +105,10 @@ async def test_an_unexpected_error_in_one_batch_does_not_end_the_loop(
     loop = asyncio.create_task(dispatcher.run(stop))
     try:
         await ensure_stream(nc.jetstream(), s)
-        while not dispatcher.failed:
-            await asyncio.sleep(0.05)
+        await eventually(lambda: dispatcher.failed, what="the poison run failed")
         async with pool.acquire() as conn:
             later = await factories.runs(conn, 3, tenant_id="later")
-        for _ in range(100):
-            counts = await statuses(pool)
-            if counts == {"dispatched": 8}:
-                break
-            await asyncio.sleep(0.05)
+        await eventually(lambda: statuses(pool), until=lambda c: c == {"dispatched": 8}, timeout=5)
         assert not loop.done(), f"the dispatcher died: {loop.exception()!r}"
     finally:
         stop.set()

@@ -16,7 +16,9 @@ from app.config import Settings
 from app.db import transitions as repo
 from app.engine.dispatcher import Dispatcher
 from app.telemetry import metrics
+from stack.eventually import eventually
 from tests import factories
+from tests.support import published
 
 
 def hot_settings(settings: Settings, **overrides: object) -> Settings:
@@ -97,13 +99,11 @@ async def test_flushdb_mid_drain_loses_nothing(settings: Settings, pool: asyncpg
     stop = asyncio.Event()
     engine = asyncio.create_task(Dispatcher(s, pool, nc, index).run(stop))
     try:
-        while (await js.stream_info(s.stream)).state.messages < n // 4:
-            await asyncio.sleep(0.01)
+        await eventually(
+            lambda: published(js, s.stream), until=lambda m: m >= n // 4, interval=0.01, timeout=30
+        )
         await index.client.flushdb()  # mid-drain: every hint gone
-        for _ in range(300):
-            if (await js.stream_info(s.stream)).state.messages >= n:
-                break
-            await asyncio.sleep(0.05)
+        await eventually(lambda: published(js, s.stream), until=lambda m: m >= n, timeout=15)
     finally:
         stop.set()
         await engine

@@ -7,28 +7,11 @@ import os
 import shutil
 import subprocess
 import sys
-import uuid
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import asyncpg
-import pytest_asyncio
-
-from tests.support import Services, drop_database, with_database
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest_asyncio.fixture(loop_scope="session")
-async def fresh_database(services: Services) -> AsyncIterator[str]:
-    name = f"m_{uuid.uuid4().hex[:16]}"
-    conn = await asyncpg.connect(services.postgres_url)
-    try:
-        await conn.execute(f'CREATE DATABASE "{name}"')
-    finally:
-        await conn.close()
-    yield with_database(services.postgres_url, name)
-    await drop_database(services, name)
 
 
 def scheduler(

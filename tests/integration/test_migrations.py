@@ -3,17 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import uuid
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 
 import asyncpg
-import pytest
 from alembic import command
 from alembic.script import ScriptDirectory
 
 from app.db.migrations import alembic_config
-from tests.support import Services, drop_database, with_database
 
 TABLES = {"tenants", "api_keys", "jobs", "job_runs", "job_runs_default", "idempotency_keys"}
 FUNCTIONS = {
@@ -23,19 +19,6 @@ FUNCTIONS = {
     "scheduler_retire_day_partition",
     "scheduler_analyze_stale_partitions",
 }
-
-
-@pytest.fixture
-async def fresh_database(services: Services) -> AsyncIterator[str]:
-    """An empty database, not a clone of the migrated template."""
-    name = f"m_{uuid.uuid4().hex[:16]}"
-    conn = await asyncpg.connect(services.postgres_url)
-    try:
-        await conn.execute(f'CREATE DATABASE "{name}"')
-    finally:
-        await conn.close()
-    yield with_database(services.postgres_url, name)
-    await drop_database(services, name)
 
 
 async def schema(url: str) -> tuple[set[str], set[str], str | None]:

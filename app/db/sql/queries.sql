@@ -230,7 +230,7 @@ RETURNING *;
 -- ──────────────────────────── claim and dispatch ────────────────────────────
 
 -- name: claim_due_runs
--- The claim. It selects what claim_due_runs_ranked selects (each tenant's `cap` oldest due runs,
+-- The claim. It selects what the plain ROW_NUMBER form (stack/reference.py) selects (each tenant's `cap` oldest due runs,
 -- then the oldest `batch_size` of those) without ranking the whole due set, whose cost grows with the
 -- backlog. Fast path: lock the oldest `batch_size` due runs; if no tenant has more than `cap` of them,
 -- they are exactly the ranked answer (a row's rank counts only older rows of its tenant, all inside
@@ -305,23 +305,6 @@ WHERE r.id = c.id AND r.scheduled_at = c.scheduled_at
 RETURNING r.id, r.scheduled_at, r.tenant_id, r.job, r.payload::text AS payload_json,
           r.target::text AS target_json, r.attempt, r.max_attempts, r.timeout_seconds, r.epoch, r.due_at,
           r.traceparent, extract(epoch FROM now() - r.due_at) AS lag;
-
--- name: claim_due_runs_ranked
--- The plain form of the claim: ROW_NUMBER over the whole due set. It is correct but its cost grows
--- with the backlog (71% of the loop at 100k due runs, measured), so it serves only as the reference
--- that tests compare claim_due_runs against and that the bench measures. It selects; it claims nothing.
-WITH ranked AS (
-    -- Rank every due pending run within its tenant, oldest first.
-    SELECT r.id, r.scheduled_at, r.due_at,
-           ROW_NUMBER() OVER (PARTITION BY r.tenant_id ORDER BY r.due_at) AS rank
-    FROM job_runs r
-    WHERE r.status = 'pending' AND r.due_at <= now()
-      AND r.scheduled_at >= :floor AND r.scheduled_at <= :ceiling AND r.scheduled_at <= now()
-)
-SELECT id, scheduled_at FROM ranked
-WHERE rank <= :per_tenant_cap
-ORDER BY due_at
-LIMIT :batch_size;
 
 -- name: claim_hinted_runs
 -- The hot-index path: claim exactly the ids Redis suggested, under the same predicates as the scan.

@@ -1,4 +1,6 @@
-"""Reaching Postgres and NATS when a process starts.
+"""One process's runtime: what it connects to and builds from its settings (Postgres pool, NATS
+connection, hot index, readiness checks), built once here for the API, the engine, the worker and
+`scheduler dev` alike.
 
 A process opens its port first and connects in the background, retrying with backoff: /healthz
 answers at once, /readyz says what it still waits for (503), and a stop request (SIGTERM) ends the
@@ -17,8 +19,10 @@ from typing import TypeVar
 import asyncpg
 from nats.aio.client import Client as NATS
 
+from app.bus.hot_index import HotIndex
 from app.bus.jetstream import close as close_nats
 from app.bus.jetstream import connect as connect_nats
+from app.config import Settings
 from app.db.connection import create_pool
 
 log = logging.getLogger(__name__)
@@ -58,26 +62,39 @@ async def until_connected(connect: Callable[[], Awaitable[T]], what: str, stop: 
     return None
 
 
-class Dependencies:
-    """The Postgres pool and (when the process needs it) the NATS connection of one process."""
+def hot_index_of(settings: Settings) -> HotIndex | None:
+    """The Redis hot index when it is on; None otherwise (every user then scans Postgres alone)."""
+    if settings.hot_index == "redis" and settings.redis_url:
+        return HotIndex(settings.redis_url, f"{settings.stream}:due")
+    return None
+
+
+class Runtime:
+    """The Postgres pool, (when the process needs it) the NATS connection and the hot index of one
+    process, and the readiness checks that say whether it has reached them. Nothing connects until
+    `connect*` is called; `close()` closes whatever was made."""
 
     def __init__(
         self,
-        database_url: str,
-        nats_url: str | None,
+        settings: Settings,
         name: str,
         *,
+        nats: bool = True,
         min_size: int = 2,
         max_size: int = 10,
         session_state: bool = True,
     ):
-        self.database_url = database_url
-        self.nats_url = nats_url
+        assert settings.database_url and (settings.nats_url or not nats)
+        self.settings = settings
+        self.database_url = settings.database_url
+        self.nats_url = settings.nats_url if nats else None
         self.name = name
         self.pool_sizes = (min_size, max_size)
         self.session_state = session_state
         self.pool: asyncpg.Pool | None = None
         self.nc: NATS | None = None
+        self.hot_index = hot_index_of(settings)
+        self.more_pools: list[asyncpg.Pool] = []
 
     async def connect(self, stop: asyncio.Event) -> bool:
         """Reach every dependency; False if `stop` came first."""
@@ -107,6 +124,19 @@ class Dependencies:
         )
         return self.nc is not None
 
+    async def another_pool(
+        self, stop: asyncio.Event, name: str, *, min_size: int, max_size: int
+    ) -> asyncpg.Pool | None:
+        """A second pool for a part with session state of its own (the API's engine LISTENs and holds
+        advisory locks); closed with the rest. None if `stop` came first."""
+        url = self.database_url
+        pool = await until_connected(
+            lambda: create_pool(url, min_size=min_size, max_size=max_size, name=name), "postgres", stop
+        )
+        if pool is not None:
+            self.more_pools.append(pool)
+        return pool
+
     def checks(self) -> dict[str, Check]:
         """Readiness checks by name: what the process needs, failing until it has reached it."""
 
@@ -126,7 +156,10 @@ class Dependencies:
         return {"postgres": postgres, "nats": nats} if self.nats_url is not None else {"postgres": postgres}
 
     async def close(self) -> None:
+        if self.hot_index is not None:
+            await self.hot_index.close()
         if self.nc is not None:
             await close_nats(self.nc)
-        if self.pool is not None:
-            await self.pool.close()
+        for pool in (self.pool, *self.more_pools):
+            if pool is not None:
+                await pool.close()

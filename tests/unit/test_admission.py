@@ -1,0 +1,84 @@
+"""AdmissionControl without a database: the count is a function here, the rules are the service's."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from app.errors import OverQuota
+from app.services.submission import AdmissionControl
+
+
+class Counter:
+    """What the tenant's backlog holds in Postgres, and how often it was counted."""
+
+    def __init__(self, pending: int, delay: float = 0.0):
+        self.pending = pending
+        self.delay = delay
+        self.calls = 0
+
+    async def __call__(self, limit: int) -> int:
+        self.calls += 1
+        await asyncio.sleep(self.delay)
+        return min(self.pending, limit)
+
+
+async def test_admits_up_to_the_quota_and_refuses_past_it() -> None:
+    control = AdmissionControl(max_pending=10)
+    count = Counter(pending=7)
+    await control.ticket("a").admit(count, 3)
+    with pytest.raises(OverQuota) as refused:
+        await control.ticket("a").admit(count, 1)
+    assert refused.value.field == "tenant_id" and refused.value.headers == {"Retry-After": "5"}
+    await control.ticket("b").admit(Counter(pending=0), 10)  # another tenant's quota is its own
+
+
+async def test_concurrent_requests_reserve_in_the_same_step_as_they_check() -> None:
+    control = AdmissionControl(max_pending=200)
+    count = Counter(pending=0, delay=0.01)
+
+    async def one() -> bool:
+        try:
+            await control.ticket("a").admit(count, 50)
+        except OverQuota:
+            return False
+        return True
+
+    admitted = await asyncio.gather(*(one() for _ in range(20)))
+    assert sum(admitted) == 4  # 4 x 50 = the quota, not 20 x 50 on one stale figure
+    assert count.calls == 1  # one count, shared by every request waiting for it
+
+
+async def test_release_gives_back_and_committed_counts() -> None:
+    control = AdmissionControl(max_pending=10, ttl_seconds=60)
+    count = Counter(pending=0)
+    abandoned = control.ticket("a")
+    await abandoned.admit(count, 10)
+    abandoned.release()  # nothing written: the reservation goes
+    kept = control.ticket("a")
+    await kept.admit(count, 6)
+    kept.committed()
+    kept.release()  # a no-op once committed
+    assert control.known_full("a") is None
+    await control.ticket("a").admit(count, 4)  # 6 committed + 4 = the quota
+    refusal = control.known_full("a")
+    assert isinstance(refusal, OverQuota) and refusal.field == "tenant_id"
+    assert count.calls == 1  # within the TTL, far from the quota, nothing was counted again
+
+
+async def test_near_the_quota_a_count_is_taken_again_sooner() -> None:
+    control = AdmissionControl(max_pending=100, ttl_seconds=0.5)
+    count = Counter(pending=0)
+    await control.ticket("a").admit(count, 10)
+    await asyncio.sleep(0.06)  # past a tenth of the TTL, within the TTL
+    await control.ticket("a").admit(count, 10)
+    assert count.calls == 1  # far from the quota: the count still serves
+    count.pending = 95  # other processes filled the backlog meanwhile
+    with pytest.raises(OverQuota):
+        await control.ticket("a").admit(count, 80)  # 20 + 80 > 90: near it, so counted again
+    assert count.calls == 2
+
+
+def test_known_full_needs_a_count_first() -> None:
+    assert AdmissionControl(max_pending=0).known_full("never-counted") is None
