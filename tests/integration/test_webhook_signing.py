@@ -21,7 +21,7 @@ from standardwebhooks.webhooks import WebhookVerificationError
 from app.config import Settings
 from app.services.signing import signing_key
 from app.worker.signing_keys import SigningKeys, UnknownTenant
-from tests.integration.test_migrations import alembic, fresh_database  # noqa: F401 - a fixture
+from tests.integration.test_migrations import alembic
 from tests.integration.test_security_webhooks import stack
 from tests.receiver import Call
 from tests.support import ADMIN_TOKEN, bearer, create_tenant
@@ -156,7 +156,7 @@ async def test_rotation_route(
     assert secrets is not None and secrets.current == r.json()["signing_secret"] and secrets.previous is None
 
 
-async def test_migration_re_encodes_old_secrets_keeping_their_key(fresh_database: str) -> None:  # noqa: F811
+async def test_migration_re_encodes_old_secrets_keeping_their_key(fresh_database: str) -> None:
     """Migration 0004 rewrites an old secret as `whsec_` + base64(old string): the HMAC key stays
     the old bytes, and the spec's library reads it the same."""
     url = fresh_database
