@@ -70,9 +70,11 @@ async def test_release_gives_back_and_committed_counts() -> None:
 async def test_near_the_quota_a_count_is_taken_again_sooner() -> None:
     control = AdmissionControl(max_pending=100, ttl_seconds=0.5)
     count = Counter(pending=0)
-    await control.ticket("a").admit(count, 10)
-    await asyncio.sleep(0.06)  # past a tenth of the TTL, within the TTL
-    await control.ticket("a").admit(count, 10)
+    for _ in range(2):
+        ticket = control.ticket("a")
+        await ticket.admit(count, 10)
+        ticket.committed()  # written: a count waits for unsettled runs (see the last test)
+        await asyncio.sleep(0.06)  # past a tenth of the TTL, within the TTL
     assert count.calls == 1  # far from the quota: the count still serves
     count.pending = 95  # other processes filled the backlog meanwhile
     with pytest.raises(OverQuota):
@@ -82,3 +84,19 @@ async def test_near_the_quota_a_count_is_taken_again_sooner() -> None:
 
 def test_known_full_needs_a_count_first() -> None:
     assert AdmissionControl(max_pending=0).known_full("never-counted") is None
+
+
+async def test_a_count_waits_for_runs_being_inserted_so_none_is_counted_twice() -> None:
+    # A's run is committed in the database but A has not settled yet when B's count is due: counted
+    # then, it would stand both in the count and in A's reservation, and B be refused below the quota.
+    control = AdmissionControl(max_pending=2, ttl_seconds=0.001)
+    count = Counter(pending=0)
+    a = control.ticket("a")
+    await a.admit(count, 1)
+    count.pending = 1  # A's INSERT committed
+    await asyncio.sleep(0.01)  # A's count is stale: B counts again
+    b = asyncio.create_task(control.ticket("a").admit(count, 1))
+    await asyncio.sleep(0.01)
+    assert not b.done()  # B's count waits for A to settle
+    a.committed()
+    await b  # 1 pending + 1 = the quota: admitted
