@@ -53,3 +53,15 @@ async def supervise(
         log.error("%s task %s died: %r; stopping the %s", what, task.get_name(), error, what)
         return error
     return None
+
+
+async def first_of(
+    events: Collection[asyncio.Event], timeout: float, tasks: Collection[asyncio.Future[Any]] = ()
+) -> None:
+    """Wait until any of the events is set or any of the tasks is done, or the timeout passes."""
+    waiters = [asyncio.ensure_future(e.wait()) for e in events]
+    try:
+        await asyncio.wait([*tasks, *waiters], timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for w in waiters:
+            w.cancel()

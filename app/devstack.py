@@ -28,16 +28,13 @@ from app.db.migrations import migrate
 from app.dev import EmbeddedNats, EmbeddedPostgres, EmbeddedRedis, stop_orphan
 
 if TYPE_CHECKING:
-    from fastapi import FastAPI
-    from starlette.requests import Request
-    from starlette.responses import Response
+    pass
 
 # FastAPI, uvicorn and the app are imported where they are used: a second `scheduler dev` on a
 # locked data dir is refused before it spends seconds importing them.
 
 log = logging.getLogger("scheduler.dev")
 DEMO_TENANT = "demo"
-ECHO_PATH = "/dev/echo"
 # The worker logs each attempt's outcome here at INFO; quiet unless dev turns it up (app/cli.py).
 OUTCOMES_LOGGER = "app.worker.outcomes"
 
@@ -170,37 +167,6 @@ def _write_secret(path: Path, value: str) -> None:
         f.write(value + "\n")
 
 
-def add_echo_receiver(app: FastAPI) -> None:
-    """A webhook receiver on the dev API itself, for jobs to point at: answers 200 (or the status
-    given by `?status=`), and logs what it received. Dev only; never part of the real API."""
-    from starlette.responses import Response
-
-    async def echo(request: Request) -> Response:
-        body = await request.body()
-        run = request.headers.get("webhook-id") or request.headers.get("scheduler-run-id") or "-"
-        attempt = request.headers.get("scheduler-attempt", "-")
-        wanted = request.query_params.get("status", "200")
-        status = int(wanted) if wanted.isdigit() and 200 <= int(wanted) <= 599 else 400
-        log.info(
-            "echo receiver: %s %s run %s attempt %s, %d bytes: %.200r -> %d",
-            request.method,
-            request.url.path,
-            run,
-            attempt,
-            len(body),
-            body,
-            status,
-        )
-        return Response(
-            json.dumps({"received": len(body), "run": run, "status": status}),
-            status_code=status,
-            media_type="application/json",
-        )
-
-    # A plain Starlette route: outside the OpenAPI contract, and no FastAPI signature inspection.
-    app.add_route(ECHO_PATH, echo, methods=["GET", "POST", "PUT", "PATCH", "DELETE"], include_in_schema=False)
-
-
 async def _serve(settings: Settings, data: Path, host: str, port: int) -> None:
     import uvicorn
 
@@ -216,6 +182,8 @@ async def _serve(settings: Settings, data: Path, host: str, port: int) -> None:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     app = create_app(settings)
+    from app.dev_echo import add_echo_receiver
+
     add_echo_receiver(app)
     server = HostedServer(
         uvicorn.Config(app, host=host, port=port, log_level="warning", **server_options(settings))
@@ -284,6 +252,8 @@ async def _demo_key(settings: Settings, base: str, key_file: Path) -> str:
 
 
 def _print_welcome(settings: Settings, data: Path, base: str, key: str) -> None:
+    from app.dev_echo import ECHO_PATH
+
     body = json.dumps({"job": "hello", "payload": {"name": "world"}})
     print(
         f"""

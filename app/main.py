@@ -9,151 +9,26 @@ import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
-from fastapi import FastAPI, Request
-from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi import FastAPI
 from fastapi.routing import APIRoute
 from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
 from prometheus_fastapi_instrumentator import Instrumentator
-from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.api import health, jobs, runs, tenants
 from app.api.deps import State
-from app.api.schemas import TARGET_TYPES, serve_problems_as_problem_json
+from app.api.problems import install_error_handlers
+from app.api.schemas import serve_problems_as_problem_json
+from app.api.server import BodyLimit
 from app.config import Settings, get_settings
 from app.engine.engine import Engine
-from app.errors import PROBLEM_JSON, AppError, InvalidInput, PayloadTooLarge, UnsupportedMediaType, problem
 from app.runtime import NotConnected, Runtime
-from app.services.submission import AdmissionControl
+from app.services.admission import AdmissionControl
 from app.telemetry.metrics import expose_engine_metrics
 from app.telemetry.tracing import NO_NATIVE_TELEMETRY, recording, setup_tracing
 
 log = logging.getLogger(__name__)
 STARTUP_WAIT_SECONDS = 1.0
 DESCRIPTION = "Multi-tenant distributed job scheduler: Postgres is the truth, NATS JetStream carries work."
-
-
-def _field(loc: tuple[Any, ...]) -> str:
-    """('body', 'runs', 3, 'scheduled_at') -> 'runs[3].scheduled_at'."""
-    out = ""
-    for part in loc[1:] if loc and loc[0] in ("body", "query", "path", "header") else loc:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out or (str(loc[0]) if loc else "body")
-
-
-def _error(
-    status: int, code: str, detail: str, field: str | None = None, headers: dict[str, str] | None = None
-) -> JSONResponse:
-    return JSONResponse(
-        problem(status, code, detail, field), status_code=status, headers=headers, media_type=PROBLEM_JSON
-    )
-
-
-async def _app_error(_: Request, exc: Exception) -> JSONResponse:
-    assert isinstance(exc, AppError)
-    return _error(exc.status_code, exc.code, exc.message, exc.field, exc.headers)
-
-
-def _drop_union_tags(loc: tuple[Any, ...]) -> tuple[Any, ...]:
-    """A discriminated union reports ('target', 'http', 'url'): keep the field, drop the tag. A
-    header's name is the tenant's data, not a field of ours: stop at `headers`."""
-    out: list[Any] = []
-    for part in loc:
-        if out and out[-1] == "target" and part in TARGET_TYPES:
-            continue
-        out.append(part)
-        if part == "headers" and "target" in out:
-            break
-    return tuple(out)
-
-
-async def _validation_error(_: Request, exc: Exception) -> JSONResponse:
-    assert isinstance(exc, RequestValidationError)
-    first = exc.errors()[0]
-    field = _field(_drop_union_tags(tuple(first.get("loc", ()))))
-    if first.get("type") == "json_invalid":
-        return _error(422, InvalidInput.code, "request body is not valid JSON", "body")
-    return _error(422, InvalidInput.code, f"{field}: {first.get('msg', 'invalid')}", field)
-
-
-# Starlette's own errors (unknown route, wrong method, ...) by status; anything else is `http_error`.
-_HTTP_CODES = {400: "bad_request", 401: "unauthorized", 404: "not_found", 405: "method_not_allowed"}
-
-
-async def _http_error(request: Request, exc: Exception) -> JSONResponse:
-    assert isinstance(exc, StarletteHTTPException)
-    # FastAPI answers any failure to read a body other than a JSON syntax error with a bare 400
-    # "There was an error parsing the body", chained to the real cause: answer the cause instead.
-    if isinstance(exc.__cause__, AppError):  # BodyLimit refused a streamed (chunked) body mid-read
-        return await _app_error(request, exc.__cause__)
-    if isinstance(exc.__cause__, UnicodeDecodeError):
-        return _error(422, InvalidInput.code, "request body is not valid UTF-8", "body")
-    headers = dict(exc.headers) if exc.headers else None
-    code = _HTTP_CODES.get(exc.status_code, "http_error")
-    return _error(exc.status_code, code, str(exc.detail), headers=headers)
-
-
-async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
-    # Never leak internals (or secrets inside them) to the caller; the log has the details.
-    log.exception("unhandled error", exc_info=exc)
-    return _error(500, "internal_error", "internal error")
-
-
-class BodyLimit:
-    """Refuses request bodies over the limit, declared or streamed, before a route reads them.
-
-    A batch may carry `limit` bytes; any other body far less (`single_limit`: a run or a job is one
-    payload plus a few fields), so a flood of oversized single POSTs is refused from its
-    Content-Length instead of being read and parsed. A body declared as something other than JSON
-    is refused with 415 naming the header; a body with no Content-Type is read as JSON."""
-
-    def __init__(self, app: ASGIApp, limit: int, single_limit: int):
-        self.app = app
-        self.limit = limit
-        self.single_limit = min(single_limit, limit)
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        limit = self.limit if scope["path"].endswith("/batch") else self.single_limit
-        declared: int | None = None
-        content_type = b""
-        chunked = False
-        for name, value in scope.get("headers", []):
-            if name == b"content-length" and value.isdigit():
-                declared = int(value)
-            elif name == b"content-type":
-                content_type = value
-            elif name == b"transfer-encoding":
-                chunked = True
-        if declared is not None and declared > limit:
-            await _error(413, PayloadTooLarge.code, f"request body over {limit} bytes", "body")(
-                scope, receive, send
-            )
-            return
-        # Only a body is judged by its type: a GET that sends a Content-Type has none to misread.
-        if (declared or chunked) and content_type and not _is_json(content_type):
-            message = "the body must be JSON: send Content-Type: application/json, or no Content-Type"
-            await _error(415, UnsupportedMediaType.code, message, "content-type")(scope, receive, send)
-            return
-        seen = 0
-
-        async def limited() -> Message:
-            nonlocal seen
-            message = await receive()
-            seen += len(message.get("body", b""))
-            if seen > limit:
-                raise PayloadTooLarge(f"request body over {limit} bytes", field="body")
-            return message
-
-        await self.app(scope, limited, send)
-
-
-def _is_json(content_type: bytes) -> bool:
-    media = content_type.split(b";", 1)[0].strip().lower()
-    return media == b"application/json" or (media.startswith(b"application/") and media.endswith(b"+json"))
 
 
 _instrumentator: Instrumentator | None = None
@@ -283,10 +158,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.openapi = openapi  # type: ignore[method-assign]
     for router in (tenants.router, jobs.router, runs.router, health.router):
         app.include_router(router)
-    app.add_exception_handler(AppError, _app_error)
-    app.add_exception_handler(RequestValidationError, _validation_error)
-    app.add_exception_handler(StarletteHTTPException, _http_error)
-    app.add_exception_handler(Exception, _unexpected)
+    install_error_handlers(app)
     # One payload may need up to 4x its stored size in the request (escapes, whitespace).
     single_limit = 4 * settings.max_payload_bytes + 65_536
     app.add_middleware(BodyLimit, limit=settings.max_request_bytes, single_limit=single_limit)

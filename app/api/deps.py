@@ -14,8 +14,8 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from app.config import Settings
 from app.domain import Hints, OnPending, on_pending
 from app.errors import Unavailable
+from app.services.admission import AdmissionControl
 from app.services.auth import KeyCache, Principal, authenticate
-from app.services.submission import AdmissionControl
 from app.services.wakeups import WakeUps
 
 

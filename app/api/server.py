@@ -1,4 +1,5 @@
-"""The HTTP server's own limits: a request head (request line and headers) of bounded size and count.
+"""The HTTP server's own limits: a request head (request line and headers) of bounded size and
+count (BoundedHttpToolsProtocol), and a body of bounded size and JSON type (BodyLimit).
 
 uvicorn's fast parser (httptools) has no header size limit, and it builds a header's value by
 appending the pieces as they arrive: one unauthenticated 64 MiB header was read whole and stalled
@@ -12,11 +13,13 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.config import Config
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
+from app.api.problems import problem_response
 from app.config import Settings
-from app.errors import PROBLEM_JSON, problem
+from app.errors import PROBLEM_JSON, PayloadTooLarge, UnsupportedMediaType, problem
 
 DEFAULT_MAX_HEAD_BYTES = 16 * 1024  # h11's and Node's default
 
@@ -104,3 +107,61 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
 def server_options(settings: Settings) -> dict[str, Any]:
     """uvicorn options every API server of ours takes (`scheduler api`, `scheduler dev`, tests)."""
     return {"http": BoundedHttpToolsProtocol, "h11_max_incomplete_event_size": settings.max_header_bytes}
+
+
+class BodyLimit:
+    """Refuses request bodies over the limit, declared or streamed, before a route reads them.
+
+    A batch may carry `limit` bytes; any other body far less (`single_limit`: a run or a job is one
+    payload plus a few fields), so a flood of oversized single POSTs is refused from its
+    Content-Length instead of being read and parsed. A body declared as something other than JSON
+    is refused with 415 naming the header; a body with no Content-Type is read as JSON."""
+
+    def __init__(self, app: ASGIApp, limit: int, single_limit: int):
+        self.app = app
+        self.limit = limit
+        self.single_limit = min(single_limit, limit)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        limit = self.limit if scope["path"].endswith("/batch") else self.single_limit
+        declared: int | None = None
+        content_type = b""
+        chunked = False
+        for name, value in scope.get("headers", []):
+            if name == b"content-length" and value.isdigit():
+                declared = int(value)
+            elif name == b"content-type":
+                content_type = value
+            elif name == b"transfer-encoding":
+                chunked = True
+        if declared is not None and declared > limit:
+            await problem_response(413, PayloadTooLarge.code, f"request body over {limit} bytes", "body")(
+                scope, receive, send
+            )
+            return
+        # Only a body is judged by its type: a GET that sends a Content-Type has none to misread.
+        if (declared or chunked) and content_type and not _is_json(content_type):
+            message = "the body must be JSON: send Content-Type: application/json, or no Content-Type"
+            await problem_response(415, UnsupportedMediaType.code, message, "content-type")(
+                scope, receive, send
+            )
+            return
+        seen = 0
+
+        async def limited() -> Message:
+            nonlocal seen
+            message = await receive()
+            seen += len(message.get("body", b""))
+            if seen > limit:
+                raise PayloadTooLarge(f"request body over {limit} bytes", field="body")
+            return message
+
+        await self.app(scope, limited, send)
+
+
+def _is_json(content_type: bytes) -> bool:
+    media = content_type.split(b";", 1)[0].strip().lower()
+    return media == b"application/json" or (media.startswith(b"application/") and media.endswith(b"+json"))

@@ -26,6 +26,7 @@ from collections.abc import Sequence
 import asyncpg
 from nats.aio.client import Client as NATS
 
+from app.aio import first_of
 from app.bus.hot_index import HotIndex
 from app.bus.jetstream import Publisher, Sent
 from app.config import Settings
@@ -77,7 +78,7 @@ class Dispatcher:
                 if not await self.listener.listening(stop):
                     continue
                 if await self.backpressure.workers_behind():
-                    await _first_of(stop, self.wake, timeout=PAUSED_RECHECK_SECONDS)
+                    await first_of((stop, self.wake), PAUSED_RECHECK_SECONDS)
                     continue
                 await slots.acquire()
                 try:
@@ -112,7 +113,7 @@ class Dispatcher:
                     slots.release()
                 interval = self.settings.poll_interval_seconds * random.uniform(0.8, 1.2)
                 self.wake.clear()
-                await _first_of(stop, self.wake, timeout=interval)
+                await first_of((stop, self.wake), interval)
         finally:
             # Graceful stop: no new claims; the batches in flight settle (acked runs are marked,
             # the rest released to pending), so no lease is left to lapse.
@@ -258,12 +259,3 @@ async def claim_scan(
         owner=settings.owner,
         lease_seconds=settings.dispatch_lease_seconds,
     )
-
-
-async def _first_of(stop: asyncio.Event, wake: asyncio.Event, timeout: float) -> None:
-    waiters = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(wake.wait())]
-    try:
-        await asyncio.wait(waiters, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for w in waiters:
-            w.cancel()

@@ -114,14 +114,16 @@ class Completer:
     # ── heartbeats ──
 
     async def heartbeat(
-        self, running: Callable[[], list[Delivery]], held: Callable[[], list[Delivery]]
+        self, executing: Callable[[], list[Delivery]], held: Callable[[], list[Delivery]]
     ) -> None:
-        """Keeps both leases: running runs' (heartbeat_runs) and held-back runs' dispatch lease."""
+        """Keeps both leases: running runs' (heartbeat_runs) and held-back runs' dispatch lease.
+        Outcomes not yet recorded are still `running` in Postgres: they beat too, or a slow write
+        would get them reaped and executed again."""
         s = self.settings
         interval = min(s.lease_seconds, s.dispatch_lease_seconds) / 3
         while True:
             await asyncio.sleep(interval)
-            alive, waiting = running(), held()
+            alive, waiting = executing() + list(self.unrecorded), held()
             metrics.runs_held_back.set(len(waiting))
             for d in alive + waiting:
                 await quietly(d.msg.in_progress())

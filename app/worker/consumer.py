@@ -7,31 +7,28 @@ between tenants (fairness.py); outcomes go to a group commit (completer.py). Whi
 heartbeats (completer.py) tell JetStream (`in_progress`) and Postgres (lease) that the worker is alive.
 
 Holding back: a run whose tenant may not take a slot now waits here, still `dispatched`, its dispatch
-lease renewed, up to a fetch batch in all. Beyond that the heaviest tenant's newest runs are nak'ed
-with a delay, their lease renewed again, so the worker can look past one tenant's backlog for others'
-runs. A nak counts as a delivery,
-which is why the consumer's max_deliver stays unlimited (jetstream.py). While the worker is full the
-stream is only peeked at (about once a second), so a lone busy tenant is not churned through naks.
+lease renewed, up to a fetch batch in all (held.py). Beyond that the heaviest tenant's newest runs
+are nak'ed with a delay, their lease renewed again, so the worker can look past one tenant's backlog
+for others' runs. A nak counts as a delivery, which is why the consumer's max_deliver stays unlimited
+(jetstream.py). While the worker is full the stream is only peeked at (about once a second), so a
+lone busy tenant is not churned through naks.
 """
 
 from __future__ import annotations
 
 import asyncio
-import collections
 import functools
 import logging
 import time
 from typing import Any
-from uuid import UUID
 
 import asyncpg
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 
-from app.aio import supervise
+from app.aio import first_of, supervise
 from app.bus.hot_index import HotIndex
 from app.bus.jetstream import PullConsumer, ensure_consumer
-from app.bus.message import RunMessage, UnknownVersion
 from app.config import Settings
 from app.db import transitions
 from app.db.errors import DB_ERRORS, is_transient
@@ -40,9 +37,10 @@ from app.domain import RunStatus
 from app.telemetry import metrics
 from app.telemetry.tracing import recording
 from app.worker.completer import Completer
-from app.worker.delivery import Delivery, quietly
+from app.worker.delivery import Delivery, quietly, received
 from app.worker.executor import Executor
 from app.worker.fairness import TenantSlots
+from app.worker.held import HeldRuns
 from app.worker.targets import Handler, load_handlers
 
 log = logging.getLogger(__name__)
@@ -69,8 +67,7 @@ class Worker:
             settings, pool, load_handlers() if handlers is None else handlers, self.slots.ceiling
         )
         self.completer = Completer(settings, pool, hot_index)
-        self.held: dict[str, collections.deque[Delivery]] = {}  # by tenant, oldest first
-        self.held_runs: dict[UUID, Delivery] = {}
+        self.held = HeldRuns()
         self.executing: dict[asyncio.Task[None], Delivery] = {}
         self.stopping = asyncio.Event()
         self._slot_freed = asyncio.Event()
@@ -98,7 +95,7 @@ class Worker:
         fetcher = asyncio.create_task(self._fetch(sub, starts, halt), name="fetcher")
         completer = asyncio.create_task(self.completer.run(), name="completer")
         heartbeat = asyncio.create_task(
-            self.completer.heartbeat(running=self._running, held=lambda: list(self.held_runs.values())),
+            self.completer.heartbeat(lambda: list(self.executing.values()), lambda: list(self.held)),
             name="heartbeat",
         )
         try:
@@ -129,7 +126,7 @@ class Worker:
 
     def _fetch_size(self) -> int:
         """Fetch for the free slots; with none free, peek now and then for tenants under their share."""
-        free = self.settings.worker_concurrency - self.slots.total - len(self.held_runs)
+        free = self.settings.worker_concurrency - self.slots.total - len(self.held)
         if free > 0:
             return min(free, self.settings.worker_fetch_batch)
         if time.monotonic() - self._last_peek < self.peek_interval:
@@ -139,16 +136,7 @@ class Worker:
 
     async def _wait_for_change(self, starts: set[asyncio.Task[None]], stop: asyncio.Event) -> None:
         self._slot_freed.clear()
-        waiters = [asyncio.ensure_future(self._slot_freed.wait()), asyncio.ensure_future(stop.wait())]
-        try:
-            await asyncio.wait(
-                [*starts, *waiters],
-                timeout=min(0.25, self.peek_interval),
-                return_when=asyncio.FIRST_COMPLETED,
-            )
-        finally:
-            for w in waiters:
-                w.cancel()
+        await first_of((self._slot_freed, stop), min(0.25, self.peek_interval), tasks=starts)
 
     async def _shut_down(
         self,
@@ -170,10 +158,9 @@ class Worker:
         await quietly(sub.stop())
         for msg in sub.drain_local():  # delivered to this worker, never started: hand them back
             await quietly(msg.nak())
-        for d in self.held_runs.values():
+        for d in self.held:
             await quietly(d.msg.nak())
         self.held.clear()
-        self.held_runs.clear()
         if self.executing:
             await asyncio.wait(list(self.executing), timeout=max(0.0, deadline - time.monotonic()))
         for task, delivery in list(self.executing.items()):
@@ -191,56 +178,41 @@ class Worker:
     async def _receive(self, msgs: list[Msg], starts: set[asyncio.Task[None]]) -> None:
         fresh: dict[Any, Delivery] = {}  # by run id
         for msg in msgs:
-            try:
-                run = RunMessage.decode(msg.data)
-            except UnknownVersion:
-                await quietly(msg.nak(delay=5))  # for a newer replica to take
+            delivery = await received(msg)
+            if delivery is None:
                 continue
-            except (ValueError, KeyError, TypeError):
-                log.error("dropping a malformed message on %s", msg.subject)
-                await quietly(msg.term())
-                continue
+            run = delivery.run
             # One delivery per run. start_runs answers by run id, so two deliveries of one run (a
             # redelivered old epoch next to the current one) would both have executed under the
             # attempt of the one that matched: the same (run, epoch) called twice (found by the fault
             # harness). Only the higher epoch can match; an older one is acked and dropped.
-            earlier = fresh.get(run.run_id) or self.held_runs.get(run.run_id)
+            earlier = fresh.get(run.run_id) or self.held.get(run.run_id)
             if earlier is not None:
                 metrics.stale_results_total.labels("start").inc()
                 if earlier.run.epoch >= run.epoch:
                     if earlier.run.epoch > run.epoch:
                         await quietly(msg.ack())
                     continue  # the same epoch again: the one held already stands for it
-                self._unhold(earlier)
+                self.held.remove(earlier)
                 await quietly(earlier.msg.ack())
-            fresh[run.run_id] = Delivery(msg, run)
+            fresh[run.run_id] = delivery
         inline = [d for d in fresh.values() if d.inline]
         for d in fresh.values():
             if not d.inline:
-                self.held.setdefault(d.tenant, collections.deque()).append(d)
-                self.held_runs[d.run.run_id] = d
+                self.held.add(d)
         self._admit(starts, inline)
-        await self._hold_or_hand_back([d for d in fresh.values() if d.run.run_id in self.held_runs])
-
-    def _unhold(self, d: Delivery) -> None:
-        if self.held_runs.pop(d.run.run_id, None) is not None:
-            self.held[d.tenant].remove(d)
+        await self._hold_or_hand_back([d for d in fresh.values() if d in self.held])
 
     async def _hold_or_hand_back(self, newly_held: list[Delivery]) -> None:
         """What could not start waits here, up to a fetch batch in all; beyond that the newest runs
         of the tenant using this worker most go back to the stream for a while. Either way their
         dispatch lease is renewed (the heartbeat renews what stays held)."""
         handed_back: list[Delivery] = []
-        while len(self.held_runs) > self.settings.worker_fetch_batch:
-            heaviest = max(self.held, key=lambda t: self.slots.running[t] + len(self.held[t]))
-            d = self.held[heaviest].pop()  # its newest
-            del self.held_runs[d.run.run_id]
-            handed_back.append(d)
-            if not self.held[heaviest]:
-                del self.held[heaviest]
-        metrics.runs_held_back.set(len(self.held_runs))
+        while len(self.held) > self.settings.worker_fetch_batch:
+            handed_back.append(self.held.newest_of_heaviest(lambda t: self.slots.running[t]))
+        metrics.runs_held_back.set(len(self.held))
         metrics.runs_handed_back_total.inc(len(handed_back))
-        await self.completer.renew([d for d in newly_held if d.run.run_id in self.held_runs] + handed_back)
+        await self.completer.renew([d for d in newly_held if d in self.held] + handed_back)
         for d in handed_back:
             await quietly(d.msg.nak(delay=self.nak_delay))
 
@@ -249,13 +221,9 @@ class Worker:
     def _admit(self, starts: set[asyncio.Task[None]], inline: list[Delivery] | None = None) -> None:
         """Give free slots to held runs, fairest first (fairness.py), and start them with `inline`."""
         batch = list(inline or [])
-        while (tenant := self.slots.pick([t for t, q in self.held.items() if q])) is not None:
-            d = self.held[tenant].popleft()
-            del self.held_runs[d.run.run_id]
+        while (tenant := self.slots.pick(self.held.tenants())) is not None:
+            batch.append(self.held.oldest(tenant))
             self.slots.take(tenant)
-            batch.append(d)
-        for tenant in [t for t, q in self.held.items() if not q]:
-            del self.held[tenant]
         if batch:
             start = asyncio.create_task(self._start(batch))
             starts.add(start)
@@ -314,11 +282,6 @@ class Worker:
             task = asyncio.create_task(self.executor.execute(d))
             self.executing[task] = d
             task.add_done_callback(self._executed)
-
-    def _running(self) -> list[Delivery]:
-        # Outcomes not yet recorded are still `running` in Postgres: they beat too, or a slow write
-        # would get them reaped and executed again.
-        return list(self.executing.values()) + list(self.completer.unrecorded)
 
     def _free_slot(self, d: Delivery) -> None:
         if not d.inline:

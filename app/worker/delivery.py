@@ -8,7 +8,7 @@ from typing import Any
 
 from nats.aio.msg import Msg
 
-from app.bus.message import RunMessage
+from app.bus.message import RunMessage, UnknownVersion
 from app.services.validation import storable_text
 
 log = logging.getLogger(__name__)
@@ -48,3 +48,16 @@ async def quietly(awaitable: object) -> None:
         await awaitable  # type: ignore[misc]
     except Exception as exc:
         log.debug("nats ack/nak failed: %s", exc)
+
+
+async def received(msg: Msg) -> Delivery | None:
+    """The delivery a message carries, or None for one this worker cannot take: a newer message
+    version is nak'ed for a newer replica, a malformed message is terminated."""
+    try:
+        return Delivery(msg, RunMessage.decode(msg.data))
+    except UnknownVersion:
+        await quietly(msg.nak(delay=5))
+    except (ValueError, KeyError, TypeError):
+        log.error("dropping a malformed message on %s", msg.subject)
+        await quietly(msg.term())
+    return None

@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from app.errors import OverQuota
-from app.services.submission import AdmissionControl
+from app.services.admission import AdmissionControl
 
 
 class Counter:

@@ -5,11 +5,12 @@ from __future__ import annotations
 import time
 from datetime import UTC, datetime, timedelta
 
-from app.services.submission import RunRequest, WakeUps
+from app.services.wakeups import WakeUps
 
 
-def _request(scheduled_at: datetime | None = None) -> RunRequest:
-    return RunRequest(job="j", scheduled_at=scheduled_at, payload=None, idempotency_key=None, field="")
+def _request(scheduled_at: datetime | None = None) -> datetime | None:
+    """A submitted run as WakeUps sees it: its scheduled_at (None: now)."""
+    return scheduled_at
 
 
 def test_one_wake_up_per_interval() -> None:
