@@ -16,11 +16,10 @@ from opentelemetry.trace import SpanKind
 from app.bus.jetstream import Outgoing
 from app.bus.message import RunMessage
 from app.config import Settings
-from app.services.validation import storable_text
+from app.services.validation import MAX_ERROR_CHARS, storable_text
 from app.telemetry.tracing import inject, link_to, recording, tracer, unsampled_traceparent
 
 _tracer = tracer(__name__)
-MAX_ERROR_CHARS = 2000
 
 
 @dataclass

@@ -60,6 +60,7 @@ def check_payload(payload: Any, limit: int, *, max_depth: int, field: str) -> No
 # ── text from outside, on its way into Postgres ──
 
 _UNSTORABLE = re.compile("[\x00\ud800-\udfff]")  # NUL, and surrogates (in a str, only lone ones)
+MAX_ERROR_CHARS = 2000  # of a run's last_error, whoever writes it (the engine or a worker)
 
 
 def storable_text(value: str | bytes, limit: int) -> str:

@@ -9,10 +9,9 @@ from typing import Any
 from nats.aio.msg import Msg
 
 from app.bus.message import RunMessage, UnknownVersion
-from app.services.validation import storable_text
+from app.services.validation import MAX_ERROR_CHARS, storable_text
 
 log = logging.getLogger(__name__)
-MAX_ERROR_CHARS = 2000  # of a run's last_error
 
 
 @dataclass(eq=False)
