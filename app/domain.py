@@ -5,6 +5,7 @@ all import it."""
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 from typing import Any, Protocol, TypedDict
@@ -46,6 +47,9 @@ class RunRecord(TypedDict):
     finished_at: datetime | None
     last_error: str | None
     idempotency_key: str | None
+    attempts: list[Any]  # history entries, oldest first (AttemptOutcomeName for their outcome)
+    result: Any
+    result_truncated: bool
 
 
 RUN_FIELDS = tuple(RunRecord.__annotations__)
@@ -55,6 +59,41 @@ def run_record(row: Any) -> RunRecord:
     """The record of a database row (an asyncpg Record, or any mapping with the run's columns)."""
     record: RunRecord = {k: row[k] for k in RUN_FIELDS}  # type: ignore[assignment]
     return record
+
+
+class AttemptOutcomeName(StrEnum):
+    """An attempt's outcome in the run's history (`attempts[].outcome`; null while it runs)."""
+
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    TIMED_OUT = "timed_out"
+    LOST = "lost"  # its worker stopped heartbeating; the reaper closed it
+    CANCELLED = "cancelled"
+
+
+@dataclass(frozen=True)
+class StoredResult:
+    """A run's result as finish_runs stores it: JSON text within SCHEDULER_MAX_RESULT_BYTES (made
+    so by app.services.answers), and whether it was cut to fit."""
+
+    json: str | None
+    truncated: bool = False
+
+
+NO_RESULT = StoredResult(None)
+
+
+class AttemptOutcome(Protocol):
+    """What one finished attempt came to, as finish_runs records it (a worker's Delivery)."""
+
+    ok: bool
+    error: str | None
+    http_status: int | None
+    retry_after: float | None  # seconds, already bounded; None: the backoff applies
+    result: StoredResult
+
+    @property
+    def outcome(self) -> str: ...
 
 
 class JobRecord(TypedDict):
