@@ -178,16 +178,20 @@ async def test_retry_after_sets_the_next_due_time_instead_of_the_backoff(
     assert due[backoff["id"]] < timedelta(seconds=1)  # the factory's backoff: 0.1 s
 
 
-async def test_history_stays_bounded_by_max_attempts(settings: Settings, pool: asyncpg.Pool) -> None:
+async def test_history_stays_bounded_by_max_attempts(
+    settings: Settings, pool: asyncpg.Pool, api: httpx.AsyncClient, admin: dict
+) -> None:
     """A run whose max_attempts was lowered under its history (the only way past it) keeps the newest."""
     async with pool.acquire() as conn:
-        [run] = await factories.runs(conn, 1, max_attempts=2)
-        for _ in range(2):
+        [run] = await factories.runs(conn, 1, max_attempts=3)
+        for _ in range(3):
             started = await claim_and_start(conn, settings)
             await transitions.finish_runs(conn, fence_of(started), [Outcome(False, "HTTP 500")])
             await make_due(conn)
         await conn.execute("UPDATE job_runs SET status = 'pending', max_attempts = 2, attempt = 1")
-        await claim_and_start(conn, settings)
-        attempts = await conn.fetchval("SELECT attempts FROM job_runs WHERE id = $1", run["id"])
-    assert [e["attempt"] for e in attempts] == [2, 2]
-    assert len(attempts) == 2
+        started = await claim_and_start(conn, settings)
+        await transitions.finish_runs(conn, fence_of(started), [Outcome(False, "HTTP 503")])
+        stored = await conn.fetchval("SELECT attempts FROM job_runs WHERE id = $1", run["id"])
+    assert [e["error"] for e in stored] == ["HTTP 500", "HTTP 503"]
+    shown = await read(api, admin, run["id"])
+    assert [e["error"] for e in shown["attempts"]] == ["HTTP 500", "HTTP 503"]
