@@ -28,7 +28,7 @@ class DueListener:
 
     def _on_notify(self, _conn: Any, _pid: int, _channel: str, payload: str) -> None:
         with contextlib.suppress(ValueError):
-            self.bounds.lower(datetime.fromisoformat(payload))
+            self.bounds.include(datetime.fromisoformat(payload))
         self.wake.set()
 
     async def listening(self, stop: asyncio.Event) -> bool:
