@@ -10,7 +10,8 @@ from app.api.runs import TenantIdPath
 from app.api.schemas import RunAction, RunActionResult, error_responses, json_response
 from app.domain import RunStatus
 from app.errors import InvalidInput
-from app.services.run_actions import RunFilter, act_on_runs
+from app.services import run_actions as action_service
+from app.services.run_actions import RunFilter
 
 router = APIRouter(tags=["runs"])
 
@@ -20,7 +21,7 @@ router = APIRouter(tags=["runs"])
     response_model=RunActionResult,
     responses=error_responses(401, 404, 413, 422, 429),
 )
-async def act_on_tenant_runs(
+async def act_on_runs(
     tenant_id: TenantIdPath, body: RunAction, state: StateDep, principal: PrincipalDep
 ) -> Response:
     """Cancel (pending or dispatched) or retry (failed or cancelled) up to `limit` of the tenant's
@@ -45,7 +46,7 @@ async def act_on_tenant_runs(
     except OverflowError:  # an id whose leading bits name a moment past year 9999
         raise InvalidInput("an id no run can have", field="filter.ids") from None
     cursor = decode_cursor(body.cursor) if body.cursor else None
-    outcome = await act_on_runs(
+    outcome = await action_service.act_on_runs(
         state.pool, state.admission, state.on_pending, tenant_id, body.action, runs, body.limit, cursor
     )
     at = outcome.next_cursor
