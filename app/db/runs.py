@@ -102,6 +102,17 @@ async def get_runs(conn: asyncpg.Connection, run_ids: list[uuid.UUID]) -> list[a
     return await q.fetch(conn, "get_runs", ids=run_ids, lo=lo, hi=hi)
 
 
+def _page(scheduled: TimeRange, cursor: tuple[datetime, uuid.UUID] | None, limit: int) -> dict[str, Any]:
+    """The binds list_runs and match_runs share: the time range and the keyset page."""
+    return {
+        "scheduled_after": scheduled.after,
+        "scheduled_before": scheduled.before,
+        "cursor_at": cursor[0] if cursor else None,
+        "cursor_id": cursor[1] if cursor else None,
+        "limit": limit,
+    }
+
+
 async def list_runs(
     conn: asyncpg.Connection,
     tenant_id: str,
@@ -118,11 +129,7 @@ async def list_runs(
         tenant_id=tenant_id,
         status=status,
         job=job,
-        scheduled_after=scheduled.after,
-        scheduled_before=scheduled.before,
-        cursor_at=cursor[0] if cursor else None,
-        cursor_id=cursor[1] if cursor else None,
-        limit=limit,
+        **_page(scheduled, cursor, limit),
     )
 
 
@@ -145,11 +152,7 @@ async def match_runs(
         statuses=statuses,
         job=job,
         ids=ids,
-        scheduled_after=scheduled.after,
-        scheduled_before=scheduled.before,
-        cursor_at=cursor[0] if cursor else None,
-        cursor_id=cursor[1] if cursor else None,
-        limit=limit,
+        **_page(scheduled, cursor, limit),
     )
 
 
