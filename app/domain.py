@@ -39,6 +39,7 @@ class RunRecord(TypedDict):
     due_at: datetime
     attempt: int
     max_attempts: int
+    priority: int
     epoch: int
     payload: Any
     created_at: datetime
@@ -138,6 +139,7 @@ class JobRecord(TypedDict):
     timeout_seconds: float
     misfire: str
     paused: bool
+    priority: int
     next_fire_at: datetime | None
     created_at: datetime
     updated_at: datetime

@@ -46,6 +46,10 @@ CROSS JOIN LATERAL (
     SELECT CAST(:first_at AS timestamptz) + make_interval(secs => g * CAST(:step AS float8))
 ) AS s(at);
 
+-- name: set_backlog_priority
+-- The standing backlog's priority (steady --standing): every pending run's, before submissions start.
+UPDATE job_runs SET priority = :priority WHERE status = 'pending';
+
 -- name: insert_history
 -- Terminal (succeeded) runs, rows :first .. :first + :n - 1 of a history spread evenly over the
 -- :days whole UTC days before :today, so every daily partition of those days gets its share.
@@ -85,7 +89,7 @@ FROM job_runs GROUP BY status;
 SELECT count(*) FROM job_runs WHERE status = :status;
 
 -- name: lag_percentiles
--- Due lag at each step of a run's life, over every succeeded run (seconds).
+-- Due lag at each step of a run's life, over every succeeded run (seconds), or over one tenant's.
 SELECT percentile_cont(CAST(:ps AS float8[]))
            WITHIN GROUP (ORDER BY extract(epoch FROM dispatched_at - due_at)) AS dispatched,
        percentile_cont(CAST(:ps AS float8[]))
@@ -93,7 +97,7 @@ SELECT percentile_cont(CAST(:ps AS float8[]))
        percentile_cont(CAST(:ps AS float8[]))
            WITHIN GROUP (ORDER BY extract(epoch FROM finished_at - due_at)) AS finished,
        extract(epoch FROM max(finished_at) - min(due_at)) AS span
-FROM job_runs WHERE status = 'succeeded';
+FROM job_runs WHERE status = 'succeeded' AND (CAST(:tenant AS text) IS NULL OR tenant_id = :tenant);
 
 -- name: dispatch_span
 -- From the earliest due_at to the last claim: the database's view of how long dispatching took.

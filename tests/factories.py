@@ -44,6 +44,7 @@ async def runs(
     due_shift: timedelta = timedelta(0),
     max_attempts: int = 3,
     target: dict | None = None,
+    priority: int = 5,
 ) -> list[asyncpg.Record]:
     """`count` runs scheduled from `start` (default one minute ago) every `step`; due_at is
     scheduled_at + due_shift (a retry moves due_at, never scheduled_at)."""
@@ -52,10 +53,10 @@ async def runs(
     return await conn.fetch(
         """
         INSERT INTO job_runs (id, scheduled_at, tenant_id, job, status, target, max_attempts, backoff_seconds,
-                              timeout_seconds, due_at)
-        SELECT scheduler_run_id(t), t, $1, $2, $3, $4, $5, 0.1, 30, t + $6
+                              timeout_seconds, due_at, priority)
+        SELECT scheduler_run_id(t), t, $1, $2, $3, $4, $5, 0.1, 30, t + $6, $10
         FROM (SELECT $7::timestamptz + g * $8::interval AS t FROM generate_series(0, $9 - 1) AS g) AS s
-        RETURNING id, scheduled_at, due_at, tenant_id
+        RETURNING id, scheduled_at, due_at, tenant_id, priority
         """,
         tenant_id,
         job_name,
@@ -66,4 +67,5 @@ async def runs(
         start,
         step,
         count,
+        priority,
     )

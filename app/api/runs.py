@@ -98,7 +98,7 @@ def _request(state: State, body: RunSubmit, field: str, header_key: str | None =
                 "Idempotency-Key header and body idempotency_key differ", field="idempotency_key"
             )
         key = header_key
-    return RunRequest(body.job, body.scheduled_at, body.payload, key, field)
+    return RunRequest(body.job, body.scheduled_at, body.payload, key, field, body.priority)
 
 
 async def _submit(

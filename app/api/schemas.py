@@ -34,6 +34,9 @@ PAYLOAD_RULE = "Any JSON, at most SCHEDULER_MAX_PAYLOAD_BYTES (65536) encoded, w
 # No control characters: the header form cannot carry them, so neither may the body form, and a
 # NUL cannot be stored in a Postgres text column (it was a 500).
 IdempotencyKey = Annotated[str, Field(min_length=1, max_length=255, pattern=r"^[^\x00-\x1f\x7f]+$")]
+# Oban's convention: 0 most urgent, 9 least. Strict: "1" or 1.5 or true is a 422, not a guess.
+PRIORITY_RULE = "0 (most urgent) to 9 (least); among due runs, a more urgent one is claimed first."
+Priority = Annotated[int, Field(ge=0, le=9, strict=True, description=PRIORITY_RULE)]
 
 
 class Strict(BaseModel):
@@ -117,6 +120,7 @@ class JobPut(Strict):
     timeout_seconds: float = Field(default=30, gt=0, le=3_600)
     misfire: Literal["latest", "all", "skip"] = "latest"
     paused: bool = False
+    priority: Priority = 5
 
 
 class Job(BaseModel):
@@ -131,6 +135,7 @@ class Job(BaseModel):
     timeout_seconds: float
     misfire: str
     paused: bool
+    priority: int
     next_fire_at: datetime | None
     created_at: datetime
     updated_at: datetime
@@ -153,6 +158,9 @@ class RunSubmit(Strict):
     )
     payload: Any = Field(default=None, description=f"Default: the job's payload. {PAYLOAD_RULE}")
     idempotency_key: IdempotencyKey | None = None
+    priority: Priority | None = Field(
+        default=None, description=f"Default: the job's priority. {PRIORITY_RULE}"
+    )
 
 
 class RunBatchSubmit(Strict):
@@ -191,6 +199,7 @@ class Run(BaseModel):
     due_at: datetime
     attempt: int
     max_attempts: int
+    priority: int
     epoch: int
     payload: Any
     created_at: datetime

@@ -32,6 +32,7 @@ async def insert_runs(
     payloads: list[Any],
     idempotency_keys: list[str | None],
     traceparent: str | None,
+    priorities: list[int | None],  # None: the job's priority
     notify: bool = True,
 ) -> list[asyncpg.Record]:
     return await q.fetch(
@@ -45,6 +46,7 @@ async def insert_runs(
         # array dimension, which turned a payload [1, 2] into 1 (or failed on mixed shapes).
         payloads=[None if p is None else orjson.dumps(p).decode() for p in payloads],
         idempotency_keys=idempotency_keys,
+        priorities=priorities,
         traceparent=traceparent,
         channel=DUE_CHANNEL,
     )

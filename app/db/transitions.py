@@ -56,7 +56,14 @@ async def claim_due_runs(
 
 
 async def claim_hinted_runs(
-    conn: asyncpg.Connection, ids: list[UUID], *, per_tenant_cap: int, owner: str, lease_seconds: float
+    conn: asyncpg.Connection,
+    ids: list[UUID],
+    *,
+    floor: datetime,
+    ceiling: datetime,
+    per_tenant_cap: int,
+    owner: str,
+    lease_seconds: float,
 ) -> list[asyncpg.Record]:
     lo, hi = bounds_of(ids)
     return await q.fetch(
@@ -65,6 +72,8 @@ async def claim_hinted_runs(
         ids=ids,
         lo=lo,
         hi=hi,
+        floor=floor,
+        ceiling=ceiling,
         per_tenant_cap=per_tenant_cap,
         owner=owner,
         lease_seconds=lease_seconds,

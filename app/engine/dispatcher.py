@@ -185,7 +185,8 @@ class Dispatcher:
 
     async def _claim_hinted(self, conn: asyncpg.Connection) -> list[asyncpg.Record] | None:
         """The hot path. None sends the caller to the scan: the index is empty, wiped or unreachable,
-        or one tenant crowds the hinted batch (the scan's fair path then applies the cap)."""
+        one tenant crowds the hinted batch (the scan's fair path then applies the cap), or a more
+        urgent due run was not hinted (the scan takes it first)."""
         assert self.hot_index is not None
         s = self.settings
         started = time.perf_counter()
@@ -193,8 +194,15 @@ class Dispatcher:
         if not ids:
             metrics.hot_index_events_total.labels("empty" if ids is not None else "fallback").inc()
             return None
+        floor, ceiling = await self.bounds.get(conn)
         rows = await transitions.claim_hinted_runs(
-            conn, ids, per_tenant_cap=s.per_tenant_cap, owner=s.owner, lease_seconds=s.dispatch_lease_seconds
+            conn,
+            ids,
+            floor=floor,
+            ceiling=ceiling,
+            per_tenant_cap=s.per_tenant_cap,
+            owner=s.owner,
+            lease_seconds=s.dispatch_lease_seconds,
         )
         metrics.claim_duration_seconds.labels("hot").observe(time.perf_counter() - started)
         metrics.hot_index_events_total.labels("hit").inc(len(rows))

@@ -33,6 +33,7 @@ class RunRequest:
     payload: Any | None  # None: the job's default payload
     idempotency_key: str | None
     field: str  # where this request sits in the body, for error messages ("" or "runs[3].")
+    priority: int | None = None  # None: the job's priority
 
     def body_hash(self) -> str:
         body = {
@@ -40,6 +41,8 @@ class RunRequest:
             "scheduled_at": self.scheduled_at.isoformat() if self.scheduled_at else None,
             "payload": self.payload,
         }
+        if self.priority is not None:  # only when sent: keys stored before priority existed still match
+            body["priority"] = self.priority
         return hashlib.sha256(orjson.dumps(body, option=orjson.OPT_SORT_KEYS)).hexdigest()
 
 
@@ -164,6 +167,7 @@ async def _submit(
         scheduled_ats=[requests[i].scheduled_at for i in fresh],
         payloads=[requests[i].payload for i in fresh],
         idempotency_keys=[requests[i].idempotency_key for i in fresh],
+        priorities=[requests[i].priority for i in fresh],
         traceparent=traceparent,
         notify=notify,
     )

@@ -72,10 +72,13 @@ class Methods:
         s = self.s
         t0 = time.perf_counter()
         ids = await self.hot.pop_due(time.time(), s.batch_size)
+        floor, ceiling = await self.bounds.get(conn)
         rows = (
             await repo.claim_hinted_runs(
                 conn,
                 ids,
+                floor=floor,
+                ceiling=ceiling,
                 per_tenant_cap=s.per_tenant_cap,
                 owner=s.owner,
                 lease_seconds=s.dispatch_lease_seconds,

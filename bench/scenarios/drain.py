@@ -89,7 +89,7 @@ async def run(bench: Bench, args: argparse.Namespace) -> Report:
                 cpu_after = cpu_seconds(pids)
                 alive = engine.alive() and worker.alive()
             async with pool.acquire() as conn:
-                lags = (await workload.fetch(conn, "lag_percentiles", ps=PS))[0]
+                lags = (await workload.fetch(conn, "lag_percentiles", ps=PS, tenant=None))[0]
                 counts = await workload.status_counts(conn)
         finally:
             await delete_stream(nc, base.stream)

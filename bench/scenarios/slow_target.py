@@ -160,7 +160,7 @@ async def run(bench: Bench, args: argparse.Namespace) -> Report:
                         )
                     await asyncio.sleep(1.0)
             async with pool.acquire() as conn:
-                lags = (await workload.fetch(conn, "lag_percentiles", ps=PS))[0]
+                lags = (await workload.fetch(conn, "lag_percentiles", ps=PS, tenant=None))[0]
         finally:
             await delete_stream(nc, base.stream)
             await nc.close()

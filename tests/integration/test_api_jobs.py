@@ -34,6 +34,7 @@ JOB_FIELDS = {
     "timeout_seconds",
     "misfire",
     "paused",
+    "priority",
     "next_fire_at",
     "created_at",
     "updated_at",
@@ -276,6 +277,10 @@ async def test_paused_job_has_no_next_fire(api: httpx.AsyncClient, tenant: dict)
         ({"max_attempts": 0}, "max_attempts"),
         ({"timeout_seconds": 0}, "timeout_seconds"),
         ({"backoff_seconds": -1}, "backoff_seconds"),
+        ({"priority": 10}, "priority"),
+        ({"priority": -1}, "priority"),
+        ({"priority": "0"}, "priority"),
+        ({"priority": None}, "priority"),
         ({"retries": 3}, "retries"),  # unknown field
     ],
 )

@@ -49,6 +49,37 @@ async def test_submit_defaults_to_now_and_the_jobs_settings(api: httpx.AsyncClie
     assert scheduled_ms(uuid.UUID(str(run["id"]))) == ms(at(run["scheduled_at"]))
 
 
+async def test_priority_comes_from_the_job_unless_the_run_brings_one(
+    api: httpx.AsyncClient, tenant: dict
+) -> None:
+    job = await put_job(api, "acme", "report", tenant["auth"])
+    assert job["priority"] == 5  # the default, Oban's convention
+    assert (await submit_run(api, "acme", tenant["auth"], job="report"))["priority"] == 5
+    await put_job(api, "acme", "report", tenant["auth"], priority=2)
+    run = await submit_run(api, "acme", tenant["auth"], job="report")
+    assert run["priority"] == 2
+    urgent = await submit_run(api, "acme", tenant["auth"], job="report", priority=0)
+    assert urgent["priority"] == 0
+    r = await api.get(f"/runs/{urgent['id']}", headers=tenant["auth"])
+    assert r.json()["priority"] == 0
+    r = await api.post(
+        "/tenants/acme/runs/batch",
+        json={"runs": [{"job": "report", "priority": 9}, {"job": "report"}]},
+        headers=tenant["auth"],
+    )
+    assert [run["priority"] for run in r.json()["runs"]] == [9, 2]
+
+
+async def test_priority_is_part_of_an_idempotent_body(api: httpx.AsyncClient, tenant: dict) -> None:
+    """The same key with another priority is another request (422); with the same, a replay."""
+    body = {"job": "hello", "idempotency_key": "k1", "priority": 1}
+    first = await api.post("/tenants/acme/runs", json=body, headers=tenant["auth"])
+    again = await api.post("/tenants/acme/runs", json=body, headers=tenant["auth"])
+    assert first.status_code == 201 and again.status_code == 200 and again.json()["id"] == first.json()["id"]
+    other = await api.post("/tenants/acme/runs", json={**body, "priority": 2}, headers=tenant["auth"])
+    assert_error(other, 422, "invalid_input", field="idempotency_key")
+
+
 async def test_submit_at_an_explicit_future_time(api: httpx.AsyncClient, tenant: dict) -> None:
     when = (datetime.now(UTC) + timedelta(days=3)).replace(microsecond=123456)
     local = when.astimezone(datetime.now().astimezone().tzinfo).isoformat()
@@ -218,10 +249,27 @@ def _batch_with(index: int, bad: dict) -> dict:
         (2, {"scheduled_at": "2030-01-01T00:00:00"}, 422, "invalid_input", "runs[2].scheduled_at"),
         (4, {"scheduled_at": "2999-01-01T00:00:00Z"}, 422, "invalid_input", "runs[4].scheduled_at"),
         (1, {"payload": {"blob": "x" * 70_000}}, 413, "payload_too_large", "runs[1].payload"),
-        (0, {"priority": 1}, 422, "invalid_input", "runs[0].priority"),
+        (0, {"urgency": 1}, 422, "invalid_input", "runs[0].urgency"),
         (4, {"idempotency_key": "b0"}, 422, "invalid_input", "runs[4].idempotency_key"),
+        (2, {"priority": 10}, 422, "invalid_input", "runs[2].priority"),
+        (1, {"priority": -1}, 422, "invalid_input", "runs[1].priority"),
+        (3, {"priority": "1"}, 422, "invalid_input", "runs[3].priority"),
+        (0, {"priority": 1.5}, 422, "invalid_input", "runs[0].priority"),
+        (4, {"priority": True}, 422, "invalid_input", "runs[4].priority"),
     ],
-    ids=["unknown-job", "naive-datetime", "too-far", "oversize-payload", "unknown-field", "key-reused"],
+    ids=[
+        "unknown-job",
+        "naive-datetime",
+        "too-far",
+        "oversize-payload",
+        "unknown-field",
+        "key-reused",
+        "priority-over-9",
+        "priority-negative",
+        "priority-string",
+        "priority-float",
+        "priority-bool",
+    ],
 )
 async def test_one_bad_item_fails_the_whole_batch(
     api: httpx.AsyncClient,

@@ -13,6 +13,7 @@ RUN_FIELDS = {
     "due_at",
     "attempt",
     "max_attempts",
+    "priority",
     "epoch",
     "payload",
     "created_at",

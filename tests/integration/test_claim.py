@@ -1,4 +1,5 @@
-"""The claim: per-tenant cap, equivalence with the plain ROW_NUMBER form, its plan, and two engines."""
+"""The claim: priority, the work-conserving per-tenant cap, equivalence with the plain ROW_NUMBER
+form, its plan, and two engines."""
 
 from __future__ import annotations
 
@@ -41,15 +42,56 @@ async def claim(conn: asyncpg.Connection, cap: int, batch: int, owner: str = "t"
 
 
 async def test_a_starved_tenant_gets_into_the_first_batch(pool: asyncpg.Pool) -> None:
+    """Fairness: the small tenant's runs, younger than all of the big one's, get in at once; the
+    room left after every tenant's share goes to the big tenant's oldest (work-conserving)."""
     async with pool.acquire() as conn:
         now = await conn.fetchval("SELECT now()")
-        await factories.runs(conn, 1000, tenant_id="big", start=now - timedelta(hours=1))
+        big = await factories.runs(conn, 1000, tenant_id="big", start=now - timedelta(hours=1))
         small = await factories.runs(conn, 5, tenant_id="small", start=now - timedelta(seconds=10))
         claimed = await claim(conn, cap=10, batch=100)
     tenants = [r["tenant_id"] for r in claimed]
     assert {r["id"] for r in small} <= {r["id"] for r in claimed}
-    assert tenants.count("big") == 10 and tenants.count("small") == 5
+    assert tenants.count("big") == 95 and tenants.count("small") == 5
+    assert {r["id"] for r in claimed if r["tenant_id"] == "big"} == {r["id"] for r in big[:95]}
     assert all(r["epoch"] == 1 for r in claimed)
+
+
+async def test_shares_come_first_when_they_fill_the_batch(pool: asyncpg.Pool) -> None:
+    """With more tenants waiting than the batch holds shares for, no tenant gets more than its cap."""
+    async with pool.acquire() as conn:
+        for t in range(6):
+            await factories.runs(conn, 50, tenant_id=f"t{t}", step=timedelta(milliseconds=3 + t))
+        claimed = await claim(conn, cap=10, batch=50)
+    counts = [r["tenant_id"] for r in claimed]
+    assert len(claimed) == 50 and max(counts.count(f"t{t}") for t in range(6)) == 10
+
+
+async def test_a_lone_tenant_fills_whole_batches(pool: asyncpg.Pool) -> None:
+    """Work-conserving: with no other tenant waiting, the cap does not cut the batch."""
+    async with pool.acquire() as conn:
+        rows = await factories.runs(conn, 300, tenant_id="alone")
+        claimed = await claim(conn, cap=10, batch=100)
+    assert {r["id"] for r in claimed} == {r["id"] for r in rows[:100]}
+
+
+async def test_a_more_urgent_run_is_claimed_first(pool: asyncpg.Pool) -> None:
+    """Priority 0 runs submitted after a backlog of priority 9 runs are in the first batch; among
+    equal priorities, the oldest first."""
+    async with pool.acquire() as conn:
+        now = await conn.fetchval("SELECT now()")
+        await factories.runs(
+            conn, 500, tenant_id="bulk", job_name="b", priority=9, start=now - timedelta(hours=1)
+        )
+        urgent = await factories.runs(
+            conn, 20, tenant_id="bulk", job_name="u", priority=0, start=now - timedelta(seconds=5)
+        )
+        middle = await factories.runs(
+            conn, 30, tenant_id="other", priority=4, start=now - timedelta(seconds=3)
+        )
+        first = await claim(conn, cap=1000, batch=40)
+        second = await claim(conn, cap=1000, batch=40)
+    assert {r["id"] for r in first} == {r["id"] for r in urgent + middle[:20]}
+    assert {r["priority"] for r in second} == {4, 9} and sum(r["priority"] == 4 for r in second) == 10
 
 
 async def test_uncrowded_batch_is_the_oldest_runs(pool: asyncpg.Pool) -> None:
@@ -75,7 +117,18 @@ async def test_claim_selects_what_the_row_number_form_selects(pool: asyncpg.Pool
                 start=now - timedelta(minutes=rnd.randint(1, 600)),
                 step=timedelta(milliseconds=rnd.randint(1, 5000)),
                 due_shift=timedelta(seconds=rnd.choice([0, 0, 5, 300])),  # some retried: due_at moved
+                priority=rnd.choice([0, 5, 5, 9]),
             )
+            if rnd.random() < 0.5:  # a tenant with runs of two priorities, interleaved in time
+                await factories.runs(
+                    conn,
+                    rnd.randint(1, 60),
+                    tenant_id=f"t{t}",
+                    job_name="urgent",
+                    start=now - timedelta(minutes=rnd.randint(1, 600)),
+                    step=timedelta(milliseconds=rnd.randint(1, 5000)),
+                    priority=rnd.choice([0, 3]),
+                )
         # Some runs not due yet, some already finished: neither may be selected.
         await factories.runs(conn, 20, tenant_id="future", start=now + timedelta(minutes=5))
         await factories.runs(conn, 20, tenant_id="done", status="succeeded", start=now - timedelta(hours=2))
@@ -145,6 +198,43 @@ async def test_claim_plan_uses_the_partial_index_and_prunes_partitions(pool: asy
     assert relations <= {today, (floor + timedelta(days=1)).strftime("job_runs_p%Y%m%d")}, relations
     assert "job_runs_default" not in relations and len(partitions) >= 9
     assert any(i.endswith("_due_at_idx") for i in indexes), indexes  # the pending partial index
+
+
+def _sorts(node: dict, out: list[int]) -> None:
+    """Rows each executed Sort node sorted."""
+    if node.get("Node Type") == "Sort" and node.get("Actual Loops", 0) > 0:
+        out.append(int(node["Actual Rows"]) * int(node["Actual Loops"]))
+    for child in node.get("Plans", []):
+        _sorts(child, out)
+
+
+@pytest.mark.parametrize("cap", [10, 1000])
+async def test_claim_sorts_no_more_than_one_batch_of_a_backlog(pool: asyncpg.Pool, cap: int) -> None:
+    """Priority stays in the index's key: a backlog of 6,000 due runs of mixed priorities is read
+    in (priority, due_at) order from the index, never sorted whole; only the crowded batch's shares
+    (tenants times cap) meet a Sort."""
+    async with pool.acquire() as conn:
+        for t, prio in enumerate([9, 5, 0]):
+            await factories.runs(conn, 2000, tenant_id=f"t{t}", priority=prio)
+        await conn.execute("ANALYZE job_runs")
+        floor, ceiling = await bounds(conn)
+        q = QUERIES["claim_due_runs"]
+        args = {
+            "floor": floor,
+            "ceiling": ceiling,
+            "per_tenant_cap": cap,
+            "batch_size": 100,
+            "owner": "t",
+            "lease_seconds": 30,
+        }
+        tr = conn.transaction()
+        await tr.start()
+        plan = (await conn.fetchval("EXPLAIN (ANALYZE, FORMAT JSON) " + q.sql, *q.args(args)))[0]["Plan"]
+        await tr.rollback()
+    sorted_rows: list[int] = []
+    _sorts(plan, sorted_rows)
+    # Uncrowded (cap 1000): nothing sorted at all. Crowded: the shares and the leftover only.
+    assert sum(sorted_rows) <= (0 if cap >= 100 else 3 * cap + 100), sorted_rows
 
 
 async def test_two_engines_publish_every_run_exactly_once(settings: Settings, pool: asyncpg.Pool) -> None:

@@ -120,7 +120,7 @@ async def test_materializes_the_horizon_on_the_schedule_and_moves_next_fire_past
     settings: Settings, pool: asyncpg.Pool, api: httpx.AsyncClient, tenant: dict
 ) -> None:
     before = await db_now(pool)
-    job = await put_job(api, "acme", "every5", tenant["auth"], schedule=EVERY_5, payload={"k": 1})
+    job = await put_job(api, "acme", "every5", tenant["auth"], schedule=EVERY_5, payload={"k": 1}, priority=1)
     after = await db_now(pool)
     put_fire = datetime.fromisoformat(str(job["next_fire_at"]))
     assert put_fire in {first_after(before), first_after(after)}  # the database's clock at PUT
@@ -132,7 +132,7 @@ async def test_materializes_the_horizon_on_the_schedule_and_moves_next_fire_past
     for r in runs:
         assert r["origin"] == "cron" and r["status"] == "pending" and r["attempt"] == 0
         assert r["due_at"] == r["scheduled_at"]
-        assert r["payload"] == {"k": 1} and r["target"] == {"type": "noop"}
+        assert r["payload"] == {"k": 1} and r["target"] == {"type": "noop"} and r["priority"] == 1
     assert await next_fire_at(pool, "every5") == first_after(now + HORIZON)
     # Not due yet: nothing to claim. (Due ones are claimed in the misfire tests below.)
     assert await claim_all(pool) == []

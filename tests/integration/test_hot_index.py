@@ -85,6 +85,27 @@ async def test_hot_path_claims_the_same_set_as_the_scan(settings: Settings, pool
         await index.close()
 
 
+async def test_an_unhinted_more_urgent_run_sends_the_hot_path_to_the_scan(
+    settings: Settings, pool: asyncpg.Pool
+) -> None:
+    """Redis orders hints by due time alone: a due priority-0 run that was never hinted must still
+    be claimed before the hinted priority-9 ones."""
+    async with pool.acquire() as conn:
+        now = await conn.fetchval("SELECT now()")
+        bulk = await factories.runs(conn, 30, tenant_id="bulk", priority=9, start=now - timedelta(minutes=5))
+        urgent = await factories.runs(conn, 5, tenant_id="vip", priority=0, start=now - timedelta(seconds=5))
+    s = hot_settings(settings, batch_size=10, per_tenant_cap=100)
+    index = await seeded_index(s, bulk)  # the urgent runs' hints were lost
+    dispatcher = Dispatcher(s, pool, None, index)  # type: ignore[arg-type]  # claims only, no publish
+    try:
+        async with pool.acquire() as conn:
+            dispatcher._last_scan = time.monotonic()  # the hot path's turn
+            claimed = await dispatcher.claim(conn)
+    finally:
+        await index.close()
+    assert {r["id"] for r in urgent} <= {r["id"] for r in claimed} and len(claimed) == 10
+
+
 async def test_flushdb_mid_drain_loses_nothing(settings: Settings, pool: asyncpg.Pool) -> None:
     n = 2000
     async with pool.acquire() as conn:

@@ -53,15 +53,15 @@ RETURNING previous_expires_at;
 -- name: upsert_job
 -- xmax = 0 only on a freshly inserted row: it tells 201 from 200 in one round trip.
 INSERT INTO jobs (tenant_id, name, target, schedule, timezone, payload, max_attempts, backoff_seconds,
-                  timeout_seconds, misfire, paused, next_fire_at)
+                  timeout_seconds, misfire, paused, next_fire_at, priority)
 VALUES (:tenant_id, :name, :target, :schedule, :timezone, :payload, :max_attempts, :backoff_seconds,
-        :timeout_seconds, :misfire, :paused, :next_fire_at)
+        :timeout_seconds, :misfire, :paused, :next_fire_at, :priority)
 ON CONFLICT (tenant_id, name) DO UPDATE SET
     target = EXCLUDED.target, schedule = EXCLUDED.schedule, timezone = EXCLUDED.timezone,
     payload = EXCLUDED.payload, max_attempts = EXCLUDED.max_attempts,
     backoff_seconds = EXCLUDED.backoff_seconds, timeout_seconds = EXCLUDED.timeout_seconds,
     misfire = EXCLUDED.misfire, paused = EXCLUDED.paused, next_fire_at = EXCLUDED.next_fire_at,
-    updated_at = now()
+    priority = EXCLUDED.priority, updated_at = now()
 RETURNING *, (xmax = 0) AS inserted;
 
 -- name: lock_tenant_for_job_create
@@ -99,8 +99,9 @@ SELECT now();
 
 -- name: insert_runs
 -- One statement for one run or a batch of 1000: the ids are minted first (their leading 48 bits are
--- scheduled_at, so the id names the partition), the job's settings are snapshot onto each run, and
--- the input's ordinal comes back so the caller can answer in request order. All or nothing: if one
+-- scheduled_at, so the id names the partition), the job's settings are snapshot onto each run (its
+-- priority unless the run brings its own), and the input's ordinal comes back so the caller can answer
+-- in request order. All or nothing: if one
 -- run names an unknown job, no run is inserted (the caller sees fewer rows than it sent and finds
 -- which with missing_jobs), so even a batch sent without a transaction never half-writes. Payloads
 -- arrive as JSON text, not jsonb[]: an array parameter would read a payload that is itself a JSON
@@ -108,10 +109,10 @@ SELECT now();
 WITH input AS (
     SELECT i.ord,
            COALESCE(i.scheduled_at, now()) AS scheduled_at,
-           i.job, CAST(i.payload AS jsonb) AS payload, i.idempotency_key
+           i.job, CAST(i.payload AS jsonb) AS payload, i.idempotency_key, i.priority
     FROM unnest(CAST(:jobs AS text[]), CAST(:scheduled_ats AS timestamptz[]), CAST(:payloads AS text[]),
-                CAST(:idempotency_keys AS text[]))
-         WITH ORDINALITY AS i(job, scheduled_at, payload, idempotency_key, ord)
+                CAST(:idempotency_keys AS text[]), CAST(:priorities AS smallint[]))
+         WITH ORDINALITY AS i(job, scheduled_at, payload, idempotency_key, priority, ord)
 ),
 minted AS (
     SELECT input.*, scheduler_run_id(input.scheduled_at) AS id FROM input
@@ -125,10 +126,10 @@ complete AS (
 ),
 inserted AS (
     INSERT INTO job_runs (id, scheduled_at, tenant_id, job, origin, payload, target, max_attempts,
-                          backoff_seconds, timeout_seconds, due_at, idempotency_key, traceparent)
+                          backoff_seconds, timeout_seconds, due_at, idempotency_key, traceparent, priority)
     SELECT m.id, m.scheduled_at, j.tenant_id, j.name, 'api', COALESCE(m.payload, j.payload), j.target,
            j.max_attempts, j.backoff_seconds, j.timeout_seconds, m.scheduled_at, m.idempotency_key,
-           :traceparent
+           :traceparent, COALESCE(m.priority, j.priority)
     FROM minted m
     JOIN jobs j ON j.tenant_id = :tenant_id AND j.name = m.job
     WHERE (SELECT yes FROM complete)
@@ -309,25 +310,32 @@ WHERE (SELECT count(*) FROM notified) >= 0;
 -- ──────────────────────────── claim and dispatch ────────────────────────────
 
 -- name: claim_due_runs
--- The claim. It selects what the plain ROW_NUMBER form (stack/reference.py) selects (each tenant's `cap` oldest due runs,
--- then the oldest `batch_size` of those) without ranking the whole due set, whose cost grows with the
--- backlog. Fast path: lock the oldest `batch_size` due runs; if no tenant has more than `cap` of them,
--- they are exactly the ranked answer (a row's rank counts only older rows of its tenant, all inside
--- this set). Only when one tenant crowds the batch does the fair path run: one index probe per tenant
--- with pending work, each taking its oldest `cap`. `:floor`..`:ceiling` (the oldest unfinished run,
--- and the database clock plus a margin) let the planner prune partitions on both sides, DEFAULT
--- included, so a claim neither reads old days nor holds locks that would block partition DDL. The
--- ceiling is the only upper bound on scheduled_at (due_at <= now() decides what is due): a run
--- rescheduled or retried to a due_at before its scheduled_at raises the ceiling to its scheduled_at
--- (claim_floor reads them from job_runs_pulled_forward), so it is claimed like any due run.
+-- The claim. It selects what the plain ranked form (stack/reference.py) selects, without ranking the
+-- whole due set, whose cost grows with the backlog. Order: most urgent first (priority 0 before 9),
+-- then oldest due_at. Fairness, work-conserving: each tenant's share (its `cap` first runs in that
+-- order) comes first, and the room the shares leave in the batch goes to the first remaining due
+-- runs, whoever's they are, so a lone tenant's burst fills whole batches.
+-- Fast path: lock the first `batch_size` due runs; if no tenant has more than `cap` of them, they are
+-- exactly the answer (a row's rank counts only earlier rows of its tenant, all inside this set).
+-- Only when one tenant crowds the batch does the fair path run: one index probe per tenant with
+-- pending work, each taking its first `cap` (its share); the rest of the batch is then filled from
+-- the fast path's rows outside the shares (those are the first of everything outside the shares).
+-- `:floor`..`:ceiling` (the oldest unfinished run, and the database clock plus a margin) let the
+-- planner prune partitions on both sides, DEFAULT included, so a claim neither reads old days nor
+-- holds locks that would block partition DDL. The ceiling is the only upper bound on scheduled_at
+-- (due_at <= now() decides what is due): a run rescheduled or retried to a due_at before its
+-- scheduled_at raises the ceiling to its scheduled_at (claim_floor reads them from
+-- job_runs_pulled_forward), so it is claimed like any due run.
 -- Payload and target come back as JSON text: the dispatcher decodes them run by run, so one value
 -- it cannot decode fails that run alone instead of the fetch of the whole batch.
 WITH RECURSIVE oldest AS (
-    -- The fast path: the oldest due runs, locked; rows another engine holds are skipped.
-    SELECT id, scheduled_at, tenant_id FROM job_runs
+    -- The fast path: the first due runs by (priority, due_at), locked; rows another engine holds are
+    -- skipped. job_runs_pending_due is keyed (priority, due_at), so this is an index walk that stops
+    -- after `batch_size` rows.
+    SELECT id, scheduled_at, tenant_id, priority, due_at FROM job_runs
     WHERE status = 'pending' AND due_at <= now()
       AND scheduled_at >= :floor AND scheduled_at <= :ceiling
-    ORDER BY due_at
+    ORDER BY priority, due_at
     LIMIT :batch_size
     FOR UPDATE SKIP LOCKED
 ),
@@ -336,7 +344,7 @@ crowded AS (
     SELECT EXISTS (SELECT 1 FROM oldest GROUP BY tenant_id HAVING count(*) > :per_tenant_cap) AS yes
 ),
 due_tenants AS (
-    -- A loose index scan of (tenant_id, due_at): one probe per tenant with pending runs.
+    -- A loose index scan of (tenant_id, priority, due_at): one probe per tenant with pending runs.
     (SELECT tenant_id FROM job_runs
      WHERE status = 'pending' AND scheduled_at >= :floor AND scheduled_at <= :ceiling
      ORDER BY tenant_id LIMIT 1)
@@ -349,18 +357,18 @@ due_tenants AS (
     WHERE d.tenant_id IS NOT NULL
 ),
 fair AS (
-    -- The fair path, evaluated only when crowded: each tenant's oldest `cap`, then the oldest overall.
+    -- The shares, evaluated only when crowded: each tenant's first `cap`, then the first overall.
     SELECT c.id, c.scheduled_at
     FROM due_tenants d
     CROSS JOIN LATERAL (
-        SELECT r.id, r.scheduled_at, r.due_at FROM job_runs r
+        SELECT r.id, r.scheduled_at, r.priority, r.due_at FROM job_runs r
         WHERE r.tenant_id = d.tenant_id AND r.status = 'pending' AND r.due_at <= now()
           AND r.scheduled_at >= :floor AND r.scheduled_at <= :ceiling
-        ORDER BY r.due_at
+        ORDER BY r.priority, r.due_at
         LIMIT :per_tenant_cap
     ) AS c
     WHERE d.tenant_id IS NOT NULL AND (SELECT yes FROM crowded)
-    ORDER BY c.due_at
+    ORDER BY c.priority, c.due_at
     LIMIT :batch_size
 ),
 fair_locked AS (
@@ -372,10 +380,22 @@ fair_locked AS (
       AND r.scheduled_at >= :floor AND r.scheduled_at <= :ceiling
     FOR UPDATE OF r SKIP LOCKED
 ),
+leftover AS (
+    -- Work-conserving: the room the shares leave goes to the first due runs outside them. The fast
+    -- path's rows are the first `batch_size` of all, so the first outside the shares are among them
+    -- (already locked by this statement). Crowded batches only; an uncrowded one is `oldest` itself.
+    SELECT o.id, o.scheduled_at FROM oldest o
+    WHERE (SELECT yes FROM crowded)
+      AND NOT EXISTS (SELECT 1 FROM fair_locked f WHERE f.id = o.id AND f.scheduled_at = o.scheduled_at)
+    ORDER BY o.priority, o.due_at
+    LIMIT GREATEST(:batch_size - (SELECT count(*) FROM fair_locked), 0)
+),
 chosen AS (
     SELECT id, scheduled_at FROM oldest WHERE NOT (SELECT yes FROM crowded)
     UNION ALL
     SELECT id, scheduled_at FROM fair_locked
+    UNION ALL
+    SELECT id, scheduled_at FROM leftover
 )
 UPDATE job_runs r
 SET status = 'dispatched', epoch = r.epoch + 1, lease_owner = :owner,
@@ -385,23 +405,31 @@ WHERE r.id = c.id AND r.scheduled_at = c.scheduled_at
   AND r.scheduled_at >= :floor AND r.scheduled_at <= :ceiling
 RETURNING r.id, r.scheduled_at, r.tenant_id, r.job, r.payload::text AS payload_json,
           r.target::text AS target_json, r.attempt, r.max_attempts, r.timeout_seconds, r.epoch, r.due_at,
-          r.traceparent, extract(epoch FROM now() - r.due_at) AS lag;
+          r.priority, r.traceparent, extract(epoch FROM now() - r.due_at) AS lag;
 
 -- name: claim_hinted_runs
 -- The hot-index path: claim exactly the ids Redis suggested, under the same predicates as the scan.
 -- An id that is no longer pending and due (a stale hint) matches nothing and is dropped. Like the
 -- scan's fast path, it claims nothing when one tenant holds more than `cap` of the hinted runs: the
--- caller then takes the scan's fair path, so the per-tenant cap holds on both paths. What it claims
--- is a prefix, oldest first, of what the scan would: stale hints shorten a batch, never change it.
--- [lo, hi) are the days the ids name, so only those partitions are read.
+-- caller then takes the scan's fair path, so the per-tenant cap holds on both paths. Redis orders
+-- hints by due time alone, so it also claims nothing when a due run more urgent than the least
+-- urgent hint waits un-hinted (one probe of the (priority, due_at) index; none when every run has
+-- the same priority): the scan then takes the more urgent one first.
+-- [lo, hi) are the days the ids name, so only those partitions are read; `:floor`..`:ceiling` are
+-- the scan's bounds, for the priority probe.
 WITH hinted AS (
-    SELECT id, scheduled_at, tenant_id FROM job_runs
+    SELECT id, scheduled_at, tenant_id, priority FROM job_runs
     WHERE id = ANY(CAST(:ids AS uuid[])) AND status = 'pending' AND due_at <= now()
       AND scheduled_at >= :lo AND scheduled_at < :hi
     FOR UPDATE SKIP LOCKED
 ),
 crowded AS (
-    SELECT EXISTS (SELECT 1 FROM hinted GROUP BY tenant_id HAVING count(*) > :per_tenant_cap) AS yes
+    SELECT EXISTS (SELECT 1 FROM hinted GROUP BY tenant_id HAVING count(*) > :per_tenant_cap)
+        OR EXISTS (SELECT 1 FROM job_runs r
+                   WHERE r.status = 'pending' AND r.due_at <= now()
+                     AND r.priority < (SELECT max(priority) FROM hinted)
+                     AND r.scheduled_at >= :floor AND r.scheduled_at <= :ceiling
+                     AND r.id <> ALL(CAST(:ids AS uuid[]))) AS yes
 )
 UPDATE job_runs r
 SET status = 'dispatched', epoch = r.epoch + 1, lease_owner = :owner,
@@ -411,7 +439,7 @@ WHERE r.id = h.id AND r.scheduled_at = h.scheduled_at AND NOT (SELECT yes FROM c
   AND r.scheduled_at >= :lo AND r.scheduled_at < :hi
 RETURNING r.id, r.scheduled_at, r.tenant_id, r.job, r.payload::text AS payload_json,
           r.target::text AS target_json, r.attempt, r.max_attempts, r.timeout_seconds, r.epoch, r.due_at,
-          r.traceparent, extract(epoch FROM now() - r.due_at) AS lag;
+          r.priority, r.traceparent, extract(epoch FROM now() - r.due_at) AS lag;
 
 -- name: pending_among
 -- Hinted ids the hot path popped but did not claim (over the cap, or locked by another engine) that
@@ -459,12 +487,17 @@ FROM job_runs WHERE status IN ('pending', 'dispatched', 'running');
 -- read from the database, not from claims, so they keep rising when every engine is stalled. The size is
 -- counted up to :limit, so the cost stays bounded however deep the backlog (both read the pending
 -- partial index; a due run has scheduled_at <= due_at <= now(), which prunes future partitions).
-SELECT COALESCE(extract(epoch FROM now() - min(due_at)), 0) AS oldest_age,
+-- The partial index is keyed (priority, due_at), so the oldest is the least of one probe per priority.
+SELECT COALESCE(extract(epoch FROM now() - min(o.due_at)), 0) AS oldest_age,
        (SELECT count(*) FROM (
             SELECT 1 FROM job_runs
             WHERE status = 'pending' AND due_at <= now() AND scheduled_at <= now()
             LIMIT :limit) AS d) AS runs
-FROM job_runs WHERE status = 'pending' AND due_at <= now() AND scheduled_at <= now();
+FROM generate_series(0, 9) AS p(priority)
+CROSS JOIN LATERAL (
+    SELECT min(due_at) AS due_at FROM job_runs
+    WHERE status = 'pending' AND priority = p.priority AND due_at <= now() AND scheduled_at <= now()
+) AS o;
 
 -- ─────────────────────────────────── reaper ─────────────────────────────────
 
@@ -601,9 +634,9 @@ FOR UPDATE SKIP LOCKED;
 
 -- name: insert_cron_runs
 INSERT INTO job_runs (id, scheduled_at, tenant_id, job, origin, payload, target, max_attempts,
-                      backoff_seconds, timeout_seconds, due_at)
+                      backoff_seconds, timeout_seconds, due_at, priority)
 SELECT scheduler_run_id(o.at), o.at, j.tenant_id, j.name, 'cron', j.payload, j.target, j.max_attempts,
-       j.backoff_seconds, j.timeout_seconds, o.at
+       j.backoff_seconds, j.timeout_seconds, o.at, j.priority
 FROM jobs j, unnest(CAST(:occurrences AS timestamptz[])) AS o(at)
 WHERE j.tenant_id = :tenant_id AND j.name = :name
 ON CONFLICT (tenant_id, job, scheduled_at) WHERE origin = 'cron' DO NOTHING
