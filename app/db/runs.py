@@ -21,6 +21,7 @@ async def insert_runs(
     scheduled_ats: list[datetime | None],
     payloads: list[Any],
     idempotency_keys: list[str | None],
+    callbacks: list[dict[str, Any] | None],
     traceparent: str | None,
     notify: bool = True,
 ) -> list[asyncpg.Record]:
@@ -35,6 +36,7 @@ async def insert_runs(
         # array dimension, which turned a payload [1, 2] into 1 (or failed on mixed shapes).
         payloads=[None if p is None else orjson.dumps(p).decode() for p in payloads],
         idempotency_keys=idempotency_keys,
+        callbacks=[None if c is None else orjson.dumps(c).decode() for c in callbacks],
         traceparent=traceparent,
         channel=DUE_CHANNEL,
     )
