@@ -121,8 +121,9 @@ class Harness:
             drained = await self.drain(window_end, window_end + c.drain_timeout)
             await faults
             # The injector may finish after the window (a fault waits for work in flight): what its
-            # last fault disturbed drains too (briefly, if the drain already timed out).
-            await self.drain(time.monotonic(), time.monotonic() + (c.drain_timeout if drained else 10))
+            # last fault disturbed drains too (briefly, if the drain already timed out: long enough
+            # for a killed deliverer's claims to lapse and be delivered by another worker).
+            await self.drain(time.monotonic(), time.monotonic() + (c.drain_timeout if drained else 30))
         await asyncio.sleep(1.0)  # any late call reaches the receiver before it is read
         sampler.cancel()
         return check(await self.outcome(good, bad, t0, phases))

@@ -160,7 +160,8 @@ class Report:
             ),
             f"dead engines' claims    {sum(len(f.held) for f in o.faults)} held at the kill, "
             f"{self.claims_never_delivered} never delivered under that epoch (unpublished: the lease rescued them)",
-            f"victim callbacks        {len(self.callbacks_undelivered)} not delivered, "
+            f"victim callbacks        {len(self.callbacks_undelivered)} not delivered "
+            f"{dict(Counter(o.callbacks.get(i, 'none owed') for i in self.callbacks_undelivered))}, "
             f"{len(self.callbacks_never_received)} never received; {self.callback_repeats} received again (allowed)",
             f"hostile answers         {dict(self.behaviours)}",
             "poison at the API       "
