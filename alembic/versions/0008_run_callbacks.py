@@ -11,7 +11,7 @@ callback's retry bound), and deletes the day's finished outbox rows with it. The
 key to job_runs, so it never holds a lock DETACH waits for.
 
 Revision ID: 0008
-Revises: 0005
+Revises: 0007
 Create Date: 2026-12-01
 """
 
@@ -19,7 +19,7 @@ from alembic import op
 from sqlalchemy.util import await_only
 
 revision = "0008"
-down_revision = "0005"
+down_revision = "0007"
 branch_labels = None
 depends_on = None
 

@@ -9,7 +9,7 @@ from uuid import UUID
 from fastapi import Response
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
-from app.domain import JOB_FIELDS, RUN_FIELDS, JobRecord, RunStatus, dump_json
+from app.domain import JOB_FIELDS, RUN_FIELDS, AttemptOutcomeName, JobRecord, RunStatus, dump_json
 from app.errors import PROBLEM_JSON, PROBLEM_TYPE
 from app.services.callbacks import Callback, CallbackState
 from app.services.targets import HttpTarget, NoopTarget, PythonTarget, Target
@@ -20,8 +20,10 @@ JOB_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$"
 # openapi.json, as before the enum existed).
 if TYPE_CHECKING:
     RunStatusName = str
+    AttemptOutcomeLiteral = str
 else:
     RunStatusName = Literal[tuple(s.value for s in RunStatus)]
+    AttemptOutcomeLiteral = Literal[tuple(o.value for o in AttemptOutcomeName)]
 
 JobName = Annotated[str, Field(pattern=JOB_NAME_PATTERN, examples=["send-report"])]
 # The `type` tags of a job's target, as the discriminated union `Target` declares them.
@@ -168,6 +170,23 @@ class RunBatchSubmit(Strict):
     runs: list[RunSubmit] = Field(min_length=1, description="At most SCHEDULER_MAX_BATCH (1000) runs.")
 
 
+class Attempt(BaseModel):
+    """One attempt of a run, written by the statements that start and end it (no extra write)."""
+
+    attempt: int
+    epoch: int = Field(description="The lease fence the attempt ran under.")
+    worker: str | None = Field(description="The worker's lease owner name (SCHEDULER_OWNER).")
+    started_at: datetime
+    finished_at: datetime | None = Field(description="Null while the attempt runs.")
+    outcome: AttemptOutcomeLiteral | None = Field(
+        description="Null while it runs. `lost`: its worker stopped heartbeating and the reaper "
+        "closed it; `timed_out`: it passed the job's timeout_seconds."
+    )
+    error: str | None = Field(description="A failure's reason: for a webhook, `HTTP <status>: <excerpt>`.")
+    http_status: int | None = Field(description="A webhook's answer status, when it failed with one.")
+    duration_ms: float | None
+
+
 class Run(BaseModel):
     id: UUID
     tenant_id: str
@@ -190,6 +209,15 @@ class Run(BaseModel):
         "one of `on`, the run as this route answers it is POSTed to `url`, signed like webhooks, "
         "at least once, retried with backoff up to a bound."
     )
+    attempts: list[Attempt] = Field(
+        description="Every attempt, oldest first, at most max_attempts of them (the newest kept)."
+    )
+    result: Any = Field(
+        description="What the last successful attempt returned: a python handler's value, a webhook's "
+        "body (JSON if it is application/json and parses, else its text). Over "
+        "SCHEDULER_MAX_RESULT_BYTES (64 KiB) it is the first bytes of its JSON text, as a string."
+    )
+    result_truncated: bool = Field(description="The result was cut to SCHEDULER_MAX_RESULT_BYTES.")
 
 
 class RunBatch(BaseModel):
@@ -199,6 +227,60 @@ class RunBatch(BaseModel):
 class RunList(BaseModel):
     runs: list[Run]
     next_cursor: str | None
+
+
+class RunRetry(Strict):
+    max_attempts: int | None = Field(
+        default=None,
+        ge=1,
+        le=100,
+        description="The run's new bound on attempts, more than the attempts already made. "
+        "Default: one more attempt if none is left, else the bound stays.",
+    )
+
+
+class RunReschedule(Strict):
+    model_config = ConfigDict(
+        extra="forbid", json_schema_extra={"examples": [{"due_at": "2030-01-01T09:00:00Z"}]}
+    )
+    due_at: AwareDatetime = Field(
+        description="ISO 8601 with a timezone: when the run may next be claimed. A past time means now; "
+        "at most SCHEDULER_MAX_SCHEDULE_AHEAD_DAYS (366) ahead. The run keeps its id and scheduled_at.",
+    )
+
+
+class RunFilter(Strict):
+    status: list[RunStatusName] | None = Field(default=None, min_length=1, max_length=6)
+    job: JobName | None = None
+    scheduled_after: AwareDatetime | None = Field(default=None, description="scheduled_at >= this.")
+    scheduled_before: AwareDatetime | None = Field(default=None, description="scheduled_at < this.")
+    ids: list[UUID] | None = Field(default=None, min_length=1, max_length=1000)
+
+
+class RunAction(Strict):
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [{"action": "retry", "filter": {"status": ["failed"]}, "limit": 1000}]
+        },
+    )
+    action: Literal["cancel", "retry"] = Field(
+        description="cancel: pending or dispatched runs; retry: failed or cancelled runs (like POST "
+        "/runs/{id}/retry, within the tenant's backlog quota)."
+    )
+    filter: RunFilter = Field(default_factory=RunFilter, description="All given criteria must hold.")
+    limit: int = Field(
+        default=1000, ge=1, le=10_000, description="At most this many matching runs per request."
+    )
+    cursor: str | None = Field(
+        default=None, max_length=256, description="A next_cursor from the previous answer: go on from there."
+    )
+
+
+class RunActionResult(BaseModel):
+    matched: int = Field(description="Runs that matched the filter and were looked at.")
+    changed: int = Field(description="Runs this request moved to the action's state (none twice).")
+    next_cursor: str | None = Field(description="Send it back as `cursor` to go on; null: done.")
 
 
 class Problem(BaseModel):

@@ -180,7 +180,8 @@ class CallbackDeliverer:
             timeout=self.settings.callback_timeout_seconds,
             extensions=target.extensions,
         )
-        status, excerpt = await send_bounded(self.http, request, RESPONSE_EXCERPT_BYTES)
-        if not 200 <= status < 300:
-            text = excerpt.decode("utf-8", errors="replace")[:MAX_ERROR_BODY]
-            raise CallbackFailed(f"HTTP {status}: {text}")
+        # A receiver's answer is not kept: only a failure's excerpt, for last_error.
+        answer = await send_bounded(self.http, request, lambda status: RESPONSE_EXCERPT_BYTES)
+        if not 200 <= answer.status < 300:
+            text = answer.body.decode("utf-8", errors="replace")[:MAX_ERROR_BODY]
+            raise CallbackFailed(f"HTTP {answer.status}: {text}")

@@ -19,6 +19,7 @@ FUNCTIONS = {
     "scheduler_retire_day_partition",
     "scheduler_analyze_stale_partitions",
     "scheduler_record_callback",
+    "scheduler_append_attempt",
 }
 
 
