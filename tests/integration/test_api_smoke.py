@@ -22,6 +22,9 @@ RUN_FIELDS = {
     "last_error",
     "idempotency_key",
     "callback",
+    "attempts",
+    "result",
+    "result_truncated",
 }
 
 
