@@ -14,6 +14,7 @@ import pytest
 from app.config import Settings
 from app.engine.dispatcher import claim_scan
 from app.engine.floor import ClaimBounds
+from stack.eventually import eventually
 from tests import factories
 from tests.support import api_client, assert_error, bearer, create_tenant, put_job, snapshot, submit_run
 
@@ -100,7 +101,10 @@ async def test_retry_counts_against_the_backlog_quota(settings: Settings, pool: 
         await put_job(api, "acme", "hello", auth)
         failed = await submit_run(api, "acme", auth, job="hello")
         await set_status(pool, failed["id"], "failed", attempt=1)
-        await submit_run(api, "acme", auth, job="hello")  # the backlog is full
+        # The backlog is full once the run takes the slot the failed one left; admission's count
+        # of the backlog may be up to a second old, so the submission waits for it to refresh.
+        submit = lambda: api.post("/tenants/acme/runs", json={"job": "hello"}, headers=auth)  # noqa: E731
+        await eventually(submit, until=lambda r: r.status_code == 201, timeout=5, interval=0.2, what="a slot")
         before = await snapshot(pool)
         r = await api.post(f"/runs/{failed['id']}/retry", headers=auth)
         assert_error(r, 429, "over_quota", "tenant_id")
