@@ -107,6 +107,18 @@ class Settings(BaseSettings):
     signing_secret_overlap_seconds: float = Field(default=86_400.0, ge=0, le=7 * 86_400)
     signing_secret_cache_seconds: float = Field(default=10.0, gt=0, le=3600)
 
+    # Completion callbacks (app/worker/callbacks.py): one delivery may take CALLBACK_TIMEOUT_SECONDS
+    # in all; a failed one is retried after BACKOFF·2^(attempt-1) (jittered, capped at MAX_BACKOFF)
+    # until MAX_ATTEMPTS were made. A worker delivers CONCURRENCY at once, at most TENANT_CONCURRENCY
+    # of one tenant, and looks for due callbacks every POLL_SECONDS.
+    callback_timeout_seconds: float = Field(default=10.0, gt=0, le=300)
+    callback_max_attempts: int = Field(default=10, ge=1, le=100)
+    callback_backoff_seconds: float = Field(default=5.0, ge=0, le=86_400)
+    callback_max_backoff_seconds: float = Field(default=3600.0, ge=0, le=86_400)
+    callback_concurrency: int = Field(default=64, ge=1, le=4096)
+    callback_tenant_concurrency: int = Field(default=8, ge=1, le=4096)
+    callback_poll_seconds: float = Field(default=1.0, gt=0, le=60)
+
     data_dir: str = ".scheduler-dev"
     log_level: str = "INFO"
 

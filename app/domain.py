@@ -11,6 +11,8 @@ from enum import StrEnum
 from typing import Any, Protocol, TypedDict
 from uuid import UUID
 
+import orjson
+
 
 class RunStatus(StrEnum):
     """A run's states (the `status` column). SQL keeps its literals; Python code names these."""
@@ -48,6 +50,8 @@ class RunRecord(TypedDict):
     finished_at: datetime | None
     last_error: str | None
     idempotency_key: str | None
+    # The run's callback and its delivery state (app.services.callbacks fills the state in), or None.
+    callback: dict[str, Any] | None
     attempts: list[Any]  # history entries, oldest first (AttemptOutcomeName for their outcome)
     result: Any
     result_truncated: bool
@@ -59,8 +63,17 @@ RUN_FIELDS = tuple(RunRecord.__annotations__)
 def run_record(row: Any) -> RunRecord:
     """The record of a database row (an asyncpg Record, or any mapping with the run's columns)."""
     record: RunRecord = {k: row[k] for k in RUN_FIELDS}  # type: ignore[assignment]
+    if record["callback"] is not None:
+        # Nothing is owed until the run ends in one of `on`.
+        record["callback"] = {**record["callback"], "status": None, "attempts": 0, "last_error": None}
     record["attempts"] = attempt_history(row)
     return record
+
+
+def dump_json(body: Any) -> bytes:
+    """Run records as JSON, one encoding for the API's answers and the callbacks' bodies: orjson
+    writes datetimes as RFC 3339 with Z for UTC, as pydantic does; asyncpg's UUIDs via str."""
+    return orjson.dumps(body, default=str, option=orjson.OPT_UTC_Z)
 
 
 def attempt_history(row: Any) -> list[Any]:
@@ -140,6 +153,7 @@ class JobRecord(TypedDict):
     misfire: str
     paused: bool
     priority: int
+    callback: dict[str, Any] | None
     next_fire_at: datetime | None
     created_at: datetime
     updated_at: datetime

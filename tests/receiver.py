@@ -48,6 +48,11 @@ class Call:
     abandoned: bool = False
 
     @property
+    def is_callback(self) -> bool:
+        """A completion callback (its body is the finished run), not a run's attempt."""
+        return "scheduler-callback-attempt" in self.headers
+
+    @property
     def envelope(self) -> Any:
         """The signed body: {"type", "timestamp", "data": {"run_id", ..., "payload"}}."""
         return orjson.loads(self.body)
@@ -64,7 +69,11 @@ class Receiver:
     calls: list[Call] = field(default_factory=list)
 
     def for_run(self, run_id: str) -> list[Call]:
-        return [c for c in self.calls if c.headers.get("scheduler-run-id") == run_id]
+        """The run's attempts."""
+        return [c for c in self.calls if c.headers.get("scheduler-run-id") == run_id and not c.is_callback]
+
+    def callbacks_for(self, run_id: str) -> list[Call]:
+        return [c for c in self.calls if c.headers.get("scheduler-run-id") == run_id and c.is_callback]
 
 
 def _script(body: bytes) -> dict[str, Any]:
@@ -154,7 +163,12 @@ async def _handle(request: Request) -> Response:
             return Response(status_code=302, headers={"Location": str(script["redirect"])})
         statuses = script.get("statuses")
         if statuses:
-            attempt = int(request.headers.get("scheduler-attempt", "1"))
+            # A callback's own attempts count for it, a run's for the run.
+            attempt = int(
+                request.headers.get(
+                    "scheduler-callback-attempt", request.headers.get("scheduler-attempt", "1")
+                )
+            )
             return Response(status_code=int(statuses[min(attempt, len(statuses)) - 1]))
         return Response(status_code=200)
     finally:

@@ -136,6 +136,7 @@ TABLE_ORDER = {
     "jobs": "tenant_id, name",
     "job_runs": "id",
     "idempotency_keys": "tenant_id, key",
+    "run_callbacks": "id",
 }
 
 

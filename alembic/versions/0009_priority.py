@@ -13,7 +13,7 @@ from alembic import op
 from sqlalchemy.util import await_only
 
 revision = "0009"
-down_revision = "0007"
+down_revision = "0008"
 branch_labels = None
 depends_on = None
 

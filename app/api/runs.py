@@ -31,6 +31,7 @@ from app.api.schemas import (
 from app.domain import RunStatus
 from app.errors import InvalidInput
 from app.services import runs as run_service
+from app.services.callbacks import validate_callback
 from app.services.submission import RunRequest, Submitted, submit
 from app.services.validation import check_payload
 
@@ -69,7 +70,7 @@ ERRORS = error_responses(401, 404, 409, 413, 422, 429)
 TenantIdPath = Annotated[str, Path(pattern=TENANT_ID_PATTERN)]
 
 
-def _request(state: State, body: RunSubmit, field: str, header_key: str | None = None) -> RunRequest:
+async def _request(state: State, body: RunSubmit, field: str, header_key: str | None = None) -> RunRequest:
     settings = state.settings
     if body.payload is not None:
         check_payload(
@@ -98,7 +99,12 @@ def _request(state: State, body: RunSubmit, field: str, header_key: str | None =
                 "Idempotency-Key header and body idempotency_key differ", field="idempotency_key"
             )
         key = header_key
-    return RunRequest(body.job, body.scheduled_at, body.payload, key, field, body.priority)
+    callback = None
+    if body.callback is not None:
+        callback = await validate_callback(
+            body.callback.model_dump(), field=f"{field}callback", allow_private=settings.allow_private_targets
+        )
+    return RunRequest(body.job, body.scheduled_at, body.payload, key, field, body.priority, callback)
 
 
 async def _submit(
@@ -132,7 +138,7 @@ async def submit_run(
     """Submit one run of a job. A repeated idempotency key with the same body answers 200 with the
     same run; with another body, 422; while a request with that key is still in flight, 409."""
     principal.require_tenant(tenant_id)
-    [result] = await _submit(state, request, tenant_id, [_request(state, body, "", idempotency_key)])
+    [result] = await _submit(state, request, tenant_id, [await _request(state, body, "", idempotency_key)])
     return json_response(result.run, 201 if result.created else 200)
 
 
@@ -150,7 +156,7 @@ async def submit_batch(
     principal.require_tenant(tenant_id)
     if len(body.runs) > state.settings.max_batch:
         raise InvalidInput(f"at most {state.settings.max_batch} runs per batch", field="runs")
-    requests = [_request(state, r, f"runs[{i}].") for i, r in enumerate(body.runs)]
+    requests = [await _request(state, r, f"runs[{i}].") for i, r in enumerate(body.runs)]
     submitted = await _submit(state, request, tenant_id, requests)
     return json_response({"runs": [s.run for s in submitted]}, 201)
 

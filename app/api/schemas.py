@@ -6,12 +6,12 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Annotated, Any, Literal, get_args
 from uuid import UUID
 
-import orjson
 from fastapi import Response
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
-from app.domain import JOB_FIELDS, RUN_FIELDS, AttemptOutcomeName, JobRecord, RunStatus
+from app.domain import JOB_FIELDS, RUN_FIELDS, AttemptOutcomeName, JobRecord, RunStatus, dump_json
 from app.errors import PROBLEM_JSON, PROBLEM_TYPE
+from app.services.callbacks import Callback, CallbackState
 from app.services.targets import HttpTarget, NoopTarget, PythonTarget, Target
 
 TENANT_ID_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,62}$"
@@ -121,6 +121,9 @@ class JobPut(Strict):
     misfire: Literal["latest", "all", "skip"] = "latest"
     paused: bool = False
     priority: Priority = 5
+    callback: Callback | None = Field(
+        default=None, description="Told when each run ends (see Run.callback); a run may name its own."
+    )
 
 
 class Job(BaseModel):
@@ -136,6 +139,7 @@ class Job(BaseModel):
     misfire: str
     paused: bool
     priority: int
+    callback: Callback | None
     next_fire_at: datetime | None
     created_at: datetime
     updated_at: datetime
@@ -161,6 +165,7 @@ class RunSubmit(Strict):
     priority: Priority | None = Field(
         default=None, description=f"Default: the job's priority. {PRIORITY_RULE}"
     )
+    callback: Callback | None = Field(default=None, description="Default: the job's callback.")
 
 
 class RunBatchSubmit(Strict):
@@ -208,6 +213,11 @@ class Run(BaseModel):
     finished_at: datetime | None
     last_error: str | None
     idempotency_key: str | None
+    callback: CallbackState | None = Field(
+        description="The callback this run was submitted with and its delivery: after the run ends in "
+        "one of `on`, the run as this route answers it is POSTed to `url`, signed like webhooks, "
+        "at least once, retried with backoff up to a bound."
+    )
     attempts: list[Attempt] = Field(
         description="Every attempt, oldest first, at most max_attempts of them (the newest kept)."
     )
@@ -349,9 +359,8 @@ if tuple(Run.model_fields) != RUN_FIELDS or tuple(Job.model_fields) != JOB_FIELD
 def json_response(body: Any, status_code: int = 200) -> Response:
     """Run records (app.domain.RunRecord) are answered this way, without pydantic's re-validation:
     a batch answer is 1000 of them."""
-    # orjson writes datetimes as RFC 3339 with Z for UTC, as pydantic does; asyncpg's UUIDs via str.
     return Response(
-        orjson.dumps(body, default=str, option=orjson.OPT_UTC_Z),
+        dump_json(body),
         status_code=status_code,
         media_type="application/json",
     )

@@ -31,6 +31,7 @@ async def insert_runs(
     scheduled_ats: list[datetime | None],
     payloads: list[Any],
     idempotency_keys: list[str | None],
+    callbacks: list[dict[str, Any] | None],
     traceparent: str | None,
     priorities: list[int | None],  # None: the job's priority
     notify: bool = True,
@@ -47,6 +48,7 @@ async def insert_runs(
         payloads=[None if p is None else orjson.dumps(p).decode() for p in payloads],
         idempotency_keys=idempotency_keys,
         priorities=priorities,
+        callbacks=[None if c is None else orjson.dumps(c).decode() for c in callbacks],
         traceparent=traceparent,
         channel=DUE_CHANNEL,
     )

@@ -12,6 +12,7 @@ from app.db import tenants as tenant_repo
 from app.domain import JobRecord, job_record
 from app.errors import InvalidInput, NotFound
 from app.services import cron
+from app.services.callbacks import validate_callback
 from app.services.targets import validate_target
 from app.services.validation import check_payload
 
@@ -39,6 +40,9 @@ async def put_job(
             f"target.url has a host name that is not valid: {exc}", field="target.url"
         ) from None
     check_payload(fields["payload"], max_payload_bytes, max_depth=max_payload_depth, field="payload")
+    callback = await validate_callback(
+        fields["callback"], field="callback", allow_private=allow_private_targets
+    )
     schedule = fields["schedule"]
     cron.validate_timezone(fields["timezone"])
     if schedule is not None:
@@ -58,7 +62,10 @@ async def put_job(
             # The database's clock decides when things are due, never this node's.
             next_fire_at = cron.next_fire(schedule, fields["timezone"], await job_repo.db_now(conn))
         row = await job_repo.upsert_job(
-            conn, tenant_id, name, **{**fields, "target": target, "next_fire_at": next_fire_at}
+            conn,
+            tenant_id,
+            name,
+            **{**fields, "target": target, "callback": callback, "next_fire_at": next_fire_at},
         )
     return job_record(row), bool(row["inserted"])
 

@@ -17,6 +17,7 @@ from app.db.runs import TimeRange
 from app.domain import OnPending, RunRecord, RunStatus, run_record
 from app.errors import Conflict, InvalidInput, NotFound
 from app.services.admission import AdmissionControl
+from app.services.callbacks import with_delivery_state
 from app.telemetry import metrics
 
 # Runs a retry moves back to pending.
@@ -31,13 +32,15 @@ async def get_run(pool: asyncpg.Pool, run_id: UUID, tenant_id: str | None) -> Ru
     try:
         async with pool.acquire() as conn:
             row = await run_repo.get_run(conn, run_id, tenant_id)
+            if row is not None:
+                run = run_record(row)
+                await with_delivery_state(conn, [run])
+                return run
     except OverflowError:
         # The id's leading 48 bits name a moment past year 9999 (about one random UUID in ten):
         # no run has such an id, so it is 404 like any other unknown id, not a 500.
-        row = None
-    if row is None:
-        raise _not_found(run_id)
-    return run_record(row)
+        pass
+    raise _not_found(run_id)
 
 
 async def list_runs(
@@ -58,7 +61,9 @@ async def list_runs(
         rows = await run_repo.list_runs(
             conn, tenant_id, status=status, job=job, scheduled=scheduled, cursor=after, limit=limit
         )
-    return [run_record(r) for r in rows]
+        runs = [run_record(r) for r in rows]
+        await with_delivery_state(conn, runs)
+    return runs
 
 
 async def cancel_run(pool: asyncpg.Pool, run_id: UUID, tenant_id: str | None) -> RunRecord:
@@ -67,10 +72,12 @@ async def cancel_run(pool: asyncpg.Pool, run_id: UUID, tenant_id: str | None) ->
     try:
         async with pool.acquire() as conn:
             row = await run_repo.cancel_run(conn, run_id, tenant_id)
+            if row is not None:
+                run = run_record(row)
+                await with_delivery_state(conn, [run])  # the obligation the cancel just recorded
+                return run
     except OverflowError:  # an id no run can have (see get_run)
         raise _not_found(run_id) from None
-    if row is not None:
-        return run_record(row)
     latest = await get_run(pool, run_id, tenant_id)  # NotFound if it is not the tenant's
     raise Conflict(
         f"run {run_id} is {latest['status']}; only pending or dispatched runs can be cancelled",

@@ -16,6 +16,7 @@ from app.db import runs as run_repo
 from app.domain import OnPending, RunRecord, no_hint, run_record
 from app.errors import Conflict, InvalidInput
 from app.services.admission import AdmissionControl, Ticket
+from app.services.callbacks import with_delivery_state
 from app.services.wakeups import WakeUps
 from app.telemetry.tracing import submitter_traceparent
 
@@ -34,15 +35,18 @@ class RunRequest:
     idempotency_key: str | None
     field: str  # where this request sits in the body, for error messages ("" or "runs[3].")
     priority: int | None = None  # None: the job's priority
+    callback: dict[str, Any] | None = None  # validated (app.services.callbacks); None: the job's
 
     def body_hash(self) -> str:
-        body = {
+        body: dict[str, Any] = {
             "job": self.job,
             "scheduled_at": self.scheduled_at.isoformat() if self.scheduled_at else None,
             "payload": self.payload,
         }
         if self.priority is not None:  # only when sent: keys stored before priority existed still match
             body["priority"] = self.priority
+        if self.callback is not None:  # only then: keys stored before callbacks existed still match
+            body["callback"] = self.callback
         return hashlib.sha256(orjson.dumps(body, option=orjson.OPT_SORT_KEYS)).hexdigest()
 
 
@@ -168,6 +172,7 @@ async def _submit(
         payloads=[requests[i].payload for i in fresh],
         idempotency_keys=[requests[i].idempotency_key for i in fresh],
         priorities=[requests[i].priority for i in fresh],
+        callbacks=[requests[i].callback for i in fresh],
         traceparent=traceparent,
         notify=notify,
     )
@@ -214,4 +219,5 @@ async def _submit(
                     "idempotency key refers to a run that no longer exists", field=f"{r.field}idempotency_key"
                 )
             out.append(Submitted(run_record(row), False))
+    await with_delivery_state(conn, [s.run for s in out if not s.created])
     return out

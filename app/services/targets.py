@@ -91,21 +91,21 @@ def registered_handlers() -> frozenset[str]:
     return frozenset(ep.name for ep in entry_points(group=HANDLER_GROUP))
 
 
-async def resolve_allowed(host: str, port: int, *, allow_private: bool) -> list[str]:
-    """Addresses the worker may connect to for this host. Raises InvalidInput if none, or if any
-    resolved address is forbidden (a name that resolves to both public and private is refused)."""
+async def resolve_allowed(
+    host: str, port: int, *, allow_private: bool, field: str = "target.url"
+) -> list[str]:
+    """Addresses the worker may connect to for this host. Raises InvalidInput naming `field` if none,
+    or if any resolved address is forbidden (a name that resolves to both public and private is refused)."""
     try:
         infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except socket.gaierror as exc:
-        raise InvalidInput(
-            f"target host {host!r} does not resolve: {exc.strerror}", field="target.url"
-        ) from exc
+        raise InvalidInput(f"{field} host {host!r} does not resolve: {exc.strerror}", field=field) from exc
     addresses = list(dict.fromkeys(str(info[4][0]) for info in infos))
     if any(forbidden_reason(a, allow_private=allow_private) for a in addresses):
         # Which address and why stays unsaid: the answer would map the deployment's internal DNS.
         raise InvalidInput(
-            f"target host {host!r} resolves to a private, loopback, link-local or metadata address",
-            field="target.url",
+            f"{field} host {host!r} resolves to a private, loopback, link-local or metadata address",
+            field=field,
         )
     return addresses
 

@@ -45,6 +45,14 @@ runs_reaped_total = Counter(
 run_outcomes_total = Counter(
     "scheduler_run_outcomes_total", "Attempt outcomes recorded by workers.", ["status"]
 )
+callbacks_delivered_total = Counter(
+    "scheduler_callbacks_delivered_total", "Completion callbacks the receiver acknowledged (2xx)."
+)
+callbacks_failed_total = Counter(
+    "scheduler_callbacks_failed_total",
+    "Completion callback deliveries that failed: `final` when it was the last attempt, else `retry`.",
+    ["attempt"],
+)
 stale_results_total = Counter(
     "scheduler_stale_results_total",
     "Deliveries or results dropped by the epoch fence (duplicate delivery, stale epoch, cancelled).",

@@ -36,6 +36,7 @@ from app.db.transitions import Fence
 from app.domain import RunStatus
 from app.telemetry import metrics
 from app.telemetry.tracing import recording
+from app.worker.callbacks import CallbackDeliverer
 from app.worker.completer import Completer
 from app.worker.delivery import Delivery, quietly, received
 from app.worker.executor import Executor
@@ -67,6 +68,7 @@ class Worker:
             settings, pool, load_handlers() if handlers is None else handlers, self.slots.ceiling
         )
         self.completer = Completer(settings, pool, hot_index)
+        self.callbacks = CallbackDeliverer(settings, pool, self.executor.signing_keys)
         self.held = HeldRuns()
         self.executing: dict[asyncio.Task[None], Delivery] = {}
         self.stopping = asyncio.Event()
@@ -98,12 +100,16 @@ class Worker:
             self.completer.heartbeat(lambda: list(self.executing.values()), lambda: list(self.held)),
             name="heartbeat",
         )
+        callbacks = asyncio.create_task(self.callbacks.run(), name="callbacks")
         try:
-            died = await supervise({fetcher, completer, heartbeat}, stop, "worker")
+            died = await supervise({fetcher, completer, heartbeat, callbacks}, stop, "worker")
         finally:
             halt.set()
             # The fetch in flight settles (what it brought is held, then handed back below).
             await asyncio.gather(fetcher, return_exceptions=True)
+            callbacks.cancel()  # deliveries in flight are left to their claims' lapse
+            await asyncio.gather(callbacks, return_exceptions=True)
+            await self.callbacks.close()
             await self._shut_down(sub, starts, completer, heartbeat)
         if died is not None:
             raise died

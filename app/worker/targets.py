@@ -116,6 +116,26 @@ def _host_for_url(address: str) -> str:
     return f"[{address}]" if ":" in address else address
 
 
+@dataclass(frozen=True)
+class PinnedUrl:
+    """A URL whose host was resolved and checked, rewritten to the address that passed the check."""
+
+    url: str
+    host: str  # the Host header: the name as the URL gave it
+    extensions: dict[str, Any]  # the TLS server name, for https
+
+
+async def pin(url: str, allow_private: bool, field: str = "target.url") -> PinnedUrl:
+    """Resolve and check the URL's host (InvalidInput naming `field` if it may not be reached)."""
+    parts = urlsplit(url)
+    assert parts.hostname is not None
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    address = (await resolve_allowed(parts.hostname, port, allow_private=allow_private, field=field))[0]
+    pinned = urlunsplit(parts._replace(netloc=f"{_host_for_url(address)}:{port}"))
+    extensions = {"sni_hostname": parts.hostname} if parts.scheme == "https" else {}
+    return PinnedUrl(pinned, parts.netloc.rsplit("@", 1)[-1], extensions)
+
+
 async def build_request(
     target: dict[str, Any],
     payload: Any,
@@ -127,15 +147,11 @@ async def build_request(
     valid keys, newest first (two during a rotation's overlap)."""
     timestamp = int(time.time())
     body = envelope(target, payload, context, timestamp)
-    parts = urlsplit(target["url"])
-    assert parts.hostname is not None
-    port = parts.port or (443 if parts.scheme == "https" else 80)
-    address = (await resolve_allowed(parts.hostname, port, allow_private=allow_private))[0]
-    pinned = urlunsplit(parts._replace(netloc=f"{_host_for_url(address)}:{port}"))
+    pinned = await pin(target["url"], allow_private)
     # A job saved before a header was reserved may still name it: dropped here, not sent.
     headers = {k: v for k, v in target.get("headers", {}).items() if not is_reserved_header(k)}
     headers |= {
-        "Host": parts.netloc.rsplit("@", 1)[-1],
+        "Host": pinned.host,
         "Content-Type": "application/json",
         "webhook-id": context.run_id,
         "webhook-timestamp": str(timestamp),
@@ -146,8 +162,7 @@ async def build_request(
     }
     if context.traceparent:
         headers["traceparent"] = context.traceparent
-    extensions = {"sni_hostname": parts.hostname} if parts.scheme == "https" else {}
-    return WebhookRequest(target.get("method", "POST"), pinned, headers, body, extensions)
+    return WebhookRequest(target.get("method", "POST"), pinned.url, headers, body, pinned.extensions)
 
 
 async def call_http(

@@ -121,8 +121,9 @@ class Harness:
             drained = await self.drain(window_end, window_end + c.drain_timeout)
             await faults
             # The injector may finish after the window (a fault waits for work in flight): what its
-            # last fault disturbed drains too (briefly, if the drain already timed out).
-            await self.drain(time.monotonic(), time.monotonic() + (c.drain_timeout if drained else 10))
+            # last fault disturbed drains too (briefly, if the drain already timed out: long enough
+            # for a killed deliverer's claims to lapse and be delivered by another worker).
+            await self.drain(time.monotonic(), time.monotonic() + (c.drain_timeout if drained else 30))
         await asyncio.sleep(1.0)  # any late call reaches the receiver before it is read
         sampler.cancel()
         return check(await self.outcome(good, bad, t0, phases))
@@ -139,7 +140,10 @@ class Harness:
                 print(f"  t={time.monotonic() - self.stack.started:6.1f}s {counts}", flush=True)
                 last = time.monotonic()
             open_runs = any(status not in ("succeeded", "failed", "cancelled") for _, status in counts)
-            if not open_runs and time.monotonic() > not_before:
+            owed = await self.stack.fetch(
+                "SELECT count(*) AS n FROM run_callbacks WHERE status IN ('pending', 'delivering')"
+            )
+            if not open_runs and not owed[0]["n"] and time.monotonic() > not_before:
                 return True
             await asyncio.sleep(0.25)
         return False
@@ -181,6 +185,12 @@ class Harness:
             for p in s.every_process()
             if p.proc.poll() is not None
         ] + s.troubles
+        # Each run's latest obligation (a run owes one per time it ends).
+        callbacks = await s.fetch(
+            "SELECT DISTINCT ON (run_id) run_id::text AS id, status FROM run_callbacks"
+            " WHERE tenant_id = $1 ORDER BY run_id, id DESC",
+            victim.TENANT,
+        )
         stale = {}
         for owner, worker in s.roles["worker"].items():
             if worker.proc.poll() is None:
@@ -202,6 +212,7 @@ class Harness:
             stale=stale,
             worker_rss_mib=s.rss_peak,
             elapsed=time.monotonic() - s.started,
+            callbacks={r["id"]: r["status"] for r in callbacks},
         )
 
 

@@ -1,4 +1,4 @@
-"""The faults, one cycle of six. Each waits (bounded) until work is in flight where it strikes and
+"""The faults, one cycle of seven. Each waits (bounded) until work is in flight where it strikes and
 records how much it found, so a fault that hit an idle part is visible as one that did not land:
 
 - kill -9 an API process while victim requests are in flight to it (its engine dies with it);
@@ -7,7 +7,9 @@ records how much it found, so a fault that hit an idle part is visible as one th
 - kill -9 nats-server while the stream holds messages; its file store must come back with them;
 - crash Postgres (`pg_ctl -m immediate`) with runs in flight; its log must show crash recovery;
 - SIGSTOP a worker holding running runs for three leases, then SIGCONT: its runs were rescued
-  under a newer epoch meanwhile, so its late results must be discarded.
+  under a newer epoch meanwhile, so its late results must be discarded;
+- kill -9 a worker while it holds completion callbacks mid-delivery (`delivering` under its name):
+  their claims lapse and another worker delivers them (at least once).
 
 Killed processes are replaced, as an orchestrator would.
 """
@@ -60,6 +62,7 @@ class Injector:
             self.kill_nats,
             self.crash_postgres,
             self.freeze_worker,
+            self.kill_worker_delivering,
         ]
         faults = cycle * max(1, round(self.duration / (SECONDS_PER_FAULT * len(cycle))))
         slot = (window_end - time.monotonic()) / (len(faults) + 1)
@@ -160,6 +163,30 @@ class Injector:
             "kill -9 worker",
             f"{owner} (pid {doomed.proc.pid}) with {len(running)} runs running",
             len(running) if alive else 0,
+        )
+        self.s.note("start worker", f"{await self.s.spawn('worker')} started")
+
+    async def kill_worker_delivering(self) -> None:
+        found: dict[str, int] = {}
+
+        async def probe() -> int:
+            found.clear()
+            for row in await self.s.fetch(
+                "SELECT lease_owner, count(*) AS n FROM run_callbacks WHERE status = 'delivering'"
+                " AND due_at > now() GROUP BY lease_owner"
+            ):
+                if row["lease_owner"] in self.s.roles["worker"]:
+                    found[row["lease_owner"]] = int(row["n"])
+            return sum(found.values())
+
+        await _until(probe, every=0.01)
+        owner = max(self.s.roles["worker"], key=lambda o: found.get(o, 0))
+        doomed = self.s.roles["worker"].pop(owner)
+        alive = await self._kill(owner, doomed)
+        self.s.note(
+            "kill -9 worker delivering callbacks",
+            f"{owner} (pid {doomed.proc.pid}) with {found.get(owner, 0)} callbacks mid-delivery",
+            found.get(owner, 0) if alive else 0,
         )
         self.s.note("start worker", f"{await self.s.spawn('worker')} started")
 

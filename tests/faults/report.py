@@ -13,6 +13,9 @@ Definitions, for the victim (well-behaved) tenant's runs:
   and the receiver must have seen it under the epoch the database recorded it succeeded in.
 - attempt > max_attempts: per run, from the database and from the receiver's Scheduler-Attempt.
 - due lag: started_at - due_at of the run's last attempt, from the database; each phase has a bound.
+- callbacks: every terminal victim run names a callback; its latest obligation must be `delivered` in
+  the database and the receiver must have seen it (at least once: repeats are allowed), through the
+  kill -9 of a worker holding callbacks mid-delivery.
 A fault counts only if it landed: work was in flight at that moment (`Fault.in_flight > 0`), and a
 fault whose own postcondition failed (the stream lost at a NATS crash, no crash recovery after a
 Postgres crash) says so in `Fault.problem`.
@@ -34,6 +37,7 @@ FAULT_KINDS = (
     "kill -9 nats",
     "crash postgres",
     "SIGSTOP worker",
+    "kill -9 worker delivering callbacks",
 )
 HOSTILE_BEHAVIOURS = ("hang", "nul", "huge")  # receiver answers the hostile tenant must have drawn
 TERMINAL = ("succeeded", "failed", "cancelled")
@@ -98,6 +102,7 @@ class Outcome:
     stale: dict[str, float] = field(default_factory=dict)  # "<worker> <stage>" -> count, for the record
     worker_rss_mib: float = 0.0  # the highest worker RSS sampled, for the record
     elapsed: float = 0.0
+    callbacks: dict[str, str] = field(default_factory=dict)  # victim run -> its latest callback's status
 
 
 @dataclass
@@ -118,6 +123,9 @@ class Report:
     behaviours: Counter[str]  # hostile answers the receiver gave; "hang abandoned": timeouts hit
     unlanded: list[str]  # fault kinds required that never landed with work in flight
     claims_never_delivered: int  # of the killed engines' claims: never called under that epoch
+    callbacks_undelivered: list[str]  # terminal victim runs whose callback is not `delivered`
+    callbacks_never_received: list[str]  # terminal victim runs the receiver saw no callback for
+    callback_repeats: int  # callbacks received more than once (allowed: at least once)
 
     def violations(self) -> list[str]:
         return [v for check in CHECKS for v in check(self)]
@@ -152,6 +160,9 @@ class Report:
             ),
             f"dead engines' claims    {sum(len(f.held) for f in o.faults)} held at the kill, "
             f"{self.claims_never_delivered} never delivered under that epoch (unpublished: the lease rescued them)",
+            f"victim callbacks        {len(self.callbacks_undelivered)} not delivered "
+            f"{dict(Counter(o.callbacks.get(i, 'none owed') for i in self.callbacks_undelivered))}, "
+            f"{len(self.callbacks_never_received)} never received; {self.callback_repeats} received again (allowed)",
             f"hostile answers         {dict(self.behaviours)}",
             "poison at the API       "
             + ", ".join(
@@ -258,6 +269,21 @@ def hostile_contained(r: Report) -> list[str]:
     return out
 
 
+def every_callback_delivered(r: Report) -> list[str]:
+    out = []
+    if r.callbacks_undelivered:
+        out.append(
+            f"{len(r.callbacks_undelivered)} terminal victim runs' callbacks not delivered"
+            f"{_examples(r.callbacks_undelivered)}"
+        )
+    if r.callbacks_never_received:
+        out.append(
+            f"{len(r.callbacks_never_received)} terminal victim runs' callbacks never reached the receiver"
+            f"{_examples(r.callbacks_never_received)}"
+        )
+    return out
+
+
 CHECKS: list[Callable[[Report], list[str]]] = [
     no_run_lost,
     every_run_ends,
@@ -266,6 +292,7 @@ CHECKS: list[Callable[[Report], list[str]]] = [
     due_lag_bounded,
     faults_landed,
     hostile_contained,
+    every_callback_delivered,
 ]
 
 
@@ -273,14 +300,17 @@ def check(o: Outcome) -> Report:
     by_id = {run.id: run for run in o.runs}
     victims = [run for run in o.runs if run.tenant == "victim"]
     accepted = set(o.accepted)
+    attempts = [c for c in o.calls if not c.is_callback]
     pairs = Counter(
         (c.headers["scheduler-run-id"], int(c.headers["scheduler-epoch"]))
-        for c in o.calls
+        for c in attempts
         if c.headers.get("scheduler-run-id") in by_id
     )
+    callbacks_received = Counter(c.headers.get("scheduler-run-id") for c in o.calls if c.is_callback)
+    finished_victims = [run.id for run in victims if run.status in TERMINAL]
     called = Counter(run for run, _ in pairs)
     attempts_seen: dict[str, int] = {}
-    for c in o.calls:
+    for c in attempts:
         run_id = c.headers.get("scheduler-run-id", "")
         if run_id in by_id:
             attempts_seen[run_id] = max(
@@ -329,4 +359,7 @@ def check(o: Outcome) -> Report:
         behaviours=behaviours,
         unlanded=[k for k in FAULT_KINDS if k not in landed],
         claims_never_delivered=sum(1 for f in o.faults for pair in f.held if pair not in pairs),
+        callbacks_undelivered=[i for i in finished_victims if o.callbacks.get(i) != "delivered"],
+        callbacks_never_received=[i for i in finished_victims if not callbacks_received[i]],
+        callback_repeats=sum(n - 1 for n in callbacks_received.values()),
     )

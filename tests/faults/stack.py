@@ -69,6 +69,11 @@ def stack_settings(database_url: str, nats_url: str) -> Settings:
         poll_interval_seconds=0.2,
         worker_grace_seconds=2.0,
         worker_concurrency=WORKER_SLOTS,
+        # Callbacks retried quickly and generously: the victim's must all be delivered.
+        callback_backoff_seconds=0.2,
+        callback_poll_seconds=0.2,
+        callback_timeout_seconds=5.0,
+        callback_max_attempts=25,
     )
 
 

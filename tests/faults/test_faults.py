@@ -1,5 +1,6 @@
 """The fault harness in its short mode (a few minutes on two cores): the victim alone, then beside the
-hostile tenant, then under one cycle of the six faults. The long mode is by hand:
+hostile tenant, then under one cycle of the seven faults (the seventh kills a worker mid-delivery of
+callbacks: every victim run's callback must still be delivered). The long mode is by hand:
 `python -m tests.faults.harness --runs 2000 --duration 120`. The checks themselves are proven able to
 fail in test_report.py."""
 

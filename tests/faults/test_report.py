@@ -28,10 +28,14 @@ def call(run: str, epoch: int, attempt: int = 1, behaviour: str = "", abandoned:
     return Call(headers, b"{}", behaviour=behaviour, abandoned=abandoned)
 
 
+def callback(run: str, attempt: int = 1) -> Call:
+    return Call({"scheduler-run-id": run, "scheduler-callback-attempt": str(attempt)}, b"{}")
+
+
 def good() -> Outcome:
     victims = [Run(f"v{i}", "victim", "succeeded", 1, 25, 1, phase, 0.3) for i, phase in enumerate(BOUNDS)]
     hostile = [Run(f"h-{b}", "hostile", "failed", 2, 2, 2) for b in HOSTILE_BEHAVIOURS]
-    calls = [call(r.id, 1) for r in victims]
+    calls = [call(r.id, 1) for r in victims] + [callback(r.id) for r in victims] + [callback("v0", 2)]
     calls += [
         call(f"h-{b}", e, e, behaviour=b, abandoned=b == "hang") for b in HOSTILE_BEHAVIOURS for e in (1, 2)
     ]
@@ -44,6 +48,7 @@ def good() -> Outcome:
         poison_answers=[PoisonAnswer("deep run", 422, 0), PoisonAnswer("huge", 201, 1, refuse=False)],
         poison_run="poison",
         late_results_discarded=2,
+        callbacks={r.id: "delivered" for r in victims},
     )
 
 
@@ -158,6 +163,30 @@ BAD: dict[str, tuple[Callable[[Outcome], Outcome], str]] = {
     "a poison request that dropped the connection": (
         lambda o: dataclasses.replace(o, poison_answers=[PoisonAnswer("payload NaN", 0, 0)]),
         "poison 'payload NaN' answered 0",
+    ),
+    "a terminal victim run whose callback was never delivered": (
+        lambda o: dataclasses.replace(o, callbacks={**o.callbacks, "v1": "pending"}),
+        "1 terminal victim runs' callbacks not delivered",
+    ),
+    "a terminal victim run with no callback obligation at all": (
+        lambda o: dataclasses.replace(o, callbacks={k: v for k, v in o.callbacks.items() if k != "v2"}),
+        "callbacks not delivered (e.g. v2)",
+    ),
+    "a delivered callback the receiver never saw": (
+        lambda o: dataclasses.replace(
+            o, calls=[c for c in o.calls if not (c.is_callback and c.headers["scheduler-run-id"] == "v1")]
+        ),
+        "callbacks never reached the receiver (e.g. v1)",
+    ),
+    "the kill of a delivering worker with no callback in flight": (
+        lambda o: dataclasses.replace(
+            o,
+            faults=[
+                dataclasses.replace(f, in_flight=0) if f.kind == "kill -9 worker delivering callbacks" else f
+                for f in o.faults
+            ],
+        ),
+        "never landed with work in flight: ['kill -9 worker delivering callbacks']",
     ),
     "an engine died on its own": (
         lambda o: dataclasses.replace(o, died=["engine on :1234 exited 1"]),

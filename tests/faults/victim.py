@@ -37,6 +37,8 @@ class Victim:
             "max_attempts": max_attempts,
             "backoff_seconds": 0.2,
             "timeout_seconds": 10,
+            # The run, as it ended, POSTed back (its payload's sleep holds each delivery open too).
+            "callback": {"url": receiver_url},
         }
 
     def _payload(self) -> dict[str, float]:

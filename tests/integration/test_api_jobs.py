@@ -29,6 +29,7 @@ JOB_FIELDS = {
     "schedule",
     "timezone",
     "payload",
+    "callback",
     "max_attempts",
     "backoff_seconds",
     "timeout_seconds",

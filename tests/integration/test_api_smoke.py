@@ -22,6 +22,10 @@ RUN_FIELDS = {
     "finished_at",
     "last_error",
     "idempotency_key",
+    "callback",
+    "attempts",
+    "result",
+    "result_truncated",
 }
 
 

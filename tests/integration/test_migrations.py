@@ -11,13 +11,14 @@ from alembic.script import ScriptDirectory
 
 from app.db.migrations import alembic_config
 
-TABLES = {"tenants", "api_keys", "jobs", "job_runs", "job_runs_default", "idempotency_keys"}
+TABLES = {"tenants", "api_keys", "jobs", "job_runs", "job_runs_default", "idempotency_keys", "run_callbacks"}
 FUNCTIONS = {
     "scheduler_run_id",
     "scheduler_partition_name",
     "scheduler_create_day_partition",
     "scheduler_retire_day_partition",
     "scheduler_analyze_stale_partitions",
+    "scheduler_record_callback",
     "scheduler_append_attempt",
 }
 

@@ -53,15 +53,15 @@ RETURNING previous_expires_at;
 -- name: upsert_job
 -- xmax = 0 only on a freshly inserted row: it tells 201 from 200 in one round trip.
 INSERT INTO jobs (tenant_id, name, target, schedule, timezone, payload, max_attempts, backoff_seconds,
-                  timeout_seconds, misfire, paused, next_fire_at, priority)
+                  timeout_seconds, misfire, paused, next_fire_at, priority, callback)
 VALUES (:tenant_id, :name, :target, :schedule, :timezone, :payload, :max_attempts, :backoff_seconds,
-        :timeout_seconds, :misfire, :paused, :next_fire_at, :priority)
+        :timeout_seconds, :misfire, :paused, :next_fire_at, :priority, :callback)
 ON CONFLICT (tenant_id, name) DO UPDATE SET
     target = EXCLUDED.target, schedule = EXCLUDED.schedule, timezone = EXCLUDED.timezone,
     payload = EXCLUDED.payload, max_attempts = EXCLUDED.max_attempts,
     backoff_seconds = EXCLUDED.backoff_seconds, timeout_seconds = EXCLUDED.timeout_seconds,
     misfire = EXCLUDED.misfire, paused = EXCLUDED.paused, next_fire_at = EXCLUDED.next_fire_at,
-    priority = EXCLUDED.priority, updated_at = now()
+    priority = EXCLUDED.priority, callback = EXCLUDED.callback, updated_at = now()
 RETURNING *, (xmax = 0) AS inserted;
 
 -- name: lock_tenant_for_job_create
@@ -109,10 +109,12 @@ SELECT now();
 WITH input AS (
     SELECT i.ord,
            COALESCE(i.scheduled_at, now()) AS scheduled_at,
-           i.job, CAST(i.payload AS jsonb) AS payload, i.idempotency_key, i.priority
+           i.job, CAST(i.payload AS jsonb) AS payload, i.idempotency_key, i.priority,
+           CAST(i.callback AS jsonb) AS callback
     FROM unnest(CAST(:jobs AS text[]), CAST(:scheduled_ats AS timestamptz[]), CAST(:payloads AS text[]),
-                CAST(:idempotency_keys AS text[]), CAST(:priorities AS smallint[]))
-         WITH ORDINALITY AS i(job, scheduled_at, payload, idempotency_key, priority, ord)
+                CAST(:idempotency_keys AS text[]), CAST(:priorities AS smallint[]),
+                CAST(:callbacks AS text[]))
+         WITH ORDINALITY AS i(job, scheduled_at, payload, idempotency_key, priority, callback, ord)
 ),
 minted AS (
     SELECT input.*, scheduler_run_id(input.scheduled_at) AS id FROM input
@@ -126,10 +128,10 @@ complete AS (
 ),
 inserted AS (
     INSERT INTO job_runs (id, scheduled_at, tenant_id, job, origin, payload, target, max_attempts,
-                          backoff_seconds, timeout_seconds, due_at, idempotency_key, traceparent, priority)
+                          backoff_seconds, timeout_seconds, due_at, idempotency_key, traceparent, priority, callback)
     SELECT m.id, m.scheduled_at, j.tenant_id, j.name, 'api', COALESCE(m.payload, j.payload), j.target,
            j.max_attempts, j.backoff_seconds, j.timeout_seconds, m.scheduled_at, m.idempotency_key,
-           :traceparent, COALESCE(m.priority, j.priority)
+           :traceparent, COALESCE(m.priority, j.priority), COALESCE(m.callback, j.callback)
     FROM minted m
     JOIN jobs j ON j.tenant_id = :tenant_id AND j.name = m.job
     WHERE (SELECT yes FROM complete)
@@ -230,6 +232,11 @@ WHERE id = :id AND scheduled_at >= :lo AND scheduled_at < :hi AND status IN ('pe
   AND (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id)
 RETURNING *;
 
+-- name: callback_delivery_states
+-- The latest callback obligation of each run (a run retried and ended again owes another).
+SELECT DISTINCT ON (run_id) run_id, status, attempts, last_error FROM run_callbacks
+WHERE run_id = ANY(CAST(:run_ids AS uuid[]))
+ORDER BY run_id, id DESC;
 -- name: match_runs
 -- One chunk of a bulk action: the keys and statuses of a tenant's runs matching the filter, in the
 -- listing's order (newest scheduled first) from the cursor on. Keys only, no payloads: a chunk is
@@ -620,6 +627,55 @@ WHERE r.id = m.id AND r.scheduled_at = m.scheduled_at AND r.epoch = m.epoch AND 
   AND r.scheduled_at >= :lo AND r.scheduled_at <= :hi
 RETURNING r.id, r.scheduled_at, r.status, r.due_at;
 
+-- ─────────────────────────────── callbacks ──────────────────────────────────
+
+-- name: claim_callbacks
+-- A deliverer takes due callbacks, and ones whose claim lapsed (a worker killed mid-delivery), at
+-- most :per_tenant of each tenant counting those it already delivers (:busy_*): a tenant whose
+-- receiver hangs fills its own share, never the others'. The claim bumps the fence and counts the
+-- attempt; due_at becomes the claim's expiry. The outbox holds only what is owed, so the ranking is
+-- over a small set; the locking is its own step (FOR UPDATE cannot sit beside a window function).
+WITH due AS (
+    SELECT id, tenant_id, row_number() OVER (PARTITION BY tenant_id ORDER BY due_at, id) AS rank
+    FROM run_callbacks
+    WHERE status IN ('pending', 'delivering') AND due_at <= now()
+),
+busy AS (
+    SELECT b.tenant_id, b.n
+    FROM unnest(CAST(:busy_tenants AS text[]), CAST(:busy_counts AS integer[])) AS b(tenant_id, n)
+),
+chosen AS (
+    SELECT c.id FROM run_callbacks c
+    JOIN due d ON d.id = c.id
+    LEFT JOIN busy ON busy.tenant_id = d.tenant_id
+    WHERE d.rank + COALESCE(busy.n, 0) <= :per_tenant
+      AND c.status IN ('pending', 'delivering') AND c.due_at <= now()
+    ORDER BY c.due_at
+    LIMIT :limit
+    FOR UPDATE OF c SKIP LOCKED
+)
+UPDATE run_callbacks c SET status = 'delivering', epoch = c.epoch + 1, attempts = c.attempts + 1,
+    lease_owner = :owner, due_at = now() + make_interval(secs => :lease_seconds)
+FROM chosen
+WHERE c.id = chosen.id
+RETURNING c.id, c.run_id, c.tenant_id, c.url, c.epoch, c.attempts;
+
+-- name: finish_callback
+-- One delivery's outcome, fenced on the claim's epoch: a deliverer whose claim lapsed and was taken
+-- again records nothing. A failure is retried after jittered exponential backoff (capped), until
+-- :max_attempts attempts have been made.
+UPDATE run_callbacks c SET
+    status = CASE WHEN :ok THEN 'delivered' WHEN c.attempts >= :max_attempts THEN 'failed' ELSE 'pending' END,
+    due_at = CASE WHEN :ok OR c.attempts >= :max_attempts THEN c.due_at
+                  ELSE now() + make_interval(secs => least(:backoff_seconds * power(2, c.attempts - 1),
+                                                           :max_backoff_seconds) * (0.75 + random() * 0.5))
+             END,
+    finished_at = CASE WHEN :ok OR c.attempts >= :max_attempts THEN now() END,
+    last_error = CASE WHEN :ok THEN c.last_error ELSE :error END,
+    lease_owner = NULL
+WHERE c.id = :id AND c.epoch = :epoch AND c.status = 'delivering'
+RETURNING c.status;
+
 -- ──────────────────────────────────── cron ──────────────────────────────────
 
 -- name: lock_due_cron_jobs
@@ -634,9 +690,9 @@ FOR UPDATE SKIP LOCKED;
 
 -- name: insert_cron_runs
 INSERT INTO job_runs (id, scheduled_at, tenant_id, job, origin, payload, target, max_attempts,
-                      backoff_seconds, timeout_seconds, due_at, priority)
+                      backoff_seconds, timeout_seconds, due_at, priority, callback)
 SELECT scheduler_run_id(o.at), o.at, j.tenant_id, j.name, 'cron', j.payload, j.target, j.max_attempts,
-       j.backoff_seconds, j.timeout_seconds, o.at, j.priority
+       j.backoff_seconds, j.timeout_seconds, o.at, j.priority, j.callback
 FROM jobs j, unnest(CAST(:occurrences AS timestamptz[])) AS o(at)
 WHERE j.tenant_id = :tenant_id AND j.name = :name
 ON CONFLICT (tenant_id, job, scheduled_at) WHERE origin = 'cron' DO NOTHING
