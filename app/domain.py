@@ -46,14 +46,25 @@ class RunRecord(TypedDict):
     finished_at: datetime | None
     last_error: str | None
     idempotency_key: str | None
+    held: str | None  # a HeldReason value while the run is held back, else None
 
 
 RUN_FIELDS = tuple(RunRecord.__annotations__)
 
 
+class HeldReason(StrEnum):
+    """Why a pending run is held back (the `held` column; migration 0010)."""
+
+    PAUSED = "paused"
+    CONCURRENCY = "concurrency"
+
+
 def run_record(row: Any) -> RunRecord:
     """The record of a database row (an asyncpg Record, or any mapping with the run's columns)."""
     record: RunRecord = {k: row[k] for k in RUN_FIELDS}  # type: ignore[assignment]
+    if row["held"] is not None:
+        # A held run's due_at is 'infinity' (out of the claim's range); it shows when it would be due.
+        record["due_at"] = row["held_due_at"]
     return record
 
 
@@ -74,6 +85,8 @@ class JobRecord(TypedDict):
     next_fire_at: datetime | None
     created_at: datetime
     updated_at: datetime
+    concurrency: Any  # {"limit": n, "key": "payload.…" | None}, or None
+    in_flight: int  # runs holding a concurrency slot now
 
 
 JOB_FIELDS = tuple(JobRecord.__annotations__)

@@ -10,7 +10,7 @@ import orjson
 from fastapi import Response
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
-from app.domain import JOB_FIELDS, RUN_FIELDS, JobRecord, RunStatus
+from app.domain import JOB_FIELDS, RUN_FIELDS, HeldReason, JobRecord, RunStatus
 from app.errors import PROBLEM_JSON, PROBLEM_TYPE
 from app.services.targets import HttpTarget, NoopTarget, PythonTarget, Target
 
@@ -20,8 +20,10 @@ JOB_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$"
 # openapi.json, as before the enum existed).
 if TYPE_CHECKING:
     RunStatusName = str
+    HeldReasonName = str
 else:
     RunStatusName = Literal[tuple(s.value for s in RunStatus)]
+    HeldReasonName = Literal[tuple(s.value for s in HeldReason)]
 
 JobName = Annotated[str, Field(pattern=JOB_NAME_PATTERN, examples=["send-report"])]
 # The `type` tags of a job's target, as the discriminated union `Target` declares them.
@@ -85,6 +87,23 @@ class ApiKeyList(BaseModel):
     keys: list[ApiKey]
 
 
+class Concurrency(Strict):
+    limit: int = Field(
+        ge=1,
+        le=10_000,
+        description="At most this many runs of one key hold a slot at once, from "
+        "their claim until their attempt ends, is reaped or is cancelled.",
+    )
+    key: str | None = Field(
+        default=None,
+        max_length=300,
+        pattern=r"^payload(\.[A-Za-z0-9_-]{1,64}){1,8}$",
+        examples=["payload.customer_id"],
+        description="A dotted path into the run's payload; runs with the same value share the limit "
+        "(a payload without the field: the empty key). Absent: one key for the whole job.",
+    )
+
+
 class JobPut(Strict):
     # Examples are whole valid bodies: contract tests (schemathesis) send them as they are.
     model_config = ConfigDict(
@@ -114,7 +133,13 @@ class JobPut(Strict):
     backoff_seconds: float = Field(default=10, ge=0, le=86_400)
     timeout_seconds: float = Field(default=30, gt=0, le=3_600)
     misfire: Literal["latest", "all", "skip"] = "latest"
-    paused: bool = False
+    paused: bool = Field(
+        default=False,
+        description="Holds every pending run of the job and its cron (as POST …/pause); false resumes.",
+    )
+    concurrency: Concurrency | None = Field(
+        default=None, description="A per-key concurrency limit; it applies to runs submitted after it is set."
+    )
 
 
 class Job(BaseModel):
@@ -132,6 +157,8 @@ class Job(BaseModel):
     next_fire_at: datetime | None
     created_at: datetime
     updated_at: datetime
+    concurrency: Concurrency | None
+    in_flight: int = Field(description="Runs of the job holding a concurrency slot now.")
 
 
 class JobList(BaseModel):
@@ -180,6 +207,15 @@ class Run(BaseModel):
     finished_at: datetime | None
     last_error: str | None
     idempotency_key: str | None
+    held: HeldReasonName | None = Field(
+        description="Why a pending run is held back: its job or tenant is `paused`, or it waits for a "
+        "`concurrency` slot. due_at then says when it would be due."
+    )
+
+
+class TenantPause(BaseModel):
+    id: str
+    paused: bool
 
 
 class RunBatch(BaseModel):

@@ -9,9 +9,10 @@ import asyncpg
 
 from app.db import jobs as job_repo
 from app.db import tenants as tenant_repo
-from app.domain import JobRecord, job_record
+from app.domain import JobRecord, OnPending, job_record, no_hint
 from app.errors import InvalidInput, NotFound
 from app.services import cron
+from app.services.flow import apply_pause
 from app.services.targets import validate_target
 from app.services.validation import check_payload
 
@@ -26,6 +27,7 @@ async def put_job(
     max_payload_bytes: int,
     max_payload_depth: int,
     max_jobs: int,
+    on_pending: OnPending = no_hint,
 ) -> tuple[JobRecord, bool]:
     """Upsert a job; returns (job, created). Changing the schedule recomputes next_fire_at."""
     # An unknown tenant is 404 before the body is judged (and its target's host resolved).
@@ -60,6 +62,9 @@ async def put_job(
         row = await job_repo.upsert_job(
             conn, tenant_id, name, **{**fields, "target": target, "next_fire_at": next_fire_at}
         )
+        # `paused` means what the pause and resume routes mean: the job's pending runs follow it.
+        released = await apply_pause(conn, tenant_id, name, fields["paused"])
+    await on_pending(released)
     return job_record(row), bool(row["inserted"])
 
 

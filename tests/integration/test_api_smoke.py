@@ -21,6 +21,7 @@ RUN_FIELDS = {
     "finished_at",
     "last_error",
     "idempotency_key",
+    "held",
 }
 
 

@@ -11,13 +11,26 @@ from alembic.script import ScriptDirectory
 
 from app.db.migrations import alembic_config
 
-TABLES = {"tenants", "api_keys", "jobs", "job_runs", "job_runs_default", "idempotency_keys"}
+TABLES = {
+    "tenants",
+    "api_keys",
+    "jobs",
+    "job_runs",
+    "job_runs_default",
+    "idempotency_keys",
+    "concurrency_slots",
+    "concurrency_holders",
+}
 FUNCTIONS = {
     "scheduler_run_id",
     "scheduler_partition_name",
     "scheduler_create_day_partition",
     "scheduler_retire_day_partition",
     "scheduler_analyze_stale_partitions",
+    "scheduler_concurrency_key",
+    "scheduler_run_hold",
+    "scheduler_job_in_flight",
+    "scheduler_concurrency_slot",
 }
 
 

@@ -30,6 +30,10 @@ def test_schema_documents_every_route_and_its_errors() -> None:
         "/tenants/{tenant_id}/runs/batch",
         "/runs/{run_id}",
         "/runs/{run_id}/cancel",
+        "/tenants/{tenant_id}/jobs/{name}/pause",
+        "/tenants/{tenant_id}/jobs/{name}/resume",
+        "/tenants/{tenant_id}/pause",
+        "/tenants/{tenant_id}/resume",
         "/healthz",
         "/readyz",
     }
@@ -67,6 +71,10 @@ def test_every_operation_has_a_named_id_and_the_bearer_scheme() -> None:
         "GET /tenants/{tenant_id}/runs": "listRuns",
         "GET /runs/{run_id}": "getRun",
         "POST /runs/{run_id}/cancel": "cancelRun",
+        "POST /tenants/{tenant_id}/jobs/{name}/pause": "pauseJob",
+        "POST /tenants/{tenant_id}/jobs/{name}/resume": "resumeJob",
+        "POST /tenants/{tenant_id}/pause": "pauseTenant",
+        "POST /tenants/{tenant_id}/resume": "resumeTenant",
         "GET /healthz": "healthz",
         "GET /readyz": "readyz",
     }
