@@ -9,8 +9,8 @@ A concurrency slot is a row in concurrency_holders (one per run holding it). The
 them under a row lock on the key's concurrency_slots row, so engines never over-grant; a slot is
 freed by the trigger below inside the fenced statement that ends the run's attempt, so it is freed
 exactly when (and only if) that transition happens: a stale worker's late finish matches no row and
-frees nothing. The trigger fires only for runs of a limited job (WHEN concurrency_key IS NOT NULL):
-the default path pays one NULL test per updated row.
+frees nothing. The trigger fires only for held runs and runs of a limited job: the default path
+pays two NULL tests per updated row.
 
 Revision ID: 0010
 Revises: 0005
@@ -84,32 +84,48 @@ LANGUAGE sql STABLE AS $$
                       WHEN $3 IS NOT NULL THEN 'concurrency' END AS held) AS h
 $$;
 
--- Runs inside the fenced statement that moves a limited run: an attempt that ends (succeeded,
--- failed, cancelled) frees its slot; a running run sent back to pending (a retry, or the reaper
--- rescuing a dead worker's run) frees it too and waits for a slot again, due when it would have
--- been. A run held again (paused) gives its slot back.
-CREATE FUNCTION scheduler_concurrency_slot() RETURNS trigger LANGUAGE plpgsql AS $$
+-- Runs inside every statement that updates a held run or a run of a limited job, so that no
+-- transition, present or future (a retry or reschedule of a run, say), can make a held run
+-- claimable or leak a slot:
+-- - a held run that ends (cancelled) is no longer held; its due_at is again when it was due;
+-- - a statement that moves a held run's due time moves when it would be due; it stays held;
+-- - a limited run that comes back to pending from anything but 'dispatched' (a retry, the reaper
+--   rescuing a dead worker's run) frees its slot and waits for one again (a run sent back from
+--   'dispatched', never started, keeps its slot and is claimed again);
+-- - a limited run whose attempt ends (succeeded, failed, cancelled) or that is held again (paused)
+--   frees its slot: exactly once, since only a fenced transition that matched gets here.
+CREATE FUNCTION scheduler_flow_control() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    IF NEW.status = 'pending' AND OLD.status = 'running' THEN
-        NEW.held := 'concurrency';
+    IF OLD.held IS NOT NULL AND NEW.status <> 'pending' THEN
+        NEW.due_at := COALESCE(NEW.held_due_at, NEW.due_at);
+        NEW.held := NULL;
+        NEW.held_due_at := NULL;
+    ELSIF OLD.held IS NOT NULL AND NEW.held IS NOT DISTINCT FROM OLD.held AND NEW.due_at <> 'infinity' THEN
         NEW.held_due_at := NEW.due_at;
         NEW.due_at := 'infinity';
     END IF;
-    IF NEW.status IN ('succeeded', 'failed', 'cancelled') OR NEW.held IS NOT NULL THEN
-        DELETE FROM concurrency_holders WHERE run_id = NEW.id;
+    IF NEW.concurrency_key IS NOT NULL THEN
+        IF NEW.status = 'pending' AND OLD.status NOT IN ('pending', 'dispatched') AND NEW.held IS NULL THEN
+            NEW.held := 'concurrency';
+            NEW.held_due_at := NEW.due_at;
+            NEW.due_at := 'infinity';
+        END IF;
+        IF NEW.status IN ('succeeded', 'failed', 'cancelled') OR NEW.held IS NOT NULL THEN
+            DELETE FROM concurrency_holders WHERE run_id = NEW.id;
+        END IF;
     END IF;
     RETURN NEW;
 END
 $$;
-CREATE TRIGGER job_runs_concurrency_slot BEFORE UPDATE ON job_runs FOR EACH ROW
-    WHEN (OLD.concurrency_key IS NOT NULL
-          AND (NEW.status IS DISTINCT FROM OLD.status OR NEW.held IS DISTINCT FROM OLD.held))
-    EXECUTE FUNCTION scheduler_concurrency_slot();
+-- The default path (no limit, not held) pays two NULL tests per updated row, nothing else.
+CREATE TRIGGER job_runs_flow_control BEFORE UPDATE ON job_runs FOR EACH ROW
+    WHEN (OLD.concurrency_key IS NOT NULL OR OLD.held IS NOT NULL)
+    EXECUTE FUNCTION scheduler_flow_control();
 """
 
 DOWNGRADE = r"""
-DROP TRIGGER job_runs_concurrency_slot ON job_runs;
-DROP FUNCTION scheduler_concurrency_slot();
+DROP TRIGGER job_runs_flow_control ON job_runs;
+DROP FUNCTION scheduler_flow_control();
 DROP FUNCTION scheduler_run_hold(text, boolean, jsonb, jsonb, timestamptz);
 DROP FUNCTION scheduler_concurrency_key(jsonb, jsonb);
 DROP FUNCTION scheduler_job_in_flight(text, text);

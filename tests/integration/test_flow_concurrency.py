@@ -136,3 +136,26 @@ async def test_cancel_frees_the_slot_and_a_paused_job_gives_its_slots_back(
     assert (await api.get(f"/runs/{second['id']}", headers=auth)).json()["held"] == "concurrency"
     assert await keeper.run_once() == 1
     assert (await api.get("/tenants/acme/jobs/one", headers=auth)).json()["in_flight"] == 1
+
+
+async def test_a_finished_run_sent_back_to_pending_waits_for_a_slot_again(
+    api: httpx.AsyncClient, tenant: dict, settings: Settings, pool: asyncpg.Pool
+) -> None:
+    """Any transition back to pending (here a failed run retried by hand, as a run operation would)
+    re-holds a limited run: it is never claimable without a slot."""
+    auth = tenant["auth"]
+    await put_job(api, "acme", "one", auth, concurrency={"limit": 1}, max_attempts=1)
+    run = await submit_run(api, "acme", auth, job="one")
+    assert await FlowKeeper(settings, pool).run_once() == 1
+    async with pool.acquire() as conn:
+        [claimed] = await claim_scan(conn, settings, ClaimBounds())
+        fence = Fence([(claimed["id"], claimed["scheduled_at"], claimed["epoch"])])
+        assert await transitions.start_runs(conn, fence, [False], owner="w1", lease_seconds=30)
+        [failed] = await transitions.finish_runs(conn, fence, [False], ["boom"])
+        assert failed["status"] == "failed"
+        assert await conn.fetchval("SELECT count(*) FROM concurrency_holders") == 0
+        await conn.execute(
+            "UPDATE job_runs SET status = 'pending', due_at = now() WHERE id = $1", claimed["id"]
+        )
+        assert await claim_scan(conn, settings, ClaimBounds()) == []
+    assert (await api.get(f"/runs/{run['id']}", headers=auth)).json()["held"] == "concurrency"

@@ -42,6 +42,14 @@ async def test_pause_holds_every_pending_run_and_resume_releases_them_in_order(
         assert held["held"] == "paused" and held["status"] == "pending"
         assert held["due_at"] == run["due_at"]  # when it would be due, not the internal 'infinity'
     assert await claim_all(pool, settings) == []
+    # A held run that is cancelled is no longer held, and a statement that moves a held run's due
+    # time (as a reschedule would) leaves it held: the trigger of migration 0010 guards both.
+    gone = await submit_run(api, "acme", auth, job="hello")
+    cancelled = (await api.post(f"/runs/{gone['id']}/cancel", headers=auth)).json()
+    assert cancelled["status"] == "cancelled" and cancelled["held"] is None
+    await pool.execute("UPDATE job_runs SET due_at = now() WHERE id = $1", late["id"])
+    assert (await read(api, late["id"], auth))["held"] == "paused"
+    assert await claim_all(pool, settings) == []
 
     r = await api.post("/tenants/acme/jobs/hello/resume", headers=auth)
     assert r.status_code == 200 and r.json()["paused"] is False, r.text

@@ -30,7 +30,7 @@ FUNCTIONS = {
     "scheduler_concurrency_key",
     "scheduler_run_hold",
     "scheduler_job_in_flight",
-    "scheduler_concurrency_slot",
+    "scheduler_flow_control",
 }
 
 
