@@ -21,6 +21,9 @@ RUN_FIELDS = {
     "finished_at",
     "last_error",
     "idempotency_key",
+    "attempts",
+    "result",
+    "result_truncated",
     "held",
 }
 

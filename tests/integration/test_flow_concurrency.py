@@ -20,6 +20,7 @@ from app.engine.floor import ClaimBounds
 from app.engine.keeper import FlowKeeper
 from app.engine.reaper import Reaper
 from app.worker.consumer import Worker
+from tests.integration.test_run_history import Outcome  # a worker's outcome, as finish_runs takes it
 from tests.receiver import Call, running_receiver
 from tests.support import put_job, run_reaching, submit_run
 
@@ -112,7 +113,7 @@ async def test_the_reaper_frees_a_slot_once_and_a_late_old_epoch_finish_frees_no
     async with pool.acquire() as conn:
         # The dead worker wakes and reports: fenced on the old epoch and status, it matches nothing
         # and frees nothing: the slot now held by another grant stays held.
-        assert await transitions.finish_runs(conn, old, [True], [None]) == []
+        assert await transitions.finish_runs(conn, old, [Outcome(True, outcome="succeeded")]) == []
     assert await pool.fetch("SELECT run_id FROM concurrency_holders") == holders
     assert await keeper.run_once() == 0
     assert str(holders[0]["run_id"]) in {first["id"], second["id"]}
@@ -151,7 +152,7 @@ async def test_a_finished_run_sent_back_to_pending_waits_for_a_slot_again(
         [claimed] = await claim_scan(conn, settings, ClaimBounds())
         fence = Fence([(claimed["id"], claimed["scheduled_at"], claimed["epoch"])])
         assert await transitions.start_runs(conn, fence, [False], owner="w1", lease_seconds=30)
-        [failed] = await transitions.finish_runs(conn, fence, [False], ["boom"])
+        [failed] = await transitions.finish_runs(conn, fence, [Outcome(False, "boom", "failed")])
         assert failed["status"] == "failed"
         assert await conn.fetchval("SELECT count(*) FROM concurrency_holders") == 0
         await conn.execute(

@@ -31,6 +31,7 @@ FUNCTIONS = {
     "scheduler_run_hold",
     "scheduler_job_in_flight",
     "scheduler_flow_control",
+    "scheduler_append_attempt",
 }
 
 
