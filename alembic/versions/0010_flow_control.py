@@ -13,7 +13,7 @@ frees nothing. The trigger fires only for held runs and runs of a limited job: t
 pays two NULL tests per updated row.
 
 Revision ID: 0010
-Revises: 0006
+Revises: 0007
 Create Date: 2026-12-01
 """
 
@@ -21,7 +21,7 @@ from alembic import op
 from sqlalchemy.util import await_only
 
 revision = "0010"
-down_revision = "0006"
+down_revision = "0007"
 branch_labels = None
 depends_on = None
 

@@ -34,6 +34,9 @@ def test_schema_documents_every_route_and_its_errors() -> None:
         "/tenants/{tenant_id}/jobs/{name}/resume",
         "/tenants/{tenant_id}/pause",
         "/tenants/{tenant_id}/resume",
+        "/runs/{run_id}/retry",
+        "/runs/{run_id}/reschedule",
+        "/tenants/{tenant_id}/runs/actions",
         "/healthz",
         "/readyz",
     }
@@ -75,6 +78,9 @@ def test_every_operation_has_a_named_id_and_the_bearer_scheme() -> None:
         "POST /tenants/{tenant_id}/jobs/{name}/resume": "resumeJob",
         "POST /tenants/{tenant_id}/pause": "pauseTenant",
         "POST /tenants/{tenant_id}/resume": "resumeTenant",
+        "POST /runs/{run_id}/retry": "retryRun",
+        "POST /runs/{run_id}/reschedule": "rescheduleRun",
+        "POST /tenants/{tenant_id}/runs/actions": "actOnRuns",
         "GET /healthz": "healthz",
         "GET /readyz": "readyz",
     }
