@@ -43,6 +43,9 @@ class Settings(BaseSettings):
     lease_seconds: float = Field(default=30.0, gt=0)  # running; heartbeats extend it
     poll_interval_seconds: float = Field(default=0.5, gt=0)
     reap_interval_seconds: float = Field(default=2.0, gt=0)
+    # How often the keeper grants freed concurrency slots and holds runs of paused jobs that became
+    # pending again (app.engine.keeper); a limited key starts a new run at most this late.
+    keeper_interval_seconds: float = Field(default=0.2, gt=0)
     publish_timeout_seconds: float = Field(default=5.0, gt=0)
     # Claimed batches whose PubAcks are still awaited while the next batch is claimed.
     dispatch_batches_in_flight: int = Field(default=2, ge=1, le=16)

@@ -55,9 +55,17 @@ class RunRecord(TypedDict):
     attempts: list[Any]  # history entries, oldest first (AttemptOutcomeName for their outcome)
     result: Any
     result_truncated: bool
+    held: str | None  # a HeldReason value while the run is held back, else None
 
 
 RUN_FIELDS = tuple(RunRecord.__annotations__)
+
+
+class HeldReason(StrEnum):
+    """Why a pending run is held back (the `held` column; migration 0010)."""
+
+    PAUSED = "paused"
+    CONCURRENCY = "concurrency"
 
 
 def run_record(row: Any) -> RunRecord:
@@ -67,6 +75,9 @@ def run_record(row: Any) -> RunRecord:
         # Nothing is owed until the run ends in one of `on`.
         record["callback"] = {**record["callback"], "status": None, "attempts": 0, "last_error": None}
     record["attempts"] = attempt_history(row)
+    if row["held"] is not None:
+        # A held run's due_at is 'infinity' (out of the claim's range); it shows when it would be due.
+        record["due_at"] = row["held_due_at"]
     return record
 
 
@@ -157,6 +168,8 @@ class JobRecord(TypedDict):
     next_fire_at: datetime | None
     created_at: datetime
     updated_at: datetime
+    concurrency: Any  # {"limit": n, "key": "payload.…" | None}, or None
+    in_flight: int  # runs holding a concurrency slot now
 
 
 JOB_FIELDS = tuple(JobRecord.__annotations__)

@@ -50,6 +50,18 @@ CROSS JOIN LATERAL (
 -- The standing backlog's priority (steady --standing): every pending run's, before submissions start.
 UPDATE job_runs SET priority = :priority WHERE status = 'pending';
 
+-- name: insert_held_backlog
+-- N runs of tenant t000's job :job held back (:held 'paused' or 'concurrency', key ''), as the API
+-- would insert them for a paused or concurrency-limited job: out of the claim's range (migration 0010).
+INSERT INTO job_runs (id, scheduled_at, tenant_id, job, payload, target, max_attempts, backoff_seconds,
+                      timeout_seconds, due_at, held, held_due_at, concurrency_key)
+SELECT scheduler_run_id(s.at), s.at, 't000', :job, CAST('{}' AS jsonb), CAST(:target AS jsonb), 1, 1, 30,
+       'infinity', :held, s.at, CASE WHEN :held = 'concurrency' THEN '' END
+FROM generate_series(0, :n - 1) AS g
+CROSS JOIN LATERAL (
+    SELECT CAST(:first_at AS timestamptz) + make_interval(secs => g * CAST(:step AS float8))
+) AS s(at);
+
 -- name: insert_history
 -- Terminal (succeeded) runs, rows :first .. :first + :n - 1 of a history spread evenly over the
 -- :days whole UTC days before :today, so every daily partition of those days gets its share.

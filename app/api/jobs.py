@@ -50,6 +50,7 @@ async def upsert_job(
         max_payload_bytes=state.settings.max_payload_bytes,
         max_payload_depth=state.settings.max_payload_depth,
         max_jobs=state.settings.tenant_max_jobs,
+        on_pending=state.on_pending,
     )
     response.status_code = 201 if created else 200
     return job_out(row)

@@ -9,7 +9,7 @@ from uuid import UUID
 from fastapi import Response
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
-from app.domain import JOB_FIELDS, RUN_FIELDS, AttemptOutcomeName, JobRecord, RunStatus, dump_json
+from app.domain import JOB_FIELDS, RUN_FIELDS, AttemptOutcomeName, HeldReason, JobRecord, RunStatus, dump_json
 from app.errors import PROBLEM_JSON, PROBLEM_TYPE
 from app.services.callbacks import Callback, CallbackState
 from app.services.targets import HttpTarget, NoopTarget, PythonTarget, Target
@@ -20,9 +20,11 @@ JOB_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$"
 # openapi.json, as before the enum existed).
 if TYPE_CHECKING:
     RunStatusName = str
+    HeldReasonName = str
     AttemptOutcomeLiteral = str
 else:
     RunStatusName = Literal[tuple(s.value for s in RunStatus)]
+    HeldReasonName = Literal[tuple(s.value for s in HeldReason)]
     AttemptOutcomeLiteral = Literal[tuple(o.value for o in AttemptOutcomeName)]
 
 JobName = Annotated[str, Field(pattern=JOB_NAME_PATTERN, examples=["send-report"])]
@@ -90,6 +92,23 @@ class ApiKeyList(BaseModel):
     keys: list[ApiKey]
 
 
+class Concurrency(Strict):
+    limit: int = Field(
+        ge=1,
+        le=10_000,
+        description="At most this many runs of one key hold a slot at once, from "
+        "their claim until their attempt ends, is reaped or is cancelled.",
+    )
+    key: str | None = Field(
+        default=None,
+        max_length=300,
+        pattern=r"^payload(\.[A-Za-z0-9_-]{1,64}){1,8}$",
+        examples=["payload.customer_id"],
+        description="A dotted path into the run's payload; runs with the same value share the limit "
+        "(a payload without the field: the empty key). Absent: one key for the whole job.",
+    )
+
+
 class JobPut(Strict):
     # Examples are whole valid bodies: contract tests (schemathesis) send them as they are.
     model_config = ConfigDict(
@@ -119,10 +138,16 @@ class JobPut(Strict):
     backoff_seconds: float = Field(default=10, ge=0, le=86_400)
     timeout_seconds: float = Field(default=30, gt=0, le=3_600)
     misfire: Literal["latest", "all", "skip"] = "latest"
-    paused: bool = False
+    paused: bool = Field(
+        default=False,
+        description="Holds every pending run of the job and its cron (as POST …/pause); false resumes.",
+    )
     priority: Priority = 5
     callback: Callback | None = Field(
         default=None, description="Told when each run ends (see Run.callback); a run may name its own."
+    )
+    concurrency: Concurrency | None = Field(
+        default=None, description="A per-key concurrency limit; it applies to runs submitted after it is set."
     )
 
 
@@ -143,6 +168,8 @@ class Job(BaseModel):
     next_fire_at: datetime | None
     created_at: datetime
     updated_at: datetime
+    concurrency: Concurrency | None
+    in_flight: int = Field(description="Runs of the job holding a concurrency slot now.")
 
 
 class JobList(BaseModel):
@@ -227,6 +254,15 @@ class Run(BaseModel):
         "SCHEDULER_MAX_RESULT_BYTES (64 KiB) it is the first bytes of its JSON text, as a string."
     )
     result_truncated: bool = Field(description="The result was cut to SCHEDULER_MAX_RESULT_BYTES.")
+    held: HeldReasonName | None = Field(
+        description="Why a pending run is held back: its job or tenant is `paused`, or it waits for a "
+        "`concurrency` slot. due_at then says when it would be due."
+    )
+
+
+class TenantPause(BaseModel):
+    id: str
+    paused: bool
 
 
 class RunBatch(BaseModel):

@@ -17,6 +17,7 @@ from app.config import Settings
 from app.engine.cron import CronMaterializer
 from app.engine.dispatcher import Dispatcher
 from app.engine.idempotency import IdempotencyKeyPruner
+from app.engine.keeper import FlowKeeper
 from app.engine.partitions import PartitionMaintenance
 from app.engine.reaper import Reaper
 
@@ -29,6 +30,7 @@ class Engine:
         self.nc = nc
         self.dispatcher = Dispatcher(settings, pool, nc, hot_index)
         self.reaper = Reaper(settings, pool, hot_index, nc)
+        self.keeper = FlowKeeper(settings, pool, hot_index)
         self.cron = CronMaterializer(settings, pool, hot_index=hot_index)
         self.maintenance = PartitionMaintenance(settings, pool)
         self.idempotency_keys = IdempotencyKeyPruner(settings, pool)
@@ -43,6 +45,7 @@ class Engine:
         tasks = {
             asyncio.create_task(self.dispatcher.run(stop), name="dispatcher"),
             asyncio.create_task(self.reaper.run(stop), name="reaper"),
+            asyncio.create_task(self.keeper.run(stop), name="keeper"),
             asyncio.create_task(self.cron.run(stop), name="cron"),
             asyncio.create_task(self.maintenance.run(stop), name="partitions"),
             asyncio.create_task(self.maintenance.keep_statistics(stop), name="statistics"),

@@ -16,7 +16,8 @@ stream and one durable consumer. The watermark is the one read on the previous p
 message delivered just now the time to be started before its run is judged. If JetStream cannot be
 asked, no dispatched run is rescued on that pass: re-sending could not be published either.
 
-It also refreshes the gauges read from the database (the due backlog the engines' autoscaler reads)."""
+It also refreshes the gauges read from the database (the due backlog the engines' autoscaler reads,
+the runs held back by flow control)."""
 
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ import asyncpg
 from nats.aio.client import Client as NATS
 
 from app.config import Settings
+from app.db import flow as flow_repo
 from app.db import transitions
 from app.domain import Hints, RunStatus, on_pending
 from app.engine.backlog import oldest_waiting_since
@@ -78,8 +80,11 @@ class Reaper:
                 if len(rows) < BATCH:
                     break
             oldest_age, due_runs = await transitions.due_backlog(conn, DUE_BACKLOG_LIMIT)
+            held = await flow_repo.count_held_runs(conn, DUE_BACKLOG_LIMIT)
         metrics.oldest_due_pending_age_seconds.set(oldest_age)
         metrics.due_pending_runs.set(due_runs)
+        for reason, runs in held.items():
+            metrics.held_runs.labels(reason).set(runs)
         if rescued:
             log.info("reaper rescued %d runs", rescued)
         return rescued

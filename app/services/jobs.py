@@ -9,10 +9,11 @@ import asyncpg
 
 from app.db import jobs as job_repo
 from app.db import tenants as tenant_repo
-from app.domain import JobRecord, job_record
+from app.domain import JobRecord, OnPending, job_record, no_hint
 from app.errors import InvalidInput, NotFound
 from app.services import cron
 from app.services.callbacks import validate_callback
+from app.services.flow import apply_pause
 from app.services.targets import validate_target
 from app.services.validation import check_payload
 
@@ -27,6 +28,7 @@ async def put_job(
     max_payload_bytes: int,
     max_payload_depth: int,
     max_jobs: int,
+    on_pending: OnPending = no_hint,
 ) -> tuple[JobRecord, bool]:
     """Upsert a job; returns (job, created). Changing the schedule recomputes next_fire_at."""
     # An unknown tenant is 404 before the body is judged (and its target's host resolved).
@@ -67,6 +69,9 @@ async def put_job(
             name,
             **{**fields, "target": target, "callback": callback, "next_fire_at": next_fire_at},
         )
+        # `paused` means what the pause and resume routes mean: the job's pending runs follow it.
+        released = await apply_pause(conn, tenant_id, name, fields["paused"])
+    await on_pending(released)
     return job_record(row), bool(row["inserted"])
 
 

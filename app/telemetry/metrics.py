@@ -146,6 +146,19 @@ default_partition_rows = engine_gauge(
     "scheduler_default_partition_rows",
     "Rows in the DEFAULT partition (moved out by maintenance).",
 )
+held_runs = engine_gauge(
+    "scheduler_held_runs",
+    "Pending runs held back, by reason: paused (their job or tenant) or concurrency (waiting for a "
+    "slot of their key); read from the database, each counted up to 20,000.",
+    ("reason",),
+)
+concurrency_slots_granted_total = Counter(
+    "scheduler_concurrency_slots_granted_total", "Runs the keeper gave a concurrency slot to."
+)
+runs_reheld_total = Counter(
+    "scheduler_runs_reheld_total",
+    "Runs of a paused job or tenant the keeper held after they became pending again (a retry, a rescue).",
+)
 worker_slots = worker_gauge(
     "scheduler_worker_slots",
     "Targets this worker runs at once (SCHEDULER_WORKER_CONCURRENCY); absent when no worker is up.",

@@ -68,6 +68,16 @@ CASES: dict[tuple[str, str], Callable[[Victim], Request]] = {
     ("GET", "/tenants/{tenant_id}/runs"): lambda v: (f"/tenants/{v.tenant}/runs", None),
     ("GET", "/runs/{run_id}"): lambda v: (f"/runs/{v.run_id}", None),
     ("POST", "/runs/{run_id}/cancel"): lambda v: (f"/runs/{v.run_id}/cancel", None),
+    ("POST", "/tenants/{tenant_id}/jobs/{name}/pause"): lambda v: (
+        f"/tenants/{v.tenant}/jobs/{v.job}/pause",
+        None,
+    ),
+    ("POST", "/tenants/{tenant_id}/jobs/{name}/resume"): lambda v: (
+        f"/tenants/{v.tenant}/jobs/{v.job}/resume",
+        None,
+    ),
+    ("POST", "/tenants/{tenant_id}/pause"): lambda v: (f"/tenants/{v.tenant}/pause", None),
+    ("POST", "/tenants/{tenant_id}/resume"): lambda v: (f"/tenants/{v.tenant}/resume", None),
     ("POST", "/runs/{run_id}/retry"): lambda v: (f"/runs/{v.cancelled_run_id}/retry", None),
     ("POST", "/runs/{run_id}/reschedule"): lambda v: (
         f"/runs/{v.run_id}/reschedule",
@@ -78,6 +88,8 @@ CASES: dict[tuple[str, str], Callable[[Victim], Request]] = {
         {"action": "cancel", "filter": {"ids": [v.run_id, v.cancelled_run_id]}},
     ),
 }
+# Routes only the admin token may use: their owner, for the last step below, is the admin.
+ADMIN_ONLY = {"/tenants", "/tenants/{tenant_id}/pause", "/tenants/{tenant_id}/resume"}
 
 
 def test_every_route_has_a_case() -> None:
@@ -142,6 +154,6 @@ async def test_another_tenants_key_gets_404_and_changes_nothing(
     assert run.json()["status"] == "pending"
 
     # The very same request from the owner succeeds: the 404 was about ownership, not the request.
-    owner = bearer(ADMIN_TOKEN) if path == "/tenants" else victim.auth
+    owner = bearer(ADMIN_TOKEN) if path in ADMIN_ONLY else victim.auth
     r = await _send(api, method, request, owner)
     assert 200 <= r.status_code < 300, r.text

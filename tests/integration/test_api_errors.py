@@ -94,6 +94,13 @@ CASES = {
     "unknown field in a run": run("priority", priority=9),
     "unknown field in a batch": Bad("POST", BATCH, "dry_run", {"runs": [{"job": "hello"}], "dry_run": 1}),
     "unknown field in a job": job("cron", cron="* * * * *"),
+    "concurrency limit of zero": job("concurrency.limit", concurrency={"limit": 0}),
+    "concurrency limit not a number": job("concurrency.limit", concurrency={"limit": "two"}),
+    "concurrency key outside the payload": job("concurrency.key", concurrency={"limit": 1, "key": "tenant"}),
+    "concurrency key with an empty step": job(
+        "concurrency.key", concurrency={"limit": 1, "key": "payload..a"}
+    ),
+    "unknown field in a concurrency": job("concurrency.burst", concurrency={"limit": 1, "burst": 2}),
     "unknown field in a tenant": Bad("POST", "/tenants", "name", {"id": "x", "name": "X"}),
     # What Postgres or the JSON codec cannot hold is refused up front, not left to fail in the database.
     "NUL in a payload": run("payload", payload={"a": "\x00"}),

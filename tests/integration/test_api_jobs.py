@@ -39,6 +39,8 @@ JOB_FIELDS = {
     "next_fire_at",
     "created_at",
     "updated_at",
+    "concurrency",
+    "in_flight",
 }
 
 

@@ -26,6 +26,7 @@ RUN_FIELDS = {
     "attempts",
     "result",
     "result_truncated",
+    "held",
 }
 
 

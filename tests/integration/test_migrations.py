@@ -11,7 +11,17 @@ from alembic.script import ScriptDirectory
 
 from app.db.migrations import alembic_config
 
-TABLES = {"tenants", "api_keys", "jobs", "job_runs", "job_runs_default", "idempotency_keys", "run_callbacks"}
+TABLES = {
+    "tenants",
+    "api_keys",
+    "jobs",
+    "job_runs",
+    "job_runs_default",
+    "idempotency_keys",
+    "run_callbacks",
+    "concurrency_slots",
+    "concurrency_holders",
+}
 FUNCTIONS = {
     "scheduler_run_id",
     "scheduler_partition_name",
@@ -19,6 +29,10 @@ FUNCTIONS = {
     "scheduler_retire_day_partition",
     "scheduler_analyze_stale_partitions",
     "scheduler_record_callback",
+    "scheduler_concurrency_key",
+    "scheduler_run_hold",
+    "scheduler_job_in_flight",
+    "scheduler_flow_control",
     "scheduler_append_attempt",
 }
 

@@ -53,16 +53,18 @@ RETURNING previous_expires_at;
 -- name: upsert_job
 -- xmax = 0 only on a freshly inserted row: it tells 201 from 200 in one round trip.
 INSERT INTO jobs (tenant_id, name, target, schedule, timezone, payload, max_attempts, backoff_seconds,
-                  timeout_seconds, misfire, paused, next_fire_at, priority, callback)
+                  timeout_seconds, misfire, paused, next_fire_at, priority, callback,
+                  concurrency)
 VALUES (:tenant_id, :name, :target, :schedule, :timezone, :payload, :max_attempts, :backoff_seconds,
-        :timeout_seconds, :misfire, :paused, :next_fire_at, :priority, :callback)
+        :timeout_seconds, :misfire, :paused, :next_fire_at, :priority, :callback, :concurrency)
 ON CONFLICT (tenant_id, name) DO UPDATE SET
     target = EXCLUDED.target, schedule = EXCLUDED.schedule, timezone = EXCLUDED.timezone,
     payload = EXCLUDED.payload, max_attempts = EXCLUDED.max_attempts,
     backoff_seconds = EXCLUDED.backoff_seconds, timeout_seconds = EXCLUDED.timeout_seconds,
     misfire = EXCLUDED.misfire, paused = EXCLUDED.paused, next_fire_at = EXCLUDED.next_fire_at,
-    priority = EXCLUDED.priority, callback = EXCLUDED.callback, updated_at = now()
-RETURNING *, (xmax = 0) AS inserted;
+    priority = EXCLUDED.priority, callback = EXCLUDED.callback, concurrency = EXCLUDED.concurrency,
+    updated_at = now()
+RETURNING *, scheduler_job_in_flight(tenant_id, name) AS in_flight, (xmax = 0) AS inserted;
 
 -- name: lock_tenant_for_job_create
 -- Serializes job creation within a tenant (a concurrent PUT waits here until this one commits), so
@@ -74,11 +76,12 @@ SELECT id FROM tenants WHERE id = :tenant_id FOR NO KEY UPDATE;
 SELECT count(*) AS jobs, bool_or(name = :name) IS TRUE AS present FROM jobs WHERE tenant_id = :tenant_id;
 
 -- name: get_job
-SELECT * FROM jobs WHERE tenant_id = :tenant_id AND name = :name;
+SELECT *, scheduler_job_in_flight(tenant_id, name) AS in_flight FROM jobs
+WHERE tenant_id = :tenant_id AND name = :name;
 
 -- name: list_jobs
 -- Keyset by name: stable under concurrent upserts, no OFFSET scans.
-SELECT * FROM jobs
+SELECT *, scheduler_job_in_flight(tenant_id, name) AS in_flight FROM jobs
 WHERE tenant_id = :tenant_id AND name > :after
 ORDER BY name
 LIMIT :limit;
@@ -91,6 +94,122 @@ DELETE FROM jobs WHERE tenant_id = :tenant_id AND name = :name RETURNING name;
 -- worker that receives one acks and skips it (its start transition finds no 'dispatched' row).
 UPDATE job_runs SET status = 'cancelled', finished_at = now(), lease_owner = NULL, lease_expires_at = NULL
 WHERE tenant_id = :tenant_id AND job = :name AND status IN ('pending', 'dispatched');
+
+-- ───────────────────────── flow control: pause, concurrency ─────────────────────────
+-- A held run is pending with due_at 'infinity' (its own due time kept in held_due_at): outside the
+-- claim's range, so holding 100k runs costs the claim nothing (migration 0010).
+
+-- name: set_job_paused
+-- A paused job fires no cron occurrence either (lock_due_cron_jobs), so its next fire goes.
+UPDATE jobs SET paused = :paused, next_fire_at = NULL, updated_at = now()
+WHERE tenant_id = :tenant_id AND name = :name
+RETURNING schedule, timezone;
+
+-- name: set_tenant_paused
+UPDATE tenants SET paused = :paused WHERE id = :id RETURNING id;
+
+-- name: hold_paused_runs
+-- Pausing holds every pending run of the job (:name) or of the whole tenant (:name null), those
+-- waiting for a concurrency slot or holding one included (the trigger frees the slot).
+UPDATE job_runs
+SET held = 'paused', held_due_at = CASE WHEN held IS NULL THEN due_at ELSE held_due_at END, due_at = 'infinity'
+WHERE tenant_id = :tenant_id AND (CAST(:name AS text) IS NULL OR job = :name)
+  AND status = 'pending' AND held IS DISTINCT FROM 'paused';
+
+-- name: rehold_paused_runs
+-- The keeper's catch-up: a run of a paused job or tenant that became pending after the pause (a
+-- retry, a rescued run) is held too. Reads only unheld pending runs (due_at < 'infinity').
+UPDATE job_runs r SET held = 'paused', held_due_at = r.due_at, due_at = 'infinity'
+FROM jobs j JOIN tenants t ON t.id = j.tenant_id
+WHERE (j.paused OR t.paused) AND r.tenant_id = j.tenant_id AND r.job = j.name
+  AND r.status = 'pending' AND r.held IS NULL AND r.due_at < 'infinity'
+RETURNING r.id;
+
+-- name: release_paused_runs
+-- Resume: each held run becomes due when it would have been, so those already due are claimed at
+-- once, oldest first; a run of a limited job waits for a slot instead. Not while the other of its
+-- job and tenant is still paused.
+UPDATE job_runs r
+SET held = CASE WHEN r.concurrency_key IS NOT NULL THEN 'concurrency' END,
+    due_at = CASE WHEN r.concurrency_key IS NOT NULL THEN 'infinity' ELSE r.held_due_at END,
+    held_due_at = CASE WHEN r.concurrency_key IS NOT NULL THEN r.held_due_at END
+FROM jobs j JOIN tenants t ON t.id = j.tenant_id
+WHERE r.held = 'paused' AND r.tenant_id = :tenant_id AND (CAST(:name AS text) IS NULL OR r.job = :name)
+  AND r.status = 'pending' AND j.tenant_id = r.tenant_id AND j.name = r.job AND NOT j.paused AND NOT t.paused
+RETURNING r.id, r.scheduled_at, r.due_at;
+
+-- name: waiting_concurrency_keys
+-- Keys with runs waiting for a slot, after the cursor (tenant, job, key): a loose index scan of
+-- job_runs_held, one probe per key, so its cost follows the keys, not the runs they hold back.
+WITH RECURSIVE keys AS (
+    (SELECT tenant_id, job, concurrency_key FROM job_runs
+     WHERE held = 'concurrency' AND (tenant_id, job, concurrency_key) > (:tenant_id, :job, :key)
+     ORDER BY tenant_id, job, concurrency_key LIMIT 1)
+    UNION ALL
+    SELECT n.tenant_id, n.job, n.concurrency_key FROM keys k
+    CROSS JOIN LATERAL (
+        SELECT r.tenant_id, r.job, r.concurrency_key FROM job_runs r
+        WHERE r.held = 'concurrency' AND (r.tenant_id, r.job, r.concurrency_key) > (k.tenant_id, k.job, k.concurrency_key)
+        ORDER BY r.tenant_id, r.job, r.concurrency_key LIMIT 1
+    ) AS n
+)
+SELECT tenant_id, job, concurrency_key AS key FROM keys LIMIT :limit;
+
+-- name: ensure_concurrency_slots
+INSERT INTO concurrency_slots (tenant_id, job, key)
+SELECT * FROM unnest(CAST(:tenant_ids AS text[]), CAST(:jobs AS text[]), CAST(:keys AS text[]))
+ON CONFLICT DO NOTHING;
+
+-- name: lock_concurrency_slots
+-- One granter per key at a time, across engines: a key another engine is granting is skipped.
+SELECT s.tenant_id, s.job, s.key FROM concurrency_slots s
+JOIN unnest(CAST(:tenant_ids AS text[]), CAST(:jobs AS text[]), CAST(:keys AS text[])) AS k(tenant_id, job, key)
+  ON s.tenant_id = k.tenant_id AND s.job = k.job AND s.key = k.key
+FOR UPDATE OF s SKIP LOCKED;
+
+-- name: grant_concurrency_slots
+-- Under the keys' locks (lock_concurrency_slots, earlier in the transaction, so this statement's
+-- snapshot sees every slot granted or freed before): each key gets up to `limit - holders` of its
+-- oldest waiting runs, which become due at once. None while the job or tenant is paused; all when
+-- the job's limit was removed (LIMIT NULL).
+WITH room AS (
+    SELECT k.tenant_id, k.job, k.key,
+           CASE WHEN j.paused OR t.paused THEN 0
+                WHEN j.concurrency IS NULL THEN NULL
+                ELSE greatest(0, CAST(j.concurrency->>'limit' AS int) - (
+                    SELECT count(*) FROM concurrency_holders h
+                    WHERE h.tenant_id = k.tenant_id AND h.job = k.job AND h.key = k.key)) END AS free
+    FROM unnest(CAST(:tenant_ids AS text[]), CAST(:jobs AS text[]), CAST(:keys AS text[])) AS k(tenant_id, job, key)
+    JOIN jobs j ON j.tenant_id = k.tenant_id AND j.name = k.job
+    JOIN tenants t ON t.id = k.tenant_id
+),
+chosen AS (
+    SELECT c.id, c.scheduled_at FROM room
+    CROSS JOIN LATERAL (
+        SELECT r.id, r.scheduled_at FROM job_runs r
+        WHERE r.held = 'concurrency' AND r.tenant_id = room.tenant_id AND r.job = room.job
+          AND r.concurrency_key = room.key AND r.held_due_at <= now()
+        ORDER BY r.held_due_at
+        LIMIT room.free
+        FOR UPDATE SKIP LOCKED
+    ) AS c
+),
+granted AS (
+    UPDATE job_runs r SET held = NULL, due_at = r.held_due_at, held_due_at = NULL
+    FROM chosen c
+    WHERE r.id = c.id AND r.scheduled_at = c.scheduled_at AND r.held = 'concurrency' AND r.status = 'pending'
+    RETURNING r.id, r.scheduled_at, r.due_at, r.tenant_id, r.job, r.concurrency_key
+),
+holders AS (
+    INSERT INTO concurrency_holders (run_id, tenant_id, job, key)
+    SELECT id, tenant_id, job, concurrency_key FROM granted
+)
+SELECT id, scheduled_at, due_at FROM granted;
+
+-- name: count_held_runs
+-- Held runs per reason, each counted up to :limit (the gauge's cost stays bounded).
+SELECT reason, (SELECT count(*) FROM (SELECT 1 FROM job_runs WHERE held = reason LIMIT :limit) AS h) AS runs
+FROM unnest(CAST(ARRAY['paused', 'concurrency'] AS text[])) AS reason;
 
 -- name: db_now
 SELECT now();
@@ -127,13 +246,19 @@ complete AS (
     ) AS yes
 ),
 inserted AS (
+    -- A run of a paused job or tenant, or of a concurrency-limited job, is held from the start
+    -- (scheduler_run_hold, migration 0010): out of the claim's range until resumed or given a slot.
     INSERT INTO job_runs (id, scheduled_at, tenant_id, job, origin, payload, target, max_attempts,
-                          backoff_seconds, timeout_seconds, due_at, idempotency_key, traceparent, priority, callback)
+                          backoff_seconds, timeout_seconds, due_at, idempotency_key, traceparent, priority, callback,
+                          held, held_due_at, concurrency_key)
     SELECT m.id, m.scheduled_at, j.tenant_id, j.name, 'api', COALESCE(m.payload, j.payload), j.target,
-           j.max_attempts, j.backoff_seconds, j.timeout_seconds, m.scheduled_at, m.idempotency_key,
-           :traceparent, COALESCE(m.priority, j.priority), COALESCE(m.callback, j.callback)
+           j.max_attempts, j.backoff_seconds, j.timeout_seconds, h.due_at, m.idempotency_key,
+           :traceparent, COALESCE(m.priority, j.priority), COALESCE(m.callback, j.callback),
+           h.held, h.held_due_at, h.concurrency_key
     FROM minted m
     JOIN jobs j ON j.tenant_id = :tenant_id AND j.name = m.job
+    CROSS JOIN LATERAL scheduler_run_hold(j.tenant_id, j.paused, j.concurrency,
+                                          COALESCE(m.payload, j.payload), m.scheduled_at) AS h
     WHERE (SELECT yes FROM complete)
     RETURNING *
 ),
@@ -689,11 +814,15 @@ LIMIT :limit
 FOR UPDATE SKIP LOCKED;
 
 -- name: insert_cron_runs
+-- Held like a submitted run (insert_runs) when its tenant is paused or its job concurrency-limited.
 INSERT INTO job_runs (id, scheduled_at, tenant_id, job, origin, payload, target, max_attempts,
-                      backoff_seconds, timeout_seconds, due_at, priority, callback)
+                      backoff_seconds, timeout_seconds, due_at, priority, callback, held, held_due_at,
+                      concurrency_key)
 SELECT scheduler_run_id(o.at), o.at, j.tenant_id, j.name, 'cron', j.payload, j.target, j.max_attempts,
-       j.backoff_seconds, j.timeout_seconds, o.at, j.priority, j.callback
-FROM jobs j, unnest(CAST(:occurrences AS timestamptz[])) AS o(at)
+       j.backoff_seconds, j.timeout_seconds, h.due_at, j.priority, j.callback, h.held, h.held_due_at,
+       h.concurrency_key
+FROM jobs j, unnest(CAST(:occurrences AS timestamptz[])) AS o(at),
+     LATERAL scheduler_run_hold(j.tenant_id, j.paused, j.concurrency, j.payload, o.at) AS h
 WHERE j.tenant_id = :tenant_id AND j.name = :name
 ON CONFLICT (tenant_id, job, scheduled_at) WHERE origin = 'cron' DO NOTHING
 RETURNING id, scheduled_at, due_at;

@@ -1,0 +1,61 @@
+"""Flow control: pausing and resuming a job or a whole tenant. A pause holds every pending run
+(out of the claim's range, see migration 0010); runs already dispatched or running finish. Resume
+makes the held runs due when they would have been, so those already due go at once, oldest first.
+Concurrency slots are granted by the engine's keeper (app.engine.keeper)."""
+
+from __future__ import annotations
+
+import asyncpg
+
+from app.db import cron as cron_repo
+from app.db import flow as flow_repo
+from app.db import jobs as job_repo
+from app.db import wakeups
+from app.domain import JobRecord, OnPending, job_record, no_hint
+from app.errors import NotFound
+from app.services import cron
+
+
+async def apply_pause(
+    conn: asyncpg.Connection, tenant_id: str, job: str | None, paused: bool
+) -> list[asyncpg.Record]:
+    """Holds (paused) or releases the pending runs of the job, or of the tenant when `job` is None,
+    in the caller's transaction. Returns the released runs (id, scheduled_at, due_at); a NOTIFY at
+    commit wakes idle engines and lowers their claim floor to the oldest of them."""
+    if paused:
+        await flow_repo.hold_paused_runs(conn, tenant_id, job)
+        return []
+    released = await flow_repo.release_paused_runs(conn, tenant_id, job)
+    if released:
+        await wakeups.notify_runs_due(conn, min(r["scheduled_at"] for r in released))
+    return released
+
+
+async def set_job_paused(
+    pool: asyncpg.Pool, tenant_id: str, name: str, paused: bool, on_pending: OnPending = no_hint
+) -> JobRecord:
+    async with pool.acquire() as conn:
+        async with conn.transaction():
+            job = await flow_repo.set_job_paused(conn, tenant_id, name, paused)
+            if job is None:
+                raise NotFound(f"job {name!r} not found", field="name")
+            if not paused and job["schedule"] is not None:
+                # Cron resumes from now (the database's clock): occurrences missed while paused
+                # are not made up.
+                next_fire_at = cron.next_fire(job["schedule"], job["timezone"], await job_repo.db_now(conn))
+                await cron_repo.set_next_fire(conn, tenant_id, name, next_fire_at)
+            released = await apply_pause(conn, tenant_id, name, paused)
+        row = await job_repo.get_job(conn, tenant_id, name)
+    await on_pending(released)
+    assert row is not None
+    return job_record(row)
+
+
+async def set_tenant_paused(
+    pool: asyncpg.Pool, tenant_id: str, paused: bool, on_pending: OnPending = no_hint
+) -> None:
+    async with pool.acquire() as conn, conn.transaction():
+        if not await flow_repo.set_tenant_paused(conn, tenant_id, paused):
+            raise NotFound(f"tenant {tenant_id!r} not found", field="tenant_id")
+        released = await apply_pause(conn, tenant_id, None, paused)
+    await on_pending(released)
