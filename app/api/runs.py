@@ -159,7 +159,7 @@ async def get_run(run_id: UUID, state: StateDep, principal: PrincipalDep) -> Res
     return json_response(await run_service.get_run(state.pool, run_id, principal.tenant_id))
 
 
-def _decode_cursor(cursor: str) -> tuple[datetime, UUID]:
+def decode_cursor(cursor: str) -> tuple[datetime, UUID]:
     try:
         at, _, run_id = base64.urlsafe_b64decode(cursor.encode()).decode().partition("|")
         moment = datetime.fromisoformat(at)
@@ -171,7 +171,7 @@ def _decode_cursor(cursor: str) -> tuple[datetime, UUID]:
         raise InvalidInput("cursor is not one this API returned", field="cursor") from exc
 
 
-def _encode_cursor(run: RunRecord) -> str:
+def encode_cursor(run: RunRecord) -> str:
     return base64.urlsafe_b64encode(f"{run['scheduled_at'].isoformat()}|{run['id']}".encode()).decode()
 
 
@@ -192,11 +192,11 @@ async def list_runs(
         tenant_id,
         status=RunStatus(status) if status is not None else None,
         job=job,
-        after=_decode_cursor(cursor) if cursor else None,
+        after=decode_cursor(cursor) if cursor else None,
         limit=limit,
     )
     return json_response(
-        {"runs": runs, "next_cursor": _encode_cursor(runs[-1]) if len(runs) == limit else None}
+        {"runs": runs, "next_cursor": encode_cursor(runs[-1]) if len(runs) == limit else None}
     )
 
 

@@ -18,6 +18,18 @@ def _not_found(run_id: UUID) -> NotFound:
 
 
 async def get_run(pool: asyncpg.Pool, run_id: UUID, tenant_id: str | None) -> RunRecord:
+    return run_record(await _get_row(pool, run_id, tenant_id))
+
+
+async def get_run_and_trace(
+    pool: asyncpg.Pool, run_id: UUID, tenant_id: str | None
+) -> tuple[RunRecord, str | None]:
+    """The run and the W3C traceparent stored with it (the dashboard shows its trace id)."""
+    row = await _get_row(pool, run_id, tenant_id)
+    return run_record(row), row["traceparent"]
+
+
+async def _get_row(pool: asyncpg.Pool, run_id: UUID, tenant_id: str | None) -> asyncpg.Record:
     try:
         async with pool.acquire() as conn:
             row = await run_repo.get_run(conn, run_id, tenant_id)
@@ -27,7 +39,7 @@ async def get_run(pool: asyncpg.Pool, run_id: UUID, tenant_id: str | None) -> Ru
         row = None
     if row is None:
         raise _not_found(run_id)
-    return run_record(row)
+    return row
 
 
 async def list_runs(

@@ -11,7 +11,7 @@ from alembic.script import ScriptDirectory
 
 from app.db.migrations import alembic_config
 
-TABLES = {"tenants", "api_keys", "jobs", "job_runs", "job_runs_default", "idempotency_keys"}
+TABLES = {"tenants", "api_keys", "jobs", "job_runs", "job_runs_default", "idempotency_keys", "ui_sessions"}
 FUNCTIONS = {
     "scheduler_run_id",
     "scheduler_partition_name",
