@@ -35,8 +35,10 @@ class Overview:
     oldest_due: OldestDue | None
 
     @property
-    def finished_per_second(self) -> float:
-        return sum(self.per_minute) / (60 * len(self.per_minute))
+    def recent_per_second(self) -> float:
+        """Runs finished per second over the last five minutes (the current one included)."""
+        recent = self.per_minute[-5:]
+        return sum(recent) / (60 * len(recent)) if recent else 0.0
 
     @property
     def failure_ratio(self) -> float | None:

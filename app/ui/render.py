@@ -47,6 +47,11 @@ def _when(moment: datetime | None, zone: str = "UTC") -> str:
     return moment.astimezone(ZoneInfo(zone)).strftime("%Y-%m-%d %H:%M:%S %Z")
 
 
+def _rate(per_second: float) -> str:
+    # A quiet tenant's rate reads better per minute than as 0.00 per second.
+    return f"{per_second:,.1f} runs/s" if per_second >= 1 else f"{per_second * 60:,.1f} runs/min"
+
+
 def _seconds(value: float | None) -> str:
     if value is None:
         return "—"
@@ -57,7 +62,7 @@ def _as_json(value: Any) -> str:
     return orjson.dumps(value, option=orjson.OPT_INDENT_2).decode()
 
 
-templates.env.filters.update(when=_when, seconds=_seconds, as_json=_as_json)
+templates.env.filters.update(when=_when, seconds=_seconds, rate=_rate, as_json=_as_json)
 templates.env.globals["now"] = lambda: datetime.now(UTC)
 
 

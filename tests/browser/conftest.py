@@ -54,6 +54,7 @@ async def browser() -> AsyncIterator[Browser]:
 @dataclass(frozen=True)
 class Stack:
     base: str
+    database_url: str
     api: httpx.AsyncClient
     acme: dict[str, str]  # the tenant's API key and auth headers
     beta: dict[str, str]
@@ -78,7 +79,8 @@ async def stack(
                 auth = bearer(created["api_key"])
                 await put_job(api, name, "hello", auth)
                 tenants[name] = {"key": created["api_key"], **auth}
-            yield Stack(base, api, tenants["acme"], tenants["beta"])
+            assert settings.database_url
+            yield Stack(base, settings.database_url, api, tenants["acme"], tenants["beta"])
     finally:
         await delete_stream(settings)
         await drop_database(services, database)
