@@ -12,9 +12,9 @@ from fastapi.responses import RedirectResponse
 from pydantic import ValidationError
 
 from app.api.deps import StateDep
+from app.api.jobs import put_job
 from app.api.schemas import JOB_NAME_PATTERN, JobPut
 from app.errors import InvalidInput
-from app.services import jobs as job_service
 from app.services import runs as run_service
 from app.services.submission import RunRequest, submit
 from app.ui.render import UiRoute
@@ -66,17 +66,7 @@ async def save_job(
     tenant_id = scoped_tenant(session, tenant)
     text = form.get("definition", "")
     try:
-        body = JobPut.model_validate_json(text)
-        await job_service.put_job(
-            state.pool,
-            tenant_id,
-            name,
-            body.model_dump(),
-            allow_private_targets=state.settings.allow_private_targets,
-            max_payload_bytes=state.settings.max_payload_bytes,
-            max_payload_depth=state.settings.max_payload_depth,
-            max_jobs=state.settings.tenant_max_jobs,
-        )
+        await put_job(state, tenant_id, name, JobPut.model_validate_json(text))
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}" for e in exc.errors())
         return job_editor(request, session, tenant_id, tenant, name, text, problems)

@@ -4,7 +4,6 @@ case; another tenant's session gets 404 and changes nothing; no session is sent 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
 
 import asyncpg
 import httpx
@@ -13,7 +12,9 @@ from fastapi.routing import iter_route_contexts
 
 from app.config import Settings
 from app.main import create_app
-from tests.support import bearer, create_tenant, put_job, snapshot, submit_run
+from tests.integration import test_api_auth
+from tests.integration.test_api_auth import Victim
+from tests.support import create_tenant, snapshot
 from tests.ui_support import csrf_of, ui_sign_in
 
 UI_ROUTES = sorted(
@@ -24,13 +25,8 @@ UI_ROUTES = sorted(
 )
 
 
-@dataclass(frozen=True)
-class Victim:
-    tenant: str
-    job: str
-    run_id: str
-
-
+# The API table's victim (tenant alpha, its job and a pending run) is this table's too.
+alpha = test_api_auth.victim
 Request = tuple[str, dict[str, str] | None]  # (url, form fields; the session's CSRF token is added)
 # Signing in and out act on no tenant's data: their own tests are in test_ui_security.py.
 NOT_TENANT_DATA = {
@@ -61,15 +57,6 @@ def test_every_ui_route_has_a_case() -> None:
 
 
 @pytest.fixture
-async def victim(api: httpx.AsyncClient) -> Victim:
-    created = await create_tenant(api, "alpha")
-    auth = bearer(created["api_key"])
-    await put_job(api, "alpha", "hello", auth, payload={"owned": "by alpha"})
-    run = await submit_run(api, "alpha", auth, job="hello")
-    return Victim("alpha", "hello", str(run["id"]))
-
-
-@pytest.fixture
 async def intruder(api: httpx.AsyncClient) -> AsyncIterator[httpx.AsyncClient]:
     client = await ui_sign_in(str(api.base_url), (await create_tenant(api, "bravo"))["api_key"])
     yield client
@@ -87,17 +74,17 @@ async def _send(client: httpx.AsyncClient, method: str, request: Request) -> htt
 @pytest.mark.parametrize(("method", "path"), sorted(CASES))
 async def test_another_tenants_session_gets_404_and_changes_nothing(
     api: httpx.AsyncClient,
-    victim: Victim,
+    alpha: Victim,
     intruder: httpx.AsyncClient,
     pool: asyncpg.Pool,
     method: str,
     path: str,
 ) -> None:
     before = await snapshot(pool)
-    r = await _send(intruder, method, CASES[(method, path)](victim))
+    r = await _send(intruder, method, CASES[(method, path)](alpha))
     if path == "/ui":
         assert r.status_code == 200
-        assert victim.run_id not in r.text and "alpha" not in r.text
+        assert alpha.run_id not in r.text and "alpha" not in r.text
     else:
         assert r.status_code == 404, r.text
         assert "owned" not in r.text and "pending" not in r.text  # nothing of the run or the job shows
@@ -106,9 +93,9 @@ async def test_another_tenants_session_gets_404_and_changes_nothing(
 
 @pytest.mark.parametrize(("method", "path"), sorted(CASES))
 async def test_no_session_is_sent_to_sign_in(
-    api: httpx.AsyncClient, victim: Victim, pool: asyncpg.Pool, method: str, path: str
+    api: httpx.AsyncClient, alpha: Victim, pool: asyncpg.Pool, method: str, path: str
 ) -> None:
-    url, form = CASES[(method, path)](victim)
+    url, form = CASES[(method, path)](alpha)
     before = await snapshot(pool)
     r = await api.request(method, url, data=form if method == "POST" else None)
     assert r.status_code == 303 and r.headers["location"] == "/ui/login", r.text
