@@ -37,7 +37,7 @@ async def test_runs_appear_and_turn_succeeded_without_a_reload(page: Page, stack
     ids = [str((await submit_run(stack.api, "acme", stack.acme, job="hello"))["id"]) for _ in range(3)]
     for run_id in ids:
         badge = page.locator(f'tr[data-run="{run_id}"] .badge')
-        await expect(badge).to_have_text("succeeded", timeout=20_000)
+        await expect(badge).to_have_text("succeeded", timeout=30_000)
     assert await page.evaluate("window.notReloaded") is True  # htmx swapped rows; the page stayed
 
 

@@ -13,7 +13,7 @@ from playwright.async_api import Page, expect
 from app.db.connection import create_pool
 from tests import factories
 from tests.browser.conftest import Stack, sign_in
-from tests.support import ADMIN_TOKEN, put_job, submit_run
+from tests.support import ADMIN_TOKEN, put_job, run_reaching, submit_run
 
 
 async def _seed(stack: Stack) -> str:
@@ -58,11 +58,12 @@ def out(tmp_path: Path) -> Path:
 
 async def test_every_page_at_1280x800(page: Page, stack: Stack, out: Path) -> None:
     run_id = await _seed(stack)
+    await run_reaching(stack.api, run_id, stack.acme, {"succeeded"}, timeout=60)
     await sign_in(page, stack.acme["key"])
-    await expect(page.locator('text[data-status="succeeded"]')).not_to_have_text("0", timeout=20_000)
+    await expect(page.locator('text[data-status="succeeded"]')).not_to_have_text("0", timeout=30_000)
     await _shoot(page, "overview", out)
     await page.goto("/ui/runs")
-    await expect(page.locator(f'tr[data-run="{run_id}"] .badge')).to_have_text("succeeded", timeout=20_000)
+    await expect(page.locator(f'tr[data-run="{run_id}"] .badge')).to_have_text("succeeded", timeout=30_000)
     await _shoot(page, "runs", out)
     await page.goto(f"/ui/runs/{run_id}")
     await expect(page.locator("#payload")).to_contain_text('"user"')
@@ -92,7 +93,7 @@ async def test_trigger_now_and_edit_a_job(page: Page, stack: Stack) -> None:
     await sign_in(page, stack.acme["key"])
     await page.goto("/ui/jobs")
     await page.locator('tr[data-job="hello"] button', has_text="Trigger now").click()
-    await expect(page.locator("#run-badge")).to_have_text("succeeded", timeout=20_000)
+    await expect(page.locator("#run-badge")).to_have_text("succeeded", timeout=30_000)
 
     await page.goto("/ui/jobs/hello")
     await page.fill("textarea[name=definition]", '{"target": {"type": "noop"}, "max_attempts": 0}')
