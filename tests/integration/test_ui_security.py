@@ -154,3 +154,11 @@ async def test_hostile_query_values_are_4xx_pages_not_errors(api: httpx.AsyncCli
     )
     assert r.status_code == 422
     await browser.aclose()
+
+
+async def test_only_the_dashboards_forms_may_post_url_encoded(api: httpx.AsyncClient, tenant: dict) -> None:
+    form = {"Content-Type": "application/x-www-form-urlencoded", **tenant["auth"]}
+    r = await api.post("/tenants/acme/runs", content=b"job=hello", headers=form)
+    assert r.status_code == 415  # the API still reads JSON only
+    r = await api.post("/ui/runs/00000000-0000-0000-0000-000000000000/cancel", content=b"x=1", headers=form)
+    assert r.status_code == 303  # read, then sent to sign in: a bearer key is no dashboard session
