@@ -162,3 +162,14 @@ async def test_only_the_dashboards_forms_may_post_url_encoded(api: httpx.AsyncCl
     assert r.status_code == 415  # the API still reads JSON only
     r = await api.post("/ui/runs/00000000-0000-0000-0000-000000000000/cancel", content=b"x=1", headers=form)
     assert r.status_code == 303  # read, then sent to sign in: a bearer key is no dashboard session
+
+
+async def test_the_run_page_shows_the_trace_id_of_the_submission(
+    api: httpx.AsyncClient, tenant: dict
+) -> None:
+    trace_id = "4bf92f3577b34da6a3ce929d0e0e4736"
+    headers = {**tenant["auth"], "traceparent": f"00-{trace_id}-00f067aa0ba902b7-01"}
+    run = (await api.post("/tenants/acme/runs", json={"job": "hello"}, headers=headers)).json()
+    browser = await ui_sign_in(str(api.base_url), tenant["api_key"])
+    assert f"<code>{trace_id}</code>" in (await browser.get(f"/ui/runs/{run['id']}")).text
+    await browser.aclose()
