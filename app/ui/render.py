@@ -41,9 +41,11 @@ class SignInRequired(Exception):
     """No live session: the page answers with the way to the sign-in form."""
 
 
-def _when(moment: datetime | None, zone: str = "UTC") -> str:
+def _when(moment: datetime | str | None, zone: str = "UTC") -> str:
     if moment is None:
         return "—"
+    if isinstance(moment, str):  # an attempt's times come from JSON (the run's attempts column)
+        moment = datetime.fromisoformat(moment)
     return moment.astimezone(ZoneInfo(zone)).strftime("%Y-%m-%d %H:%M:%S %Z")
 
 

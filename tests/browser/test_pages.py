@@ -67,6 +67,7 @@ async def test_every_page_at_1280x800(page: Page, stack: Stack, out: Path) -> No
     await _shoot(page, "runs", out)
     await page.goto(f"/ui/runs/{run_id}")
     await expect(page.locator("#payload")).to_contain_text('"user"')
+    await expect(page.locator("#attempts tbody tr").first).to_contain_text("succeeded")  # the timeline
     await _shoot(page, "run", out)
     await page.goto("/ui/jobs")
     # 02:30 in Berlin is 02:30 CET or CEST, whatever the UTC offset of the day.
