@@ -6,7 +6,7 @@ prints one): redeeming it deletes it and makes a `session` row. A tenant's sessi
 it was opened with, and ends with it: revoking the key (or deleting the tenant) ends the session.
 
 Revision ID: 0011
-Revises: 0006
+Revises: 0007
 Create Date: 2026-12-01
 """
 
@@ -14,7 +14,7 @@ from alembic import op
 from sqlalchemy.util import await_only
 
 revision = "0011"
-down_revision = "0006"
+down_revision = "0007"
 branch_labels = None
 depends_on = None
 

@@ -39,6 +39,15 @@ async def cancel_run(run_id: UUID, state: StateDep, session: SessionDep, form: F
     return RedirectResponse(f"/ui/runs/{run_id}", status_code=303)
 
 
+@router.post("/runs/{run_id}/retry")
+async def retry_run(run_id: UUID, state: StateDep, session: SessionDep, form: FormDep) -> Response:
+    """A failed or cancelled run back to pending, due now: what POST /runs/{id}/retry does."""
+    await run_service.retry_run(
+        state.pool, state.admission, state.on_pending, run_id, session.principal.tenant_id, None
+    )
+    return RedirectResponse(f"/ui/runs/{run_id}", status_code=303)
+
+
 @router.post("/jobs/{name}/trigger")
 async def trigger_job(
     request: Request, name: JobName, state: StateDep, session: SessionDep, form: FormDep

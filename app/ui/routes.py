@@ -11,8 +11,8 @@ import orjson
 from fastapi import APIRouter, Path, Query, Request, Response
 from fastapi.responses import RedirectResponse
 
+from app.api.cursors import decode_cursor, encode_cursor
 from app.api.deps import StateDep
-from app.api.runs import decode_cursor, encode_cursor
 from app.api.schemas import JOB_NAME_PATTERN, TENANT_ID_PATTERN, JobPut, RunStatusName
 from app.domain import CANCELLABLE, JobRecord, RunStatus
 from app.errors import InvalidInput
@@ -90,7 +90,8 @@ async def runs(
         after=decode_cursor(cursor) if cursor else None,
         limit=PAGE_SIZE,
     )
-    next_cursor = encode_cursor(listed[-1]) if len(listed) == PAGE_SIZE else None
+    last = listed[-1] if len(listed) == PAGE_SIZE else None
+    next_cursor = encode_cursor(last["scheduled_at"], last["id"]) if last else None
     filters = {"tenant": tenant, "status": status, "job": job}
     return page(
         request,
@@ -118,6 +119,7 @@ async def run(request: Request, run_id: UUID, state: StateDep, session: SessionD
         run=record,
         trace_id=trace_id,
         cancellable=record["status"] in CANCELLABLE,
+        retryable=record["status"] in (RunStatus.FAILED, RunStatus.CANCELLED),
         live=record["status"] not in (RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED),
     )
 

@@ -75,3 +75,6 @@ async def test_a_post_without_the_csrf_token_is_refused(
     await page.goto(f"/ui/runs/{run['id']}")
     await page.click("text=Cancel this run")
     await expect(page.locator("#run-badge")).to_have_text("cancelled")
+    # Retried from the same page (POST /runs/{id}/retry's service): pending again, under a new epoch.
+    await page.click("text=Retry this run")
+    await expect(page.locator("#run-badge")).to_have_text("pending")

@@ -40,6 +40,7 @@ CASES: dict[tuple[str, str], Callable[[Victim], Request]] = {
     ("GET", "/ui/runs"): lambda v: (f"/ui/runs?tenant={v.tenant}", None),
     ("GET", "/ui/runs/{run_id}"): lambda v: (f"/ui/runs/{v.run_id}", None),
     ("POST", "/ui/runs/{run_id}/cancel"): lambda v: (f"/ui/runs/{v.run_id}/cancel", {}),
+    ("POST", "/ui/runs/{run_id}/retry"): lambda v: (f"/ui/runs/{v.run_id}/retry", {}),
     ("GET", "/ui/jobs"): lambda v: (f"/ui/jobs?tenant={v.tenant}", None),
     ("GET", "/ui/jobs/{name}"): lambda v: (f"/ui/jobs/{v.job}?tenant={v.tenant}", None),
     ("POST", "/ui/jobs/{name}"): lambda v: (
