@@ -173,6 +173,8 @@ async def _serve(settings: Settings, data: Path, host: str, port: int) -> None:
     from app.api.server import server_options
     from app.main import create_app
     from app.runtime import Runtime
+    from app.services import ui_sessions
+    from app.services.auth import KeyCache
     from app.telemetry.metrics import expose_worker_metrics
     from app.telemetry.ops_server import HostedServer
     from app.worker.consumer import Worker
@@ -208,7 +210,8 @@ async def _serve(settings: Settings, data: Path, host: str, port: int) -> None:
     base = f"http://{host}:{port}"
     try:
         key = await _demo_key(settings, base, data / "demo_key")
-        _print_welcome(settings, data, base, key)
+        link = await ui_sessions.create_link(runtime.pool, KeyCache(), key, settings.admin_token)
+        _print_welcome(settings, data, base, key, f"{base}/ui/login/{link}")
         await stop.wait()
     finally:
         stop.set()
@@ -251,7 +254,7 @@ async def _demo_key(settings: Settings, base: str, key_file: Path) -> str:
     return key
 
 
-def _print_welcome(settings: Settings, data: Path, base: str, key: str) -> None:
+def _print_welcome(settings: Settings, data: Path, base: str, key: str, dashboard: str) -> None:
     from app.dev_echo import ECHO_PATH
 
     body = json.dumps({"job": "hello", "payload": {"name": "world"}})
@@ -260,6 +263,9 @@ def _print_welcome(settings: Settings, data: Path, base: str, key: str) -> None:
 Scheduler is running at {base}  (OpenAPI docs: {base}/docs, metrics: {base}/metrics)
   admin token:      {settings.admin_token}
   demo tenant key:  {key}
+  dashboard:        {dashboard}
+                    (signed in as the demo tenant; the link works once, within 24 h; then sign in
+                    at {base}/ui with the key or the admin token)
   data dir:         {data}  (admin_token, demo_key, postgres/, nats/; delete it to start afresh)
   echo receiver:    {base}{ECHO_PATH}  (a webhook target for your jobs; ?status=500 fails)
 

@@ -25,6 +25,7 @@ from app.runtime import NotConnected, Runtime
 from app.services.admission import AdmissionControl
 from app.telemetry.metrics import expose_engine_metrics
 from app.telemetry.tracing import NO_NATIVE_TELEMETRY, recording, setup_tracing
+from app.ui import mount_dashboard
 
 log = logging.getLogger(__name__)
 STARTUP_WAIT_SECONDS = 1.0
@@ -158,6 +159,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.openapi = openapi  # type: ignore[method-assign]
     for router in (tenants.router, jobs.router, flow.router, runs.router, run_actions.router, health.router):
         app.include_router(router)
+    mount_dashboard(app)
     install_error_handlers(app)
     # One payload may need up to 4x its stored size in the request (escapes, whitespace).
     single_limit = 4 * settings.max_payload_bytes + 65_536

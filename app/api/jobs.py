@@ -6,7 +6,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path, Query, Response
 
-from app.api.deps import PrincipalDep, StateDep
+from app.api.deps import PrincipalDep, State, StateDep
 from app.api.schemas import (
     JOB_NAME_PATTERN,
     TENANT_ID_PATTERN,
@@ -16,6 +16,7 @@ from app.api.schemas import (
     error_responses,
     job_out,
 )
+from app.domain import JobRecord
 from app.services import jobs as job_service
 
 router = APIRouter(tags=["jobs"])
@@ -41,7 +42,14 @@ async def upsert_job(
 ) -> Job:
     """Create (201) or replace (200) a job. A schedule makes it a cron job; next_fire_at shows when."""
     principal.require_tenant(tenant_id)
-    row, created = await job_service.put_job(
+    row, created = await put_job(state, tenant_id, name, body)
+    response.status_code = 201 if created else 200
+    return job_out(row)
+
+
+async def put_job(state: State, tenant_id: str, name: str, body: JobPut) -> tuple[JobRecord, bool]:
+    """The upsert with this deployment's limits: the API's PUT and the dashboard's editor."""
+    return await job_service.put_job(
         state.pool,
         tenant_id,
         name,
@@ -52,8 +60,6 @@ async def upsert_job(
         max_jobs=state.settings.tenant_max_jobs,
         on_pending=state.on_pending,
     )
-    response.status_code = 201 if created else 200
-    return job_out(row)
 
 
 @router.get("/tenants/{tenant_id}/jobs", response_model=JobList, responses=ERRORS)

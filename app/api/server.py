@@ -143,7 +143,12 @@ class BodyLimit:
             )
             return
         # Only a body is judged by its type: a GET that sends a Content-Type has none to misread.
-        if (declared or chunked) and content_type and not _is_json(content_type):
+        if (
+            (declared or chunked)
+            and content_type
+            and not _is_json(content_type)
+            and not _is_dashboard_form(scope["path"], content_type)
+        ):
             message = "the body must be JSON: send Content-Type: application/json, or no Content-Type"
             await problem_response(415, UnsupportedMediaType.code, message, "content-type")(
                 scope, receive, send
@@ -165,3 +170,9 @@ class BodyLimit:
 def _is_json(content_type: bytes) -> bool:
     media = content_type.split(b";", 1)[0].strip().lower()
     return media == b"application/json" or (media.startswith(b"application/") and media.endswith(b"+json"))
+
+
+def _is_dashboard_form(path: str, content_type: bytes) -> bool:
+    """The dashboard's own HTML forms (app/ui) post url-encoded fields; nothing else may."""
+    media = content_type.split(b";", 1)[0].strip().lower()
+    return path.startswith("/ui/") and media == b"application/x-www-form-urlencoded"

@@ -65,3 +65,7 @@ async def rotate_signing_secret(
         overlap_seconds=overlap_seconds,
     )
     return None if row is None else row["previous_expires_at"]
+
+
+async def list_tenants(conn: asyncpg.Connection, after: str, limit: int) -> list[asyncpg.Record]:
+    return await q.fetch(conn, "list_tenants", after=after, limit=limit)

@@ -96,6 +96,16 @@ async def _api_key(pool: asyncpg.Pool, key_id: uuid.UUID) -> asyncpg.Record | No
         return await tenant_repo.get_api_key(conn, key_id)
 
 
+def key_id_of(token: str) -> uuid.UUID | None:
+    """The key id a `sch_<key id>_<secret>` token names (not yet checked), or None."""
+    if not token.startswith(KEY_PREFIX):
+        return None
+    try:
+        return uuid.UUID(hex=token.removeprefix(KEY_PREFIX).partition("_")[0])
+    except ValueError:
+        return None
+
+
 async def authenticate(
     pool: asyncpg.Pool, keys: KeyCache, token: str | None, admin_token: str | None
 ) -> Principal:
@@ -103,13 +113,10 @@ async def authenticate(
         raise Unauthorized("missing bearer token", field="Authorization")
     if admin_token and hmac.compare_digest(token.encode(), admin_token.encode()):
         return Principal(tenant_id=None)
-    if token.startswith(KEY_PREFIX):
-        key_id_hex, _, secret = token.removeprefix(KEY_PREFIX).partition("_")
-        try:
-            key_id = uuid.UUID(hex=key_id_hex)
-        except ValueError:
-            key_id = None
-        if key_id is not None and secret:
+    key_id = key_id_of(token)
+    if key_id is not None:
+        secret = token.removeprefix(KEY_PREFIX).partition("_")[2]
+        if secret:
             row = await keys.get(key_id, functools.partial(_api_key, pool))
             if row is not None and hmac.compare_digest(_digest(row[1], secret), row[2]):
                 return Principal(tenant_id=row[0])

@@ -29,13 +29,21 @@ def _not_found(run_id: UUID) -> NotFound:
 
 
 async def get_run(pool: asyncpg.Pool, run_id: UUID, tenant_id: str | None) -> RunRecord:
+    run, _ = await get_run_and_trace(pool, run_id, tenant_id)
+    return run
+
+
+async def get_run_and_trace(
+    pool: asyncpg.Pool, run_id: UUID, tenant_id: str | None
+) -> tuple[RunRecord, str | None]:
+    """The run and the W3C traceparent stored with it (the dashboard shows its trace id)."""
     try:
         async with pool.acquire() as conn:
             row = await run_repo.get_run(conn, run_id, tenant_id)
             if row is not None:
                 run = run_record(row)
                 await with_delivery_state(conn, [run])
-                return run
+                return run, row["traceparent"]
     except OverflowError:
         # The id's leading 48 bits name a moment past year 9999 (about one random UUID in ten):
         # no run has such an id, so it is 404 like any other unknown id, not a 500.

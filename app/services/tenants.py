@@ -78,3 +78,31 @@ async def rotate_signing_secret(
     if expires_at is None:
         raise _no_tenant(tenant_id)
     return secret, expires_at
+
+
+@dataclass(frozen=True)
+class TenantInfo:
+    id: str
+    created_at: datetime
+    keys: list[KeyInfo]
+
+
+async def list_tenants(pool: asyncpg.Pool, after: str | None, limit: int) -> list[TenantInfo]:
+    """Tenants by id from after `after`, each with its keys (ids and dates, never secrets)."""
+    async with pool.acquire() as conn:
+        rows = await tenant_repo.list_tenants(conn, after or "", limit)
+    return [
+        TenantInfo(
+            r["id"],
+            r["created_at"],
+            [
+                KeyInfo(k["key_id"], datetime.fromisoformat(k["created_at"]), _moment(k["revoked_at"]))
+                for k in r["keys"]
+            ],
+        )
+        for r in rows
+    ]
+
+
+def _moment(value: str | None) -> datetime | None:
+    return None if value is None else datetime.fromisoformat(value)

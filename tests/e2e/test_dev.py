@@ -118,6 +118,16 @@ async def test_one_dev_per_data_dir_demo_key_kept_quiet_ctrl_c(
         )
         assert f"echo receiver: POST /dev/echo run {run_id}" in first.stderr()
 
+        # The banner's dashboard link signs in as the demo tenant, once.
+        link = re.search(r"dashboard:\s+(\S+)", first.stdout())
+        assert link, first.stdout()
+        async with httpx.AsyncClient(timeout=10) as browser:
+            assert (await browser.get(link.group(1))).status_code == 200
+            overview = await browser.get(f"{first.base}/ui")
+            assert overview.status_code == 200 and "tenant demo" in overview.text
+        async with httpx.AsyncClient(timeout=10) as another:
+            assert (await another.get(link.group(1))).status_code == 401
+
         # A second `scheduler dev` on the same data dir refuses at once, before starting anything.
         second = Dev(tmp_path, url, free_port())
         assert await second.wait(timeout=60) != 0

@@ -21,6 +21,7 @@ TABLES = {
     "run_callbacks",
     "concurrency_slots",
     "concurrency_holders",
+    "ui_sessions",
 }
 FUNCTIONS = {
     "scheduler_run_id",

@@ -48,6 +48,45 @@ SET previous_signing_secret = signing_secret,
 WHERE id = :id
 RETURNING previous_expires_at;
 
+-- name: list_tenants
+-- The admin's view: tenants by id (keyset), each with its keys' ids and dates, never their hashes.
+SELECT t.id, t.created_at,
+       COALESCE((SELECT json_agg(json_build_object('key_id', replace(k.id::text, '-', ''),
+                                                   'created_at', k.created_at,
+                                                   'revoked_at', k.revoked_at) ORDER BY k.created_at)
+                 FROM api_keys k WHERE k.tenant_id = t.id), '[]') AS keys
+FROM tenants t
+WHERE t.id > :after
+ORDER BY t.id
+LIMIT :limit;
+
+-- name: insert_ui_session
+-- A dashboard session or a one-time sign-in link (kind). Expired rows of either kind go on the way
+-- in, a bounded number at a time, so the table holds what is live and never needs its own task.
+WITH expired AS (
+    DELETE FROM ui_sessions WHERE token_hash IN (
+        SELECT token_hash FROM ui_sessions WHERE expires_at < now() LIMIT 100)
+)
+INSERT INTO ui_sessions (token_hash, kind, tenant_id, key_id, csrf_token, expires_at)
+VALUES (:token_hash, :kind, :tenant_id, :key_id, :csrf_token, now() + make_interval(secs => :ttl_seconds));
+
+-- name: get_ui_session
+-- A live session: not expired, and for a tenant, opened with a key that is still not revoked.
+SELECT s.tenant_id, s.csrf_token
+FROM ui_sessions s
+LEFT JOIN api_keys k ON k.id = s.key_id
+WHERE s.token_hash = :token_hash AND s.kind = 'session' AND s.expires_at > now()
+  AND (s.key_id IS NULL OR k.revoked_at IS NULL);
+
+-- name: take_ui_link
+-- Redeems a one-time link: the delete is the redemption, so two clicks cannot both succeed.
+DELETE FROM ui_sessions
+WHERE token_hash = :token_hash AND kind = 'link' AND expires_at > now()
+RETURNING tenant_id, key_id;
+
+-- name: delete_ui_session
+DELETE FROM ui_sessions WHERE token_hash = :token_hash AND kind = 'session';
+
 -- ─────────────────────────────────── jobs ───────────────────────────────────
 
 -- name: upsert_job
@@ -362,6 +401,62 @@ RETURNING *;
 SELECT DISTINCT ON (run_id) run_id, status, attempts, last_error FROM run_callbacks
 WHERE run_id = ANY(CAST(:run_ids AS uuid[]))
 ORDER BY run_id, id DESC;
+
+-- name: dashboard_status_counts
+-- The dashboard's Overview covers runs scheduled in the last hour: that bound prunes to one or two
+-- day partitions and the (tenant_id, scheduled_at) index. :tenant_id NULL (the admin): every tenant.
+SELECT status, count(*) AS runs
+FROM job_runs
+WHERE scheduled_at >= now() - interval '1 hour' AND scheduled_at <= now()
+  AND (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id)
+GROUP BY status;
+
+-- name: dashboard_timings
+-- Over the same runs: due lag (claim time - due time, as scheduler_due_lag_seconds measures it) at
+-- p50/p99, and finished runs per minute for the throughput chart (:minutes buckets, oldest first).
+WITH recent AS (
+    SELECT status, due_at, dispatched_at, finished_at
+    FROM job_runs
+    WHERE scheduled_at >= now() - interval '1 hour' AND scheduled_at <= now()
+      AND (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id)
+)
+SELECT
+    (SELECT percentile_cont(ARRAY[0.5, 0.99]) WITHIN GROUP (
+         ORDER BY greatest(extract(epoch FROM dispatched_at - due_at), 0))
+     FROM recent WHERE dispatched_at IS NOT NULL) AS due_lag,
+    (SELECT array_agg(coalesce(f.finished, 0) ORDER BY m.minute)
+     FROM generate_series(date_trunc('minute', now()) - make_interval(mins => :minutes - 1),
+                          date_trunc('minute', now()), interval '1 minute') AS m (minute)
+     LEFT JOIN (SELECT date_trunc('minute', finished_at) AS minute, count(*) AS finished
+                FROM recent WHERE finished_at IS NOT NULL GROUP BY 1) AS f USING (minute)) AS per_minute;
+
+-- name: dashboard_oldest_due_pending
+-- The run waiting longest for an engine. The pending partial index is keyed (priority, due_at), so
+-- it is the oldest of one probe per priority (as due_backlog reads it).
+SELECT o.id, o.tenant_id, o.job, o.due_at, now() - o.due_at AS waiting
+FROM generate_series(0, 9) AS p(priority)
+CROSS JOIN LATERAL (
+    SELECT id, tenant_id, job, due_at FROM job_runs
+    WHERE status = 'pending' AND priority = p.priority AND due_at <= now()
+      AND (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id)
+    ORDER BY due_at
+    LIMIT 1
+) AS o
+ORDER BY o.due_at
+LIMIT 1;
+
+-- name: dashboard_failure_groups
+-- A tenant's failed runs of the last :days days, grouped by job and error, most frequent first,
+-- with the newest run of each group to open.
+SELECT job, last_error, count(*) AS runs, max(finished_at) AS latest,
+       (array_agg(id ORDER BY finished_at DESC NULLS LAST))[1] AS newest_id
+FROM job_runs
+WHERE tenant_id = :tenant_id AND status = 'failed'
+  AND scheduled_at >= now() - make_interval(days => :days)
+GROUP BY job, last_error
+ORDER BY runs DESC, latest DESC
+LIMIT :limit;
+
 -- name: match_runs
 -- One chunk of a bulk action: the keys and statuses of a tenant's runs matching the filter, in the
 -- listing's order (newest scheduled first) from the cursor on. Keys only, no payloads: a chunk is

@@ -1,0 +1,17 @@
+"""The dashboard at /ui: server-rendered pages (Jinja2) refreshed by htmx, signed in by a
+server-side session. It reads and acts only through app.services, as the HTTP API does."""
+
+from __future__ import annotations
+
+from fastapi import FastAPI
+from fastapi.staticfiles import StaticFiles
+
+from app.ui import actions, routes, sessions
+from app.ui.render import HERE
+
+
+def mount_dashboard(app: FastAPI) -> None:
+    """/ui's pages, actions, sign-in, and its static files (our CSS and the vendored htmx)."""
+    for router in (sessions.router, routes.router, actions.router):
+        app.include_router(router)
+    app.mount("/ui/static", StaticFiles(directory=HERE / "static"), name="ui-static")
