@@ -6,10 +6,21 @@ from __future__ import annotations
 import argparse
 from types import ModuleType
 
-from bench.scenarios import claim, dispatch, drain, engines, history, ingest, publish, slow_target, steady
+from bench.scenarios import (
+    claim,
+    dispatch,
+    drain,
+    engines,
+    history,
+    ingest,
+    peers,
+    publish,
+    slow_target,
+    steady,
+)
 
 SCENARIOS: dict[str, ModuleType] = {
-    m.NAME: m for m in (publish, claim, dispatch, drain, steady, engines, history, ingest, slow_target)
+    m.NAME: m for m in (publish, claim, dispatch, drain, peers, steady, engines, history, ingest, slow_target)
 }
 
 
