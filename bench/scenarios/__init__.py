@@ -17,10 +17,12 @@ from bench.scenarios import (
     publish,
     slow_target,
     steady,
+    workers,
 )
 
 SCENARIOS: dict[str, ModuleType] = {
-    m.NAME: m for m in (publish, claim, dispatch, drain, peers, steady, engines, history, ingest, slow_target)
+    m.NAME: m
+    for m in (publish, claim, dispatch, drain, peers, steady, engines, workers, history, ingest, slow_target)
 }
 
 

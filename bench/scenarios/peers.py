@@ -149,11 +149,14 @@ async def run(bench: Bench, args: argparse.Namespace) -> Report:
         "jobs per drain": n,
         "rounds": pairs,
         OURS: f"1 engine + 1 worker process, app defaults, {args.tenants} tenants, noop target",
+        "completion": f"a count polled every {POLL} s, from the jobs' due instant",
+    }
+    described = {
         "pgqueuer": f"{_version('pgqueuer')}: {args.pgqueuer_consumers} consumers (QueueManager, one "
         f"connection each) in one process, batch_size {args.pgqueuer_batch_size}",
         "procrastinate": f"{_version('procrastinate')}: one worker, its defaults (concurrency 1)",
-        "completion": f"a count polled every {POLL} s, from the jobs' due instant",
     }
+    report.workload |= {p: described[p] for p in peers}
     rounds: list[dict[str, Side]] = []
     for i in range(pairs):
         order = [OURS, *peers] if i % 2 == 0 else [*peers, OURS]
