@@ -96,6 +96,11 @@ class Settings(BaseSettings):
     max_schedule_ahead_days: int = Field(default=366, ge=1)
     max_schedule_behind_days: int = Field(default=7, ge=0)
     allow_private_targets: bool = False
+    # What a target answered, kept as the run's result (app/services/answers.py): over this, cut and
+    # flagged. The worker reads no more than this of a webhook's answer, so it bounds memory too.
+    max_result_bytes: int = Field(default=64 * 1024, ge=64, le=16 * 1024 * 1024)
+    # A 429/503's Retry-After delays the next attempt by at most this.
+    max_retry_after_seconds: float = Field(default=3600.0, ge=0, le=7 * 86_400)
 
     # Webhook signing secrets: how long a rotated-out secret keeps signing beside the new one, and how
     # long a worker caches a tenant's secrets (a rotation reaches every worker within that).

@@ -5,6 +5,7 @@ all import it."""
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 from typing import Any, Protocol, TypedDict
@@ -46,6 +47,9 @@ class RunRecord(TypedDict):
     finished_at: datetime | None
     last_error: str | None
     idempotency_key: str | None
+    attempts: list[Any]  # history entries, oldest first (AttemptOutcomeName for their outcome)
+    result: Any
+    result_truncated: bool
 
 
 RUN_FIELDS = tuple(RunRecord.__annotations__)
@@ -54,7 +58,70 @@ RUN_FIELDS = tuple(RunRecord.__annotations__)
 def run_record(row: Any) -> RunRecord:
     """The record of a database row (an asyncpg Record, or any mapping with the run's columns)."""
     record: RunRecord = {k: row[k] for k in RUN_FIELDS}  # type: ignore[assignment]
+    record["attempts"] = attempt_history(row)
     return record
+
+
+def attempt_history(row: Any) -> list[Any]:
+    """A run's attempts, oldest first, at most max_attempts. The `attempts` column holds the ones
+    that ended without success (appended by finish_runs and the reaper); the attempt in progress
+    and a successful last one are the row's own columns, so the start and a success write nothing
+    more (the noop drain's budget: see migration 0006)."""
+    history = list(row["attempts"])
+    status, started_at = row["status"], row["started_at"]
+    if status in (RunStatus.RUNNING, RunStatus.SUCCEEDED) and started_at is not None:
+        finished_at = row["finished_at"] if status == RunStatus.SUCCEEDED else None
+        history.append(
+            {
+                "attempt": row["attempt"],
+                "epoch": row["epoch"],
+                "worker": row["lease_owner"],
+                "started_at": started_at,
+                "finished_at": finished_at,
+                "outcome": AttemptOutcomeName.SUCCEEDED.value if finished_at is not None else None,
+                "error": None,
+                "http_status": None,
+                "duration_ms": None
+                if finished_at is None
+                else round((finished_at - started_at).total_seconds() * 1000),
+            }
+        )
+    return history[-row["max_attempts"] :] if row["max_attempts"] > 0 else history
+
+
+class AttemptOutcomeName(StrEnum):
+    """An attempt's outcome in the run's history (`attempts[].outcome`; null while it runs)."""
+
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    TIMED_OUT = "timed_out"
+    LOST = "lost"  # its worker stopped heartbeating; the reaper closed it
+    CANCELLED = "cancelled"
+
+
+@dataclass(frozen=True)
+class StoredResult:
+    """A run's result as finish_runs stores it: JSON text within SCHEDULER_MAX_RESULT_BYTES (made
+    so by app.services.answers), and whether it was cut to fit."""
+
+    json: str | None
+    truncated: bool = False
+
+
+NO_RESULT = StoredResult(None)
+
+
+class AttemptOutcome(Protocol):
+    """What one finished attempt came to, as finish_runs records it (a worker's Delivery)."""
+
+    ok: bool
+    error: str | None
+    http_status: int | None
+    retry_after: float | None  # seconds, already bounded; None: the backoff applies
+    result: StoredResult
+
+    @property
+    def outcome(self) -> str: ...
 
 
 class JobRecord(TypedDict):

@@ -7,7 +7,10 @@ Scripted behaviour comes from the JSON payload (a body that is not a JSON object
   {"hang": s} never answers: it holds the request until the caller gives up (its timeout) or s
   seconds pass, and records whether the caller abandoned it;
   {"nul": true} answers 500 with NUL bytes in the body;
-  {"huge": n, "status": code} streams an n-byte body (status 500 unless given).
+  {"huge": n, "status": code} streams an n-byte body (status 500 unless given);
+- {"answer": {"status": s, "body": text, "body_hex": hex, "content_type": t, "retry_after": v}}
+  answers exactly that (body_hex for bytes that are not text; the attempt's own entry, by attempt
+  number, when it is a list).
 """
 
 from __future__ import annotations
@@ -98,6 +101,19 @@ def _huge(call: Call, size: int, status: int) -> Response:
     return StreamingResponse(chunks(), status_code=status, media_type="text/plain")
 
 
+def _answer(answer: Any, attempt: int) -> Response:
+    if isinstance(answer, list):
+        answer = answer[min(attempt, len(answer)) - 1]
+    body = bytes.fromhex(answer["body_hex"]) if "body_hex" in answer else str(answer.get("body", "")).encode()
+    headers = {"Retry-After": str(answer["retry_after"])} if "retry_after" in answer else {}
+    return Response(
+        body,
+        status_code=int(answer.get("status", 200)),
+        media_type=answer.get("content_type"),
+        headers=headers,
+    )
+
+
 async def _handle(request: Request) -> Response:
     receiver: Receiver = request.app.state.receiver
     started = time.monotonic()
@@ -123,6 +139,8 @@ async def _handle(request: Request) -> Response:
         if script.get("poison"):
             call.behaviour = "nul"
             return Response(b"bad\x00body \xff\xfe \xed\xa0\x80", status_code=int(script["poison"]))
+        if script.get("answer"):
+            return _answer(script["answer"], int(request.headers.get("scheduler-attempt", "1")))
         if script.get("huge") or script.get("stream_mib"):
             call.behaviour = "huge"
             size = int(script["huge"]) if script.get("huge") else int(script["stream_mib"]) * 1024 * 1024

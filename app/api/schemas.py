@@ -10,7 +10,7 @@ import orjson
 from fastapi import Response
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
-from app.domain import JOB_FIELDS, RUN_FIELDS, JobRecord, RunStatus
+from app.domain import JOB_FIELDS, RUN_FIELDS, AttemptOutcomeName, JobRecord, RunStatus
 from app.errors import PROBLEM_JSON, PROBLEM_TYPE
 from app.services.targets import HttpTarget, NoopTarget, PythonTarget, Target
 
@@ -20,8 +20,10 @@ JOB_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$"
 # openapi.json, as before the enum existed).
 if TYPE_CHECKING:
     RunStatusName = str
+    AttemptOutcomeLiteral = str
 else:
     RunStatusName = Literal[tuple(s.value for s in RunStatus)]
+    AttemptOutcomeLiteral = Literal[tuple(o.value for o in AttemptOutcomeName)]
 
 JobName = Annotated[str, Field(pattern=JOB_NAME_PATTERN, examples=["send-report"])]
 # The `type` tags of a job's target, as the discriminated union `Target` declares them.
@@ -163,6 +165,23 @@ class RunBatchSubmit(Strict):
     runs: list[RunSubmit] = Field(min_length=1, description="At most SCHEDULER_MAX_BATCH (1000) runs.")
 
 
+class Attempt(BaseModel):
+    """One attempt of a run, written by the statements that start and end it (no extra write)."""
+
+    attempt: int
+    epoch: int = Field(description="The lease fence the attempt ran under.")
+    worker: str | None = Field(description="The worker's lease owner name (SCHEDULER_OWNER).")
+    started_at: datetime
+    finished_at: datetime | None = Field(description="Null while the attempt runs.")
+    outcome: AttemptOutcomeLiteral | None = Field(
+        description="Null while it runs. `lost`: its worker stopped heartbeating and the reaper "
+        "closed it; `timed_out`: it passed the job's timeout_seconds."
+    )
+    error: str | None = Field(description="A failure's reason: for a webhook, `HTTP <status>: <excerpt>`.")
+    http_status: int | None = Field(description="A webhook's answer status, when it failed with one.")
+    duration_ms: float | None
+
+
 class Run(BaseModel):
     id: UUID
     tenant_id: str
@@ -180,6 +199,15 @@ class Run(BaseModel):
     finished_at: datetime | None
     last_error: str | None
     idempotency_key: str | None
+    attempts: list[Attempt] = Field(
+        description="Every attempt, oldest first, at most max_attempts of them (the newest kept)."
+    )
+    result: Any = Field(
+        description="What the last successful attempt returned: a python handler's value, a webhook's "
+        "body (JSON if it is application/json and parses, else its text). Over "
+        "SCHEDULER_MAX_RESULT_BYTES (64 KiB) it is the first bytes of its JSON text, as a string."
+    )
+    result_truncated: bool = Field(description="The result was cut to SCHEDULER_MAX_RESULT_BYTES.")
 
 
 class RunBatch(BaseModel):

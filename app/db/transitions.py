@@ -12,6 +12,7 @@ import asyncpg
 
 from app.db import queries as q
 from app.db.run_ids import bounds_of
+from app.domain import AttemptOutcome
 
 
 class Fence:
@@ -120,9 +121,22 @@ async def heartbeat_runs(conn: asyncpg.Connection, fence: Fence, lease_seconds: 
 
 
 async def finish_runs(
-    conn: asyncpg.Connection, fence: Fence, oks: list[bool], errors: list[str | None]
+    conn: asyncpg.Connection, fence: Fence, outcomes: Sequence[AttemptOutcome]
 ) -> list[asyncpg.Record]:
-    return await q.fetch(conn, "finish_runs", oks=oks, errors=errors, **fence.binds())
+    """Fenced running -> succeeded | pending (retry) | failed, one outcome per fenced run, its
+    attempt's history entry closed and a success's result stored, in the one statement."""
+    return await q.fetch(
+        conn,
+        "finish_runs",
+        oks=[o.ok for o in outcomes],
+        errors=[o.error for o in outcomes],
+        outcomes=[o.outcome for o in outcomes],
+        http_statuses=[o.http_status for o in outcomes],
+        retry_afters=[o.retry_after for o in outcomes],
+        results=[o.result.json for o in outcomes],
+        results_truncated=[o.result.truncated for o in outcomes],
+        **fence.binds(),
+    )
 
 
 async def fail_unbuildable_runs(conn: asyncpg.Connection, fence: Fence, errors: list[str]) -> set[UUID]:

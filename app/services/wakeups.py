@@ -16,13 +16,13 @@ class WakeUps:
 
     def __init__(self, interval: float = 0.05):
         self.interval = interval
-        self._last = 0.0
+        self._last: float | None = None  # never notified: the first submission does
 
     def due(self, scheduled_ats: Iterable[datetime | None]) -> bool:
         """Whether a submission of runs scheduled at these times (None: now) should NOTIFY."""
         now = time.monotonic()
         backdated = any(at is not None and at.timestamp() < time.time() - 1 for at in scheduled_ats)
-        if backdated or now - self._last >= self.interval:
+        if backdated or self._last is None or now - self._last >= self.interval:
             self._last = now
             return True
         return False

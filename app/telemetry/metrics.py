@@ -56,6 +56,14 @@ execution_duration_seconds = Histogram(
     ["target_type"],
     buckets=(*FAST_BUCKETS, 10, 30, 60, 300),
 )
+results_truncated_total = Counter(
+    "scheduler_results_truncated_total",
+    "Results (a handler's value, a webhook's body) cut to SCHEDULER_MAX_RESULT_BYTES and flagged.",
+)
+retry_after_honoured_total = Counter(
+    "scheduler_retry_after_honoured_total",
+    "Failed attempts whose 429/503 Retry-After (bounded) set the next delay instead of the backoff.",
+)
 cron_runs_materialized_total = Counter(
     "scheduler_cron_runs_materialized_total", "Cron occurrences inserted as runs."
 )

@@ -97,9 +97,7 @@ class Completer:
 
     async def _record(self, batch: list[Delivery]) -> None:
         async with self.pool.acquire() as conn:
-            rows = await transitions.finish_runs(
-                conn, Fence([d.fence() for d in batch]), [d.ok for d in batch], [d.error for d in batch]
-            )
+            rows = await transitions.finish_runs(conn, Fence([d.fence() for d in batch]), batch)
         recorded = {r["id"] for r in rows}
         for row in rows:
             metrics.run_outcomes_total.labels(row["status"]).inc()

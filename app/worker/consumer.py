@@ -271,7 +271,7 @@ class Worker:
             if d.inline:
                 # Started and succeeded in the one statement above: durable, so acked now. A span
                 # only if one is recorded (nothing else would see its context).
-                d.ok = True
+                d.succeed()
                 if recording():
                     self.executor.finish_span(d, self.executor.start_span(d), time.perf_counter())
                 else:

@@ -9,6 +9,7 @@ from typing import Any
 from nats.aio.msg import Msg
 
 from app.bus.message import RunMessage, UnknownVersion
+from app.domain import NO_RESULT, StoredResult
 from app.services.validation import MAX_ERROR_CHARS, storable_text
 
 log = logging.getLogger(__name__)
@@ -21,6 +22,11 @@ class Delivery:
     attempt: int = 0
     ok: bool = False
     error: str | None = None
+    # The rest of the attempt's history entry and the run's result (finish_runs records them).
+    timed_out: bool = False
+    http_status: int | None = None
+    retry_after: float | None = None  # seconds a 429/503 asked for, already bounded
+    result: StoredResult = NO_RESULT
 
     def fence(self) -> tuple[Any, Any, int]:
         return (self.run.run_id, self.run.scheduled_at, self.run.epoch)
@@ -34,11 +40,31 @@ class Delivery:
         """Nothing to execute: the start statement records the outcome too."""
         return self.run.target.get("type") == "noop"
 
-    def fail(self, error: str) -> None:
+    @property
+    def outcome(self) -> str:
+        """The attempt's outcome in its history entry."""
+        return "succeeded" if self.ok else "timed_out" if self.timed_out else "failed"
+
+    def succeed(self, result: StoredResult = NO_RESULT) -> None:
+        self.ok = True
+        self.result = result
+
+    def fail(
+        self,
+        error: str,
+        *,
+        timed_out: bool = False,
+        http_status: int | None = None,
+        retry_after: float | None = None,
+    ) -> None:
         """The error is the target's answer or a handler's message: bounded and made storable here,
-        the one door through which it reaches the run's last_error."""
+        the one door through which it reaches the run's last_error and its attempt entry."""
         self.ok = False
         self.error = storable_text(error, MAX_ERROR_CHARS)
+        self.timed_out = timed_out
+        self.http_status = http_status
+        self.retry_after = retry_after
+        self.result = NO_RESULT
 
 
 async def quietly(awaitable: object) -> None:

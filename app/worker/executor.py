@@ -15,11 +15,13 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from app.bus.message import RunMessage
 from app.config import Settings
+from app.domain import StoredResult
+from app.services.answers import result_of_value
 from app.telemetry import metrics
 from app.telemetry.tracing import child_traceparent, extract, inject, recording, tracer
 from app.worker.delivery import Delivery
 from app.worker.signing_keys import SigningKeys, UnknownTenant
-from app.worker.targets import AttemptFailed, Handler, RunContext, call_http
+from app.worker.targets import AnswerLimits, AttemptFailed, Handler, RunContext, call_http
 
 log = logging.getLogger(__name__)
 outcomes_log = logging.getLogger("app.worker.outcomes")
@@ -35,6 +37,7 @@ class Executor:
         self.pool = pool
         self.handlers = handlers
         self.signing_keys = SigningKeys(pool, settings.signing_secret_cache_seconds)
+        self.answer_limits = AnswerLimits(settings.max_result_bytes, settings.max_retry_after_seconds)
         # A connection for every slot, the reserve included: with fewer, a tenant's hanging calls
         # held every connection and the run that fairness let start waited for one anyway.
         # Identity encoding: the excerpt of an answer is read as sent, never inflated (targets.py).
@@ -95,12 +98,16 @@ class Executor:
         context = RunContext(str(run.run_id), run.tenant_id, run.job, d.attempt, run.epoch, traceparent)
         try:
             async with asyncio.timeout(run.timeout_seconds):
-                await self._call(run, context)
-            d.ok = True
+                result = await self._call(run, context)
+            d.succeed(result)
+            if result.truncated:
+                metrics.results_truncated_total.inc()
         except TimeoutError:
-            d.fail(f"timed out after {run.timeout_seconds:g}s")
+            d.fail(f"timed out after {run.timeout_seconds:g}s", timed_out=True)
         except AttemptFailed as exc:
-            d.fail(_describe(exc, with_type=False))
+            d.fail(_describe(exc, with_type=False), http_status=exc.http_status, retry_after=exc.retry_after)
+            if exc.retry_after is not None:
+                metrics.retry_after_honoured_total.inc()
         except Exception as exc:
             d.fail(_describe(exc, with_type=True))
         finally:
@@ -113,21 +120,20 @@ class Executor:
         else:
             self.observe_duration(d, time.perf_counter() - started)
 
-    async def _call(self, run: RunMessage, context: RunContext) -> None:
+    async def _call(self, run: RunMessage, context: RunContext) -> StoredResult:
         kind = run.target.get("type")
         if kind == "python":
             handler = self.handlers.get(run.target["handler"])
             if handler is None:
                 name = run.target["handler"]
                 raise AttemptFailed(f"python handler {name!r} is not registered on this worker")
-            await handler(run.payload, context)
-            return
+            return result_of_value(await handler(run.payload, context), self.settings.max_result_bytes)
         if kind == "http":
             try:
                 keys = await self.signing_keys.get(run.tenant_id)
             except UnknownTenant:
                 raise AttemptFailed(f"tenant {run.tenant_id!r} no longer exists") from None
-            await call_http(
+            return await call_http(
                 self.http,
                 run.target,
                 run.payload,
@@ -135,8 +141,8 @@ class Executor:
                 keys,
                 run.timeout_seconds,
                 self.settings.allow_private_targets,
+                self.answer_limits,
             )
-            return
         raise AttemptFailed(f"unknown target type {kind!r}")
 
 

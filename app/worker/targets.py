@@ -7,8 +7,9 @@ checked before every request, and the request goes to the address that passed th
 original Host header and TLS server name), so a DNS answer that changes between check and connect
 cannot redirect it to a private address. Redirects are not followed.
 
-What a target answers is hostile too: its body is read only as far as it is kept (RESPONSE_EXCERPT_BYTES),
-the rest is never read, and the connection is dropped. Decoded whole, one 256 MiB answer took a
+What a target answers is hostile too: its body is read only as far as it is kept (a success's
+result up to SCHEDULER_MAX_RESULT_BYTES, a failure's excerpt up to RESPONSE_EXCERPT_BYTES), the
+rest is never read, and the connection is dropped. Decoded whole, one 256 MiB answer took a
 worker from 96 to 611 MiB, and four at once to about 2 GB."""
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx
 import orjson
 
+from app.domain import StoredResult
+from app.services.answers import RETRY_AFTER_STATUSES, result_of_body, retry_after_seconds
 from app.services.signing import signature_header
 from app.services.targets import HANDLER_GROUP, is_reserved_header, resolve_allowed
 
@@ -43,10 +46,33 @@ class RunContext:
 
 
 class AttemptFailed(Exception):
-    """The target answered, and the answer is a failure (non-2xx)."""
+    """The target answered, and the answer is a failure (non-2xx): its status, and the delay it
+    asked for (a bounded Retry-After of a 429 or 503), if any."""
+
+    def __init__(self, message: str, http_status: int | None = None, retry_after: float | None = None):
+        super().__init__(message)
+        self.http_status = http_status
+        self.retry_after = retry_after
 
 
-Handler = Callable[[Any, RunContext], Awaitable[None]]
+@dataclass(frozen=True)
+class AnswerLimits:
+    """How much of a webhook's answer is kept: the result's bytes, a Retry-After's seconds."""
+
+    max_result_bytes: int = 64 * 1024
+    max_retry_after_seconds: float = 3600.0
+
+
+@dataclass(frozen=True)
+class Answer:
+    status: int
+    body: bytes  # at most the limit asked for, plus one byte when there was more
+    content_type: str | None
+    retry_after: str | None
+
+
+# A handler's return value, if JSON, becomes the run's result.
+Handler = Callable[[Any, RunContext], Awaitable[Any]]
 
 
 def load_handlers() -> dict[str, Handler]:
@@ -132,7 +158,9 @@ async def call_http(
     signing_keys: list[bytes],
     timeout: float,
     allow_private: bool,
-) -> None:
+    limits: AnswerLimits = AnswerLimits(),
+) -> StoredResult:
+    """Call the webhook; answer its result, or raise AttemptFailed for a non-2xx answer."""
     request = await build_request(target, payload, context, signing_keys, allow_private)
     sendable = client.build_request(
         request.method,
@@ -142,19 +170,33 @@ async def call_http(
         timeout=timeout,
         extensions=request.extensions,
     )
-    status, excerpt = await send_bounded(client, sendable, RESPONSE_EXCERPT_BYTES)
-    if not 200 <= status < 300:
-        text = excerpt.decode("utf-8", errors="replace")[:MAX_ERROR_BODY]
-        raise AttemptFailed(f"HTTP {status}: {text}")
+
+    def keep(status: int) -> int:
+        # One byte past the result's bound tells a body that was cut from one that fit exactly.
+        return limits.max_result_bytes + 1 if 200 <= status < 300 else RESPONSE_EXCERPT_BYTES
+
+    answer = await send_bounded(client, sendable, keep)
+    if 200 <= answer.status < 300:
+        return result_of_body(answer.body, answer.content_type, limits.max_result_bytes)
+    text = answer.body.decode("utf-8", errors="replace")[:MAX_ERROR_BODY]
+    retry_after = None
+    if answer.status in RETRY_AFTER_STATUSES:
+        retry_after = retry_after_seconds(answer.retry_after, limits.max_retry_after_seconds)
+    raise AttemptFailed(f"HTTP {answer.status}: {text}", answer.status, retry_after)
 
 
-async def send_bounded(client: httpx.AsyncClient, request: httpx.Request, limit: int) -> tuple[int, bytes]:
-    """Send `request`; answer its status and at most `limit` bytes of its body, as sent (a body the
-    target compressed anyway stays compressed: inflating it is where a small answer becomes a huge one).
-    Leaving the stream unread and closed drops the connection instead of draining the rest."""
+async def send_bounded(
+    client: httpx.AsyncClient, request: httpx.Request, limit: Callable[[int], int]
+) -> Answer:
+    """Send `request`; answer its status, the headers we use and at most `limit(status)` bytes of
+    its body, as sent (a body the target compressed anyway stays compressed: inflating it is where
+    a small answer becomes a huge one). Leaving the stream unread and closed drops the connection
+    instead of draining the rest."""
     response = await client.send(request, stream=True, follow_redirects=False)
     try:
-        return response.status_code, await read_bounded(response, limit)
+        body = await read_bounded(response, limit(response.status_code))
+        headers = response.headers
+        return Answer(response.status_code, body, headers.get("content-type"), headers.get("retry-after"))
     finally:
         await response.aclose()
 

@@ -18,6 +18,7 @@ FUNCTIONS = {
     "scheduler_create_day_partition",
     "scheduler_retire_day_partition",
     "scheduler_analyze_stale_partitions",
+    "scheduler_append_attempt",
 }
 
 

@@ -41,7 +41,8 @@ async def test_inline_start_records_the_outcome_and_running_start_takes_a_lease(
         }
         assert rows[noop["id"]]["status"] == "succeeded"
         assert rows[noop["id"]]["finished_at"] == rows[noop["id"]]["started_at"] is not None
-        assert rows[noop["id"]]["lease_owner"] is None and rows[noop["id"]]["lease_expires_at"] is None
+        # No lease; the owner stays, naming the worker of the run's attempt (its history entry).
+        assert rows[noop["id"]]["lease_owner"] == "w1" and rows[noop["id"]]["lease_expires_at"] is None
         assert rows[http["id"]]["status"] == "running" and rows[http["id"]]["finished_at"] is None
         assert rows[http["id"]]["lease_owner"] == "w1" and rows[http["id"]]["lease_expires_at"] is not None
         assert rows[stale["id"]]["status"] == "dispatched" and rows[stale["id"]]["attempt"] == 0

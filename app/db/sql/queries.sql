@@ -402,8 +402,8 @@ WHERE r.id = e.id AND r.scheduled_at = e.scheduled_at
 RETURNING r.id, r.scheduled_at, r.due_at;
 
 -- name: reap_running_runs
--- A running run whose heartbeat lapsed lost its worker: the attempt is consumed, then retry with
--- backoff or fail. A late result from that worker no longer matches status 'running' at this epoch.
+-- A running run whose heartbeat lapsed lost its worker: the attempt is consumed (appended to the
+-- history as `lost`), then retry with backoff or fail. A late result from that worker no longer matches status 'running' at this epoch.
 WITH expired AS (
     SELECT id, scheduled_at FROM job_runs
     WHERE status = 'running' AND lease_expires_at < now()
@@ -419,6 +419,9 @@ UPDATE job_runs r SET
                   ELSE r.due_at END,
     finished_at = CASE WHEN r.attempt < r.max_attempts THEN NULL ELSE now() END,
     last_error = 'lease expired: the worker stopped heartbeating',
+    attempts = scheduler_append_attempt(r.attempts, r.max_attempts, r.attempt, r.epoch, r.lease_owner,
+                                        r.started_at, 'lost', 'lease expired: the worker stopped heartbeating',
+                                        NULL),
     lease_owner = NULL, lease_expires_at = NULL
 FROM expired e
 WHERE r.id = e.id AND r.scheduled_at = e.scheduled_at
@@ -431,11 +434,12 @@ RETURNING r.id, r.scheduled_at, r.due_at, r.status;
 -- not returned were duplicates, stale epochs or cancelled: the worker acks and drops them.
 -- An `inline` run has nothing to execute (a noop target): nothing can happen between its start and
 -- its end, so it goes straight to succeeded in this one write instead of two (the second write was
--- a third of a noop run's database work).
+-- a third of a noop run's database work). lease_owner stays set on an inline success: it names the
+-- worker of the run's last attempt (its history entry, read from the columns: nothing more written).
 UPDATE job_runs r SET status = CASE WHEN m.inline THEN 'succeeded' ELSE 'running' END,
     attempt = r.attempt + 1, started_at = now(),
     finished_at = CASE WHEN m.inline THEN now() END,
-    lease_owner = CASE WHEN m.inline THEN NULL ELSE :owner END,
+    lease_owner = :owner,
     lease_expires_at = CASE WHEN m.inline THEN NULL ELSE now() + make_interval(secs => :lease_seconds) END
 FROM unnest(CAST(:ids AS uuid[]), CAST(:scheduled_ats AS timestamptz[]), CAST(:epochs AS bigint[]),
             CAST(:inline AS boolean[]))
@@ -467,21 +471,33 @@ RETURNING r.id;
 -- name: finish_runs
 -- Records a group of outcomes in one statement: success, retry with jittered exponential backoff
 -- (due_at moves, scheduled_at never does, so the run stays in its partition) or failure. Fenced like
--- start_runs: a result whose run was rescued meanwhile matches nothing and is discarded.
+-- start_runs: a result whose run was rescued meanwhile matches nothing and is discarded. The same
+-- write appends an unsuccessful attempt to the history (a success is the row's own columns, its
+-- worker the lease_owner kept) and stores a success's result (bounded by the worker);
+-- a target that asked for a later retry (Retry-After, already bounded by the worker) sets the
+-- delay instead of the backoff. Results arrive as JSON text, as insert_runs' payloads do.
 UPDATE job_runs r SET
     status = CASE WHEN m.ok THEN 'succeeded'
                   WHEN r.attempt < r.max_attempts THEN 'pending'
                   ELSE 'failed' END,
     due_at = CASE WHEN NOT m.ok AND r.attempt < r.max_attempts
-                  THEN now() + make_interval(secs => r.backoff_seconds * power(2, r.attempt - 1)
-                                                   * (0.75 + random() * 0.5))
+                  THEN now() + make_interval(secs => COALESCE(m.retry_after,
+                           r.backoff_seconds * power(2, r.attempt - 1) * (0.75 + random() * 0.5)))
                   ELSE r.due_at END,
     finished_at = CASE WHEN m.ok OR r.attempt >= r.max_attempts THEN now() ELSE NULL END,
     last_error = CASE WHEN m.ok THEN r.last_error ELSE left(m.error, 2000) END,
-    lease_owner = NULL, lease_expires_at = NULL
+    attempts = CASE WHEN m.ok THEN r.attempts
+                    ELSE scheduler_append_attempt(r.attempts, r.max_attempts, r.attempt, r.epoch,
+                                                  r.lease_owner, r.started_at, m.outcome,
+                                                  left(m.error, 2000), m.http_status) END,
+    result = CASE WHEN m.ok THEN CAST(m.result AS jsonb) ELSE r.result END,
+    result_truncated = CASE WHEN m.ok THEN m.result_truncated ELSE r.result_truncated END,
+    lease_owner = CASE WHEN m.ok THEN r.lease_owner END, lease_expires_at = NULL
 FROM unnest(CAST(:ids AS uuid[]), CAST(:scheduled_ats AS timestamptz[]), CAST(:epochs AS bigint[]),
-            CAST(:oks AS boolean[]), CAST(:errors AS text[]))
-     AS m(id, scheduled_at, epoch, ok, error)
+            CAST(:oks AS boolean[]), CAST(:errors AS text[]), CAST(:outcomes AS text[]),
+            CAST(:http_statuses AS integer[]), CAST(:retry_afters AS float8[]),
+            CAST(:results AS text[]), CAST(:results_truncated AS boolean[]))
+     AS m(id, scheduled_at, epoch, ok, error, outcome, http_status, retry_after, result, result_truncated)
 WHERE r.id = m.id AND r.scheduled_at = m.scheduled_at AND r.epoch = m.epoch AND r.status = 'running'
   AND r.scheduled_at >= :lo AND r.scheduled_at <= :hi
 RETURNING r.id, r.scheduled_at, r.status, r.due_at;
