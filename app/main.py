@@ -14,7 +14,7 @@ from fastapi.routing import APIRoute
 from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
 from prometheus_fastapi_instrumentator import Instrumentator
 
-from app.api import health, jobs, runs, tenants
+from app.api import health, jobs, run_actions, runs, tenants
 from app.api.deps import State
 from app.api.problems import install_error_handlers
 from app.api.schemas import serve_problems_as_problem_json
@@ -156,7 +156,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]
-    for router in (tenants.router, jobs.router, runs.router, health.router):
+    for router in (tenants.router, jobs.router, runs.router, run_actions.router, health.router):
         app.include_router(router)
     install_error_handlers(app)
     # One payload may need up to 4x its stored size in the request (escapes, whitespace).

@@ -1,17 +1,17 @@
-"""Runs: submit one or a batch, read, list, cancel."""
+"""Runs: submit one or a batch, read, list, cancel, retry, reschedule."""
 
 from __future__ import annotations
 
-import base64
-import binascii
 from collections.abc import Callable, Coroutine
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any
 from uuid import UUID
 
-from fastapi import APIRouter, Header, Path, Query, Request, Response
+from fastapi import APIRouter, Body, Header, Path, Query, Request, Response
 from fastapi.routing import APIRoute
+from pydantic import AwareDatetime
 
+from app.api.cursors import decode_cursor, encode_cursor
 from app.api.deps import PrincipalDep, State, StateDep, bearer, get_principal, get_state
 from app.api.schemas import (
     JOB_NAME_PATTERN,
@@ -21,12 +21,14 @@ from app.api.schemas import (
     RunBatch,
     RunBatchSubmit,
     RunList,
+    RunReschedule,
+    RunRetry,
     RunStatusName,
     RunSubmit,
     error_responses,
     json_response,
 )
-from app.domain import RunRecord, RunStatus
+from app.domain import RunStatus
 from app.errors import InvalidInput
 from app.services import runs as run_service
 from app.services.submission import RunRequest, Submitted, submit
@@ -159,22 +161,6 @@ async def get_run(run_id: UUID, state: StateDep, principal: PrincipalDep) -> Res
     return json_response(await run_service.get_run(state.pool, run_id, principal.tenant_id))
 
 
-def _decode_cursor(cursor: str) -> tuple[datetime, UUID]:
-    try:
-        at, _, run_id = base64.urlsafe_b64decode(cursor.encode()).decode().partition("|")
-        moment = datetime.fromisoformat(at)
-        if moment.tzinfo is None:
-            raise ValueError("no time zone")
-        # In UTC here: a moment past year 9999 once it is in UTC was an OverflowError inside the query.
-        return moment.astimezone(UTC), UUID(run_id)
-    except (ValueError, OverflowError, binascii.Error, UnicodeDecodeError) as exc:
-        raise InvalidInput("cursor is not one this API returned", field="cursor") from exc
-
-
-def _encode_cursor(run: RunRecord) -> str:
-    return base64.urlsafe_b64encode(f"{run['scheduled_at'].isoformat()}|{run['id']}".encode()).decode()
-
-
 @router.get("/tenants/{tenant_id}/runs", response_model=RunList, responses=ERRORS)
 async def list_runs(
     tenant_id: TenantIdPath,
@@ -182,6 +168,8 @@ async def list_runs(
     principal: PrincipalDep,
     status: RunStatusName | None = None,
     job: Annotated[str | None, Query(pattern=JOB_NAME_PATTERN)] = None,
+    scheduled_after: Annotated[AwareDatetime | None, Query(description="scheduled_at >= this.")] = None,
+    scheduled_before: Annotated[AwareDatetime | None, Query(description="scheduled_at < this.")] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 100,
     cursor: Annotated[str | None, Query(max_length=256)] = None,
 ) -> Response:
@@ -192,11 +180,14 @@ async def list_runs(
         tenant_id,
         status=RunStatus(status) if status is not None else None,
         job=job,
-        after=_decode_cursor(cursor) if cursor else None,
+        scheduled_after=scheduled_after,
+        scheduled_before=scheduled_before,
+        after=decode_cursor(cursor) if cursor else None,
         limit=limit,
     )
+    last = runs[-1] if len(runs) == limit else None
     return json_response(
-        {"runs": runs, "next_cursor": _encode_cursor(runs[-1]) if len(runs) == limit else None}
+        {"runs": runs, "next_cursor": encode_cursor(last["scheduled_at"], last["id"]) if last else None}
     )
 
 
@@ -205,6 +196,42 @@ async def cancel_run(run_id: UUID, state: StateDep, principal: PrincipalDep) -> 
     """Cancel a run no worker has started (pending or dispatched). A running or finished run is 409:
     cancellation is not cooperative, a started attempt runs to its end or its timeout."""
     return json_response(await run_service.cancel_run(state.pool, run_id, principal.tenant_id))
+
+
+@router.post("/runs/{run_id}/retry", response_model=Run, responses=ERRORS)
+async def retry_run(
+    run_id: UUID, state: StateDep, principal: PrincipalDep, body: Annotated[RunRetry | None, Body()] = None
+) -> Response:
+    """Move a failed or cancelled run back to pending, due now, under a new epoch (a worker still
+    finishing an old attempt has its outcome discarded). Its attempt count and last_error stay.
+    Another status is 409; a tenant over its backlog quota, 429."""
+    return json_response(
+        await run_service.retry_run(
+            state.pool,
+            state.admission,
+            state.on_pending,
+            run_id,
+            principal.tenant_id,
+            body.max_attempts if body is not None else None,
+        )
+    )
+
+
+@router.post("/runs/{run_id}/reschedule", response_model=Run, responses=ERRORS)
+async def reschedule_run(
+    run_id: UUID, body: RunReschedule, state: StateDep, principal: PrincipalDep
+) -> Response:
+    """Move a pending run's due time earlier (a past time means now) or later. It keeps its id and
+    scheduled_at; a run moved before its scheduled_at is still claimed when due (README: "Retry,
+    reschedule, bulk actions"). Another status is 409."""
+    ahead = state.settings.max_schedule_ahead_days
+    if body.due_at > datetime.now(UTC) + timedelta(days=ahead):
+        raise InvalidInput(f"due_at is more than {ahead} days ahead", field="due_at")
+    return json_response(
+        await run_service.reschedule_run(
+            state.pool, state.on_pending, run_id, principal.tenant_id, body.due_at
+        )
+    )
 
 
 router.include_router(submissions)

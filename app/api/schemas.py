@@ -219,6 +219,60 @@ class RunList(BaseModel):
     next_cursor: str | None
 
 
+class RunRetry(Strict):
+    max_attempts: int | None = Field(
+        default=None,
+        ge=1,
+        le=100,
+        description="The run's new bound on attempts, more than the attempts already made. "
+        "Default: one more attempt if none is left, else the bound stays.",
+    )
+
+
+class RunReschedule(Strict):
+    model_config = ConfigDict(
+        extra="forbid", json_schema_extra={"examples": [{"due_at": "2030-01-01T09:00:00Z"}]}
+    )
+    due_at: AwareDatetime = Field(
+        description="ISO 8601 with a timezone: when the run may next be claimed. A past time means now; "
+        "at most SCHEDULER_MAX_SCHEDULE_AHEAD_DAYS (366) ahead. The run keeps its id and scheduled_at.",
+    )
+
+
+class RunFilter(Strict):
+    status: list[RunStatusName] | None = Field(default=None, min_length=1, max_length=6)
+    job: JobName | None = None
+    scheduled_after: AwareDatetime | None = Field(default=None, description="scheduled_at >= this.")
+    scheduled_before: AwareDatetime | None = Field(default=None, description="scheduled_at < this.")
+    ids: list[UUID] | None = Field(default=None, min_length=1, max_length=1000)
+
+
+class RunAction(Strict):
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [{"action": "retry", "filter": {"status": ["failed"]}, "limit": 1000}]
+        },
+    )
+    action: Literal["cancel", "retry"] = Field(
+        description="cancel: pending or dispatched runs; retry: failed or cancelled runs (like POST "
+        "/runs/{id}/retry, within the tenant's backlog quota)."
+    )
+    filter: RunFilter = Field(default_factory=RunFilter, description="All given criteria must hold.")
+    limit: int = Field(
+        default=1000, ge=1, le=10_000, description="At most this many matching runs per request."
+    )
+    cursor: str | None = Field(
+        default=None, max_length=256, description="A next_cursor from the previous answer: go on from there."
+    )
+
+
+class RunActionResult(BaseModel):
+    matched: int = Field(description="Runs that matched the filter and were looked at.")
+    changed: int = Field(description="Runs this request moved to the action's state (none twice).")
+    next_cursor: str | None = Field(description="Send it back as `cursor` to go on; null: done.")
+
+
 class Problem(BaseModel):
     """An error, as RFC 9457 problem details, served as application/problem+json."""
 

@@ -1,8 +1,10 @@
-"""Runs as the API sees them: insert, read, list, cancel, and the idempotency-key table."""
+"""Runs as the API sees them: insert, read, list, cancel, retry, reschedule, the chunks of bulk
+actions, and the idempotency-key table."""
 
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -12,6 +14,14 @@ import orjson
 from app.db import queries as q
 from app.db.run_ids import bounds_of, scheduled_bounds
 from app.db.wakeups import DUE_CHANNEL
+
+
+@dataclass(frozen=True)
+class TimeRange:
+    """scheduled_at in [after, before); None: unbounded on that side."""
+
+    after: datetime | None = None
+    before: datetime | None = None
 
 
 async def insert_runs(
@@ -92,12 +102,24 @@ async def get_runs(conn: asyncpg.Connection, run_ids: list[uuid.UUID]) -> list[a
     return await q.fetch(conn, "get_runs", ids=run_ids, lo=lo, hi=hi)
 
 
+def _page(scheduled: TimeRange, cursor: tuple[datetime, uuid.UUID] | None, limit: int) -> dict[str, Any]:
+    """The binds list_runs and match_runs share: the time range and the keyset page."""
+    return {
+        "scheduled_after": scheduled.after,
+        "scheduled_before": scheduled.before,
+        "cursor_at": cursor[0] if cursor else None,
+        "cursor_id": cursor[1] if cursor else None,
+        "limit": limit,
+    }
+
+
 async def list_runs(
     conn: asyncpg.Connection,
     tenant_id: str,
     *,
     status: str | None,
     job: str | None,
+    scheduled: TimeRange,
     cursor: tuple[datetime, uuid.UUID] | None,
     limit: int,
 ) -> list[asyncpg.Record]:
@@ -107,9 +129,76 @@ async def list_runs(
         tenant_id=tenant_id,
         status=status,
         job=job,
-        cursor_at=cursor[0] if cursor else None,
-        cursor_id=cursor[1] if cursor else None,
-        limit=limit,
+        **_page(scheduled, cursor, limit),
+    )
+
+
+async def match_runs(
+    conn: asyncpg.Connection,
+    tenant_id: str,
+    *,
+    statuses: list[str] | None,
+    job: str | None,
+    ids: list[uuid.UUID] | None,
+    scheduled: TimeRange,
+    cursor: tuple[datetime, uuid.UUID] | None,
+    limit: int,
+) -> list[asyncpg.Record]:
+    """(id, scheduled_at, status) of the tenant's runs matching a bulk action's filter, one chunk."""
+    return await q.fetch(
+        conn,
+        "match_runs",
+        tenant_id=tenant_id,
+        statuses=statuses,
+        job=job,
+        ids=ids,
+        **_page(scheduled, cursor, limit),
+    )
+
+
+def _ids(run_ids: list[uuid.UUID]) -> dict[str, Any]:
+    lo, hi = bounds_of(run_ids)
+    return {"ids": run_ids, "lo": lo, "hi": hi}
+
+
+async def cancel_runs(conn: asyncpg.Connection, tenant_id: str, run_ids: list[uuid.UUID]) -> set[uuid.UUID]:
+    """Cancels those of the tenant's runs that are pending or dispatched and not locked at this
+    instant; returns the ids cancelled."""
+    rows = await q.fetch(conn, "cancel_runs", tenant_id=tenant_id, **_ids(run_ids))
+    return {r["id"] for r in rows}
+
+
+async def retry_runs(
+    conn: asyncpg.Connection,
+    tenant_id: str | None,
+    run_ids: list[uuid.UUID],
+    max_attempts: int | None = None,
+) -> list[asyncpg.Record]:
+    """failed | cancelled -> pending, due now, new epoch; the retried rows. `tenant_id` None: any."""
+    return await q.fetch(
+        conn,
+        "retry_runs",
+        tenant_id=tenant_id,
+        max_attempts=max_attempts,
+        channel=DUE_CHANNEL,
+        **_ids(run_ids),
+    )
+
+
+async def reschedule_run(
+    conn: asyncpg.Connection, run_id: uuid.UUID, tenant_id: str | None, due_at: datetime
+) -> asyncpg.Record | None:
+    """The pending run with its new due_at; None if not `tenant_id`'s (None: any) or not pending."""
+    lo, hi = scheduled_bounds(run_id)
+    return await q.fetchrow(
+        conn,
+        "reschedule_run",
+        id=run_id,
+        lo=lo,
+        hi=hi,
+        tenant_id=tenant_id,
+        due_at=due_at,
+        channel=DUE_CHANNEL,
     )
 
 

@@ -80,11 +80,18 @@ async def release_unpublished_runs(conn: asyncpg.Connection, fence: Fence) -> li
     return await q.fetch(conn, "release_unpublished_runs", **fence.binds())
 
 
-async def claim_floor(conn: asyncpg.Connection) -> tuple[datetime, datetime]:
-    """(oldest unfinished run's scheduled_at, the database's now())."""
+async def claim_range(conn: asyncpg.Connection) -> tuple[datetime, datetime, datetime | None]:
+    """(oldest unfinished run's scheduled_at, the database's now(), the latest scheduled_at of a
+    pending run due before it, if any: the claim's ceiling must reach it)."""
     row = await q.fetchrow(conn, "claim_floor")
     assert row is not None
-    return row["floor"], row["db_now"]
+    return row["floor"], row["db_now"], row["pulled_forward"]
+
+
+async def claim_floor(conn: asyncpg.Connection) -> tuple[datetime, datetime]:
+    """(oldest unfinished run's scheduled_at, the database's now())."""
+    floor, db_now, _ = await claim_range(conn)
+    return floor, db_now
 
 
 async def due_backlog(conn: asyncpg.Connection, limit: int) -> tuple[float, int]:

@@ -2,8 +2,9 @@
 
 Every wake-up goes through this channel: a submission's insert NOTIFYs in its own statement
 (insert_runs, when app.services.wakeups decides it should), the cron materializer with
-notify_runs_due in its transaction, and the dispatcher listens. The payload is the oldest new
-run's scheduled_at, which lowers the engines' claim floor."""
+notify_runs_due in its transaction, a retry (retry_runs) and a reschedule (reschedule_run) in their
+statement, and the dispatcher listens. The payload is a due run's scheduled_at, which the engines'
+claim bounds then hold (app.engine.floor)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """The engine's side of wake-ups: LISTEN on the due channel (app.db.wakeups) on one pooled
-connection. A notification wakes the claim loop and lowers its claim floor to the new run's time."""
+connection. A notification wakes the claim loop and widens its claim bounds to hold the run's
+scheduled_at (lowers the floor for an older run, raises the ceiling for one pulled forward)."""
 
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ class DueListener:
 
     def _on_notify(self, _conn: Any, _pid: int, _channel: str, payload: str) -> None:
         with contextlib.suppress(ValueError):
-            self.bounds.lower(datetime.fromisoformat(payload))
+            self.bounds.include(datetime.fromisoformat(payload))
         self.wake.set()
 
     async def listening(self, stop: asyncio.Event) -> bool:

@@ -1,16 +1,26 @@
-"""Reading, listing and cancelling runs. Tenant scoping is in the statements: a run of another
-tenant is not found, never fetched and then refused (`tenant_id` None is the admin: any tenant)."""
+"""Reading, listing, cancelling, retrying and rescheduling one run. Tenant scoping is in the
+statements: a run of another tenant is not found, never fetched and then refused (`tenant_id`
+None is the admin: any tenant)."""
 
 from __future__ import annotations
 
+import contextlib
+import functools
+from collections.abc import AsyncIterator
 from datetime import datetime
 from uuid import UUID
 
 import asyncpg
 
 from app.db import runs as run_repo
-from app.domain import RunRecord, RunStatus, run_record
-from app.errors import Conflict, NotFound
+from app.db.runs import TimeRange
+from app.domain import OnPending, RunRecord, RunStatus, run_record
+from app.errors import Conflict, InvalidInput, NotFound
+from app.services.admission import AdmissionControl
+from app.telemetry import metrics
+
+# Runs a retry moves back to pending.
+RETRYABLE = (RunStatus.FAILED, RunStatus.CANCELLED)
 
 
 def _not_found(run_id: UUID) -> NotFound:
@@ -36,12 +46,18 @@ async def list_runs(
     *,
     status: RunStatus | None,
     job: str | None,
+    scheduled_after: datetime | None = None,
+    scheduled_before: datetime | None = None,
     after: tuple[datetime, UUID] | None,
     limit: int,
 ) -> list[RunRecord]:
-    """Newest scheduled first, from after `after` ((scheduled_at, id) of the previous page's last)."""
+    """Newest scheduled first, from after `after` ((scheduled_at, id) of the previous page's last);
+    scheduled_at in [scheduled_after, scheduled_before) where given."""
+    scheduled = TimeRange(scheduled_after, scheduled_before)
     async with pool.acquire() as conn:
-        rows = await run_repo.list_runs(conn, tenant_id, status=status, job=job, cursor=after, limit=limit)
+        rows = await run_repo.list_runs(
+            conn, tenant_id, status=status, job=job, scheduled=scheduled, cursor=after, limit=limit
+        )
     return [run_record(r) for r in rows]
 
 
@@ -59,4 +75,73 @@ async def cancel_run(pool: asyncpg.Pool, run_id: UUID, tenant_id: str | None) ->
     raise Conflict(
         f"run {run_id} is {latest['status']}; only pending or dispatched runs can be cancelled",
         field="status",
+    )
+
+
+@contextlib.asynccontextmanager
+async def admitted(
+    admission: AdmissionControl, tenant_id: str | None, conn: asyncpg.Connection, adding: int
+) -> AsyncIterator[None]:
+    """Runs the block if `adding` more pending runs fit the tenant's backlog quota (else OverQuota,
+    and the block does not run), counted as admitted when it ends without an error. A retry adds to
+    the backlog like a submission does. The admin (`tenant_id` None) is not counted."""
+    if tenant_id is None:
+        yield
+        return
+    ticket = admission.ticket(tenant_id)
+    try:
+        await ticket.admit(functools.partial(run_repo.count_pending_runs, conn, tenant_id), adding)
+        yield
+        ticket.committed()
+    finally:
+        ticket.release()  # a no-op once committed
+
+
+async def retry_run(
+    pool: asyncpg.Pool,
+    admission: AdmissionControl,
+    on_pending: OnPending,
+    run_id: UUID,
+    tenant_id: str | None,
+    max_attempts: int | None,
+) -> RunRecord:
+    """failed | cancelled -> pending, due now, under a new epoch (run_repo.retry_runs). A tenant's
+    retry counts against its backlog quota like a submission (OverQuota, nothing written); the
+    admin's does not. Another status: Conflict; `max_attempts` not above the attempts made: InvalidInput."""
+    try:
+        async with pool.acquire() as conn, admitted(admission, tenant_id, conn, 1):
+            rows = await run_repo.retry_runs(conn, tenant_id, [run_id], max_attempts)
+    except OverflowError:  # an id no run can have (see get_run)
+        raise _not_found(run_id) from None
+    if rows:
+        metrics.runs_retried_total.labels("run").inc()
+        await on_pending(rows)
+        return run_record(rows[0])
+    latest = await get_run(pool, run_id, tenant_id)  # NotFound if it is not the tenant's
+    if latest["status"] in RETRYABLE:
+        raise InvalidInput(
+            f"max_attempts must be more than the {latest['attempt']} attempts already made",
+            field="max_attempts",
+        )
+    raise Conflict(
+        f"run {run_id} is {latest['status']}; only failed or cancelled runs can be retried", field="status"
+    )
+
+
+async def reschedule_run(
+    pool: asyncpg.Pool, on_pending: OnPending, run_id: UUID, tenant_id: str | None, due_at: datetime
+) -> RunRecord:
+    """Moves a pending run's due_at (a past time means now). Another status: Conflict."""
+    try:
+        async with pool.acquire() as conn:
+            row = await run_repo.reschedule_run(conn, run_id, tenant_id, due_at)
+    except OverflowError:  # an id no run can have (see get_run)
+        raise _not_found(run_id) from None
+    if row is not None:
+        metrics.runs_rescheduled_total.inc()
+        await on_pending([row])
+        return run_record(row)
+    latest = await get_run(pool, run_id, tenant_id)  # NotFound if it is not the tenant's
+    raise Conflict(
+        f"run {run_id} is {latest['status']}; only pending runs can be rescheduled", field="status"
     )

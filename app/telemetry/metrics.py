@@ -50,6 +50,20 @@ stale_results_total = Counter(
     "Deliveries or results dropped by the epoch fence (duplicate delivery, stale epoch, cancelled).",
     ["stage"],
 )
+runs_retried_total = Counter(
+    "scheduler_runs_retried_total",
+    "Runs a person moved back to pending (failed or cancelled -> pending), by the route: run or bulk.",
+    ["via"],
+)
+runs_rescheduled_total = Counter(
+    "scheduler_runs_rescheduled_total",
+    "Pending runs whose due time a person moved (POST /runs/{id}/reschedule).",
+)
+bulk_run_changes_total = Counter(
+    "scheduler_bulk_run_changes_total",
+    "Runs changed by bulk actions (POST /tenants/{tenant_id}/runs/actions), by action.",
+    ["action"],
+)
 execution_duration_seconds = Histogram(
     "scheduler_execution_duration_seconds",
     "Duration of executing one attempt's target.",

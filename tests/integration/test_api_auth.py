@@ -29,11 +29,13 @@ ROUTES = sorted(
 
 @dataclass(frozen=True)
 class Victim:
-    """Tenant `alpha` with a job and a pending run, as another tenant would try to reach them."""
+    """Tenant `alpha` with a job, a pending run and a cancelled one, as another tenant would try to
+    reach them."""
 
     tenant: str
     job: str
     run_id: str
+    cancelled_run_id: str
     key_id: str
     auth: dict[str, str]
 
@@ -66,6 +68,15 @@ CASES: dict[tuple[str, str], Callable[[Victim], Request]] = {
     ("GET", "/tenants/{tenant_id}/runs"): lambda v: (f"/tenants/{v.tenant}/runs", None),
     ("GET", "/runs/{run_id}"): lambda v: (f"/runs/{v.run_id}", None),
     ("POST", "/runs/{run_id}/cancel"): lambda v: (f"/runs/{v.run_id}/cancel", None),
+    ("POST", "/runs/{run_id}/retry"): lambda v: (f"/runs/{v.cancelled_run_id}/retry", None),
+    ("POST", "/runs/{run_id}/reschedule"): lambda v: (
+        f"/runs/{v.run_id}/reschedule",
+        {"due_at": "2020-01-01T00:00:00Z"},
+    ),
+    ("POST", "/tenants/{tenant_id}/runs/actions"): lambda v: (
+        f"/tenants/{v.tenant}/runs/actions",
+        {"action": "cancel", "filter": {"ids": [v.run_id, v.cancelled_run_id]}},
+    ),
 }
 
 
@@ -79,7 +90,9 @@ async def victim(api: httpx.AsyncClient) -> Victim:
     auth = bearer(created["api_key"])
     await put_job(api, "alpha", "hello", auth, payload={"owned": "by alpha"})
     run = await submit_run(api, "alpha", auth, job="hello")
-    return Victim("alpha", "hello", str(run["id"]), created["key_id"], auth)
+    cancelled = await submit_run(api, "alpha", auth, job="hello")
+    assert (await api.post(f"/runs/{cancelled['id']}/cancel", headers=auth)).status_code == 200
+    return Victim("alpha", "hello", str(run["id"]), str(cancelled["id"]), created["key_id"], auth)
 
 
 async def _send(

@@ -1,17 +1,23 @@
-"""Tenant scoping of runs lives in the statements (app/db/runs.get_run, cancel_run): another
-tenant's run is not found and not touched; the admin (tenant None) reaches every tenant's."""
+"""Tenant scoping of runs lives in the statements (app/db/runs.get_run, cancel_run, retry_runs,
+reschedule_run, match_runs, cancel_runs): another tenant's run is not found and not touched; the
+admin (tenant None) reaches every tenant's."""
 
 from __future__ import annotations
 
 import uuid
+from datetime import UTC, datetime
 
 import asyncpg
 import httpx
 import pytest
 
 from app.db import runs as run_repo
+from app.db.runs import TimeRange
+from app.domain import no_hint
 from app.errors import Conflict, NotFound
 from app.services import runs as run_service
+from app.services.admission import AdmissionControl
+from app.services.run_actions import RunFilter, act_on_runs
 from tests.support import create_tenant, submit_run
 
 
@@ -36,3 +42,42 @@ async def test_another_tenants_run_is_neither_read_nor_cancelled(
     with pytest.raises(Conflict) as again:
         await run_service.cancel_run(pool, run_id, "acme")
     assert again.value.field == "status"
+
+
+async def test_another_tenants_run_is_neither_retried_rescheduled_nor_bulk_changed(
+    api: httpx.AsyncClient, tenant: dict, pool: asyncpg.Pool
+) -> None:
+    await create_tenant(api, "beta")
+    pending = uuid.UUID((await submit_run(api, "acme", tenant["auth"], job="hello"))["id"])
+    cancelled = uuid.UUID((await submit_run(api, "acme", tenant["auth"], job="hello"))["id"])
+    await run_service.cancel_run(pool, cancelled, "acme")
+    now = datetime.now(UTC)
+    async with pool.acquire() as conn:
+        assert await run_repo.retry_runs(conn, "beta", [cancelled]) == []
+        assert await run_repo.reschedule_run(conn, pending, "beta", now) is None
+        assert await run_repo.cancel_runs(conn, "beta", [pending]) == set()
+        everything = TimeRange()
+        assert (
+            await run_repo.match_runs(
+                conn, "beta", statuses=None, job=None, ids=None, scheduled=everything, cursor=None, limit=100
+            )
+            == []
+        )
+    statuses = dict(await pool.fetch("SELECT id, status FROM job_runs"))
+    assert statuses == {pending: "pending", cancelled: "cancelled"}
+
+    admission = AdmissionControl(100)
+    with pytest.raises(NotFound):
+        await run_service.retry_run(pool, admission, no_hint, cancelled, "beta", None)
+    with pytest.raises(NotFound):
+        await run_service.reschedule_run(pool, no_hint, pending, "beta", now)
+    outcome = await act_on_runs(
+        pool, admission, no_hint, "beta", "cancel", RunFilter(ids=[pending, cancelled]), 100, None
+    )
+    assert (outcome.matched, outcome.changed) == (0, 0)
+    assert dict(await pool.fetch("SELECT id, status FROM job_runs")) == statuses
+
+    # The admin reaches any tenant's run.
+    assert (await run_service.retry_run(pool, admission, no_hint, cancelled, None, None))[
+        "status"
+    ] == "pending"

@@ -30,6 +30,9 @@ def test_schema_documents_every_route_and_its_errors() -> None:
         "/tenants/{tenant_id}/runs/batch",
         "/runs/{run_id}",
         "/runs/{run_id}/cancel",
+        "/runs/{run_id}/retry",
+        "/runs/{run_id}/reschedule",
+        "/tenants/{tenant_id}/runs/actions",
         "/healthz",
         "/readyz",
     }
@@ -67,6 +70,9 @@ def test_every_operation_has_a_named_id_and_the_bearer_scheme() -> None:
         "GET /tenants/{tenant_id}/runs": "listRuns",
         "GET /runs/{run_id}": "getRun",
         "POST /runs/{run_id}/cancel": "cancelRun",
+        "POST /runs/{run_id}/retry": "retryRun",
+        "POST /runs/{run_id}/reschedule": "rescheduleRun",
+        "POST /tenants/{tenant_id}/runs/actions": "actOnRuns",
         "GET /healthz": "healthz",
         "GET /readyz": "readyz",
     }

@@ -215,6 +215,8 @@ SELECT * FROM job_runs
 WHERE tenant_id = :tenant_id
   AND (CAST(:status AS text) IS NULL OR status = :status)
   AND (CAST(:job AS text) IS NULL OR job = :job)
+  AND (CAST(:scheduled_after AS timestamptz) IS NULL OR scheduled_at >= :scheduled_after)
+  AND (CAST(:scheduled_before AS timestamptz) IS NULL OR scheduled_at < :scheduled_before)
   AND (CAST(:cursor_at AS timestamptz) IS NULL OR (scheduled_at, id) < (:cursor_at, :cursor_id))
 ORDER BY scheduled_at DESC, id DESC
 LIMIT :limit;
@@ -227,6 +229,83 @@ WHERE id = :id AND scheduled_at >= :lo AND scheduled_at < :hi AND status IN ('pe
   AND (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id)
 RETURNING *;
 
+-- name: match_runs
+-- One chunk of a bulk action: the keys and statuses of a tenant's runs matching the filter, in the
+-- listing's order (newest scheduled first) from the cursor on. Keys only, no payloads: a chunk is
+-- hundreds of runs. No lock is taken here; the transition that follows re-checks each status.
+SELECT id, scheduled_at, status FROM job_runs
+WHERE tenant_id = :tenant_id
+  AND (CAST(:statuses AS text[]) IS NULL OR status = ANY(CAST(:statuses AS text[])))
+  AND (CAST(:job AS text) IS NULL OR job = :job)
+  AND (CAST(:ids AS uuid[]) IS NULL OR id = ANY(CAST(:ids AS uuid[])))
+  AND (CAST(:scheduled_after AS timestamptz) IS NULL OR scheduled_at >= :scheduled_after)
+  AND (CAST(:scheduled_before AS timestamptz) IS NULL OR scheduled_at < :scheduled_before)
+  AND (CAST(:cursor_at AS timestamptz) IS NULL OR (scheduled_at, id) < (:cursor_at, :cursor_id))
+ORDER BY scheduled_at DESC, id DESC
+LIMIT :limit;
+
+-- name: cancel_runs
+-- A bulk cancel's chunk: like cancel_run, fenced on the status, scoped to the tenant. Rows the
+-- claim (or a worker's start) holds at this instant are skipped, not waited for: waiting in the
+-- opposite order to the claim's could deadlock with it. The caller tries the skipped ones again.
+-- [lo, hi) are the days the ids name (as in get_runs).
+WITH locked AS (
+    SELECT id, scheduled_at FROM job_runs
+    WHERE id = ANY(CAST(:ids AS uuid[])) AND tenant_id = :tenant_id AND status IN ('pending', 'dispatched')
+      AND scheduled_at >= :lo AND scheduled_at < :hi
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE job_runs r SET status = 'cancelled', finished_at = now(), lease_owner = NULL, lease_expires_at = NULL
+FROM locked l
+WHERE r.id = l.id AND r.scheduled_at = l.scheduled_at AND r.scheduled_at >= :lo AND r.scheduled_at < :hi
+RETURNING r.id;
+
+-- name: retry_runs
+-- failed | cancelled -> pending, due now, under a new epoch: a worker still finishing an old attempt
+-- holds the old epoch, so its outcome matches nothing and is discarded. One statement for one run
+-- (POST /runs/{id}/retry) or a bulk chunk. max_attempts becomes :max_attempts (which must exceed the
+-- attempts made), or else one more than made if none is left. Nothing else is erased: last_error,
+-- started_at and the attempt count stay as the run's history. No lock waits on anyone: the claim and
+-- the workers never hold failed or cancelled rows. Wakes the engines at commit; the payloads are the
+-- oldest and newest scheduled_at retried, so a run due before its scheduled_at (see
+-- job_runs_pulled_forward, migration 0007) raises their claim ceiling at once. [lo, hi) are the
+-- days the ids name (as in get_runs).
+WITH retried AS (
+    UPDATE job_runs r SET status = 'pending', due_at = now(), epoch = r.epoch + 1,
+        max_attempts = COALESCE(CAST(:max_attempts AS int), greatest(r.max_attempts, r.attempt + 1)),
+        finished_at = NULL, dispatched_at = NULL, lease_owner = NULL, lease_expires_at = NULL
+    WHERE r.id = ANY(CAST(:ids AS uuid[])) AND r.status IN ('failed', 'cancelled')
+      AND r.scheduled_at >= :lo AND r.scheduled_at < :hi
+      AND (CAST(:tenant_id AS text) IS NULL OR r.tenant_id = :tenant_id)
+      AND (CAST(:max_attempts AS int) IS NULL OR :max_attempts > r.attempt)
+    RETURNING r.*
+),
+notified AS (
+    SELECT pg_notify(:channel, CAST(b.at AS text))
+    FROM (SELECT min(scheduled_at) AS at FROM retried UNION SELECT max(scheduled_at) FROM retried) AS b
+    WHERE b.at IS NOT NULL
+)
+SELECT * FROM retried
+WHERE (SELECT count(*) FROM notified) >= 0;  -- evaluated once, so the NOTIFY is sent
+
+-- name: reschedule_run
+-- A pending run's due_at moves, earlier (a past time means now) or later; scheduled_at, its id and
+-- its partition stay. Fenced on 'pending': once claimed it is the worker's, and this matches nothing.
+-- A run now due before its scheduled_at is found by the claim through job_runs_pulled_forward; the
+-- NOTIFY (only when due now) wakes the engines and, its payload being the run's scheduled_at,
+-- raises their claim ceiling to it at once.
+WITH moved AS (
+    UPDATE job_runs SET due_at = greatest(:due_at, now())
+    WHERE id = :id AND scheduled_at >= :lo AND scheduled_at < :hi AND status = 'pending'
+      AND (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id)
+    RETURNING *
+),
+notified AS (
+    SELECT pg_notify(:channel, CAST(scheduled_at AS text)) FROM moved WHERE due_at <= now()
+)
+SELECT * FROM moved
+WHERE (SELECT count(*) FROM notified) >= 0;
+
 -- ──────────────────────────── claim and dispatch ────────────────────────────
 
 -- name: claim_due_runs
@@ -237,14 +316,17 @@ RETURNING *;
 -- this set). Only when one tenant crowds the batch does the fair path run: one index probe per tenant
 -- with pending work, each taking its oldest `cap`. `:floor`..`:ceiling` (the oldest unfinished run,
 -- and the database clock plus a margin) let the planner prune partitions on both sides, DEFAULT
--- included, so a claim neither reads old days nor holds locks that would block partition DDL.
+-- included, so a claim neither reads old days nor holds locks that would block partition DDL. The
+-- ceiling is the only upper bound on scheduled_at (due_at <= now() decides what is due): a run
+-- rescheduled or retried to a due_at before its scheduled_at raises the ceiling to its scheduled_at
+-- (claim_floor reads them from job_runs_pulled_forward), so it is claimed like any due run.
 -- Payload and target come back as JSON text: the dispatcher decodes them run by run, so one value
 -- it cannot decode fails that run alone instead of the fetch of the whole batch.
 WITH RECURSIVE oldest AS (
     -- The fast path: the oldest due runs, locked; rows another engine holds are skipped.
     SELECT id, scheduled_at, tenant_id FROM job_runs
     WHERE status = 'pending' AND due_at <= now()
-      AND scheduled_at >= :floor AND scheduled_at <= :ceiling AND scheduled_at <= now()
+      AND scheduled_at >= :floor AND scheduled_at <= :ceiling
     ORDER BY due_at
     LIMIT :batch_size
     FOR UPDATE SKIP LOCKED
@@ -257,12 +339,11 @@ due_tenants AS (
     -- A loose index scan of (tenant_id, due_at): one probe per tenant with pending runs.
     (SELECT tenant_id FROM job_runs
      WHERE status = 'pending' AND scheduled_at >= :floor AND scheduled_at <= :ceiling
-       AND scheduled_at <= now()
      ORDER BY tenant_id LIMIT 1)
     UNION ALL
     SELECT (SELECT r.tenant_id FROM job_runs r
             WHERE r.status = 'pending' AND r.scheduled_at >= :floor AND r.scheduled_at <= :ceiling
-              AND r.scheduled_at <= now() AND r.tenant_id > d.tenant_id
+              AND r.tenant_id > d.tenant_id
             ORDER BY r.tenant_id LIMIT 1)
     FROM due_tenants d
     WHERE d.tenant_id IS NOT NULL
@@ -274,7 +355,7 @@ fair AS (
     CROSS JOIN LATERAL (
         SELECT r.id, r.scheduled_at, r.due_at FROM job_runs r
         WHERE r.tenant_id = d.tenant_id AND r.status = 'pending' AND r.due_at <= now()
-          AND r.scheduled_at >= :floor AND r.scheduled_at <= :ceiling AND r.scheduled_at <= now()
+          AND r.scheduled_at >= :floor AND r.scheduled_at <= :ceiling
         ORDER BY r.due_at
         LIMIT :per_tenant_cap
     ) AS c
@@ -288,7 +369,7 @@ fair_locked AS (
     SELECT r.id, r.scheduled_at FROM job_runs r
     JOIN fair f ON r.id = f.id AND r.scheduled_at = f.scheduled_at
     WHERE r.status = 'pending' AND r.due_at <= now()
-      AND r.scheduled_at >= :floor AND r.scheduled_at <= :ceiling AND r.scheduled_at <= now()
+      AND r.scheduled_at >= :floor AND r.scheduled_at <= :ceiling
     FOR UPDATE OF r SKIP LOCKED
 ),
 chosen AS (
@@ -365,8 +446,12 @@ RETURNING r.id;
 -- name: claim_floor
 -- The oldest unfinished run's scheduled_at: the claim's lower partition bound. Pending, dispatched
 -- and running all count, since the reaper can send the latter two back to pending. The database's
--- now() comes along, so the claim's upper bound is on the database's clock too.
-SELECT COALESCE(min(scheduled_at), now()) AS floor, now() AS db_now
+-- now() comes along, so the claim's upper bound is on the database's clock too, and so does the
+-- latest scheduled_at of a pending run due before it (pulled forward by a reschedule or a retry):
+-- the claim's ceiling reaches it. Its partial index is empty unless runs are pulled forward.
+SELECT COALESCE(min(scheduled_at), now()) AS floor, now() AS db_now,
+       (SELECT max(scheduled_at) FROM job_runs WHERE status = 'pending' AND due_at < scheduled_at)
+           AS pulled_forward
 FROM job_runs WHERE status IN ('pending', 'dispatched', 'running');
 
 -- name: due_backlog

@@ -1,0 +1,59 @@
+"""Bulk actions on a tenant's runs by filter (cancel, retry), processed in chunks, resumable."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Response
+
+from app.api.cursors import decode_cursor, encode_cursor
+from app.api.deps import PrincipalDep, StateDep
+from app.api.runs import TenantIdPath
+from app.api.schemas import RunAction, RunActionResult, error_responses, json_response
+from app.domain import RunStatus
+from app.errors import InvalidInput
+from app.services import run_actions as action_service
+from app.services.run_actions import RunFilter
+
+router = APIRouter(tags=["runs"])
+
+
+@router.post(
+    "/tenants/{tenant_id}/runs/actions",
+    response_model=RunActionResult,
+    responses=error_responses(401, 404, 413, 422, 429),
+)
+async def act_on_runs(
+    tenant_id: TenantIdPath, body: RunAction, state: StateDep, principal: PrincipalDep
+) -> Response:
+    """Cancel (pending or dispatched) or retry (failed or cancelled) up to `limit` of the tenant's
+    runs matching `filter`, newest scheduled first, in chunks that never hold locks for long. A run
+    already in the target state is not changed again, so a request can be repeated; when
+    `next_cursor` is not null, send it back as `cursor` to go on. A retry over the tenant's backlog
+    quota: 429 if nothing was changed yet, otherwise the runs changed so far and a `next_cursor`
+    where it stopped."""
+    principal.require_tenant(tenant_id)
+    f = body.filter
+    if f.scheduled_after and f.scheduled_before and f.scheduled_after >= f.scheduled_before:
+        raise InvalidInput("scheduled_after must be before scheduled_before", field="filter.scheduled_after")
+    runs = RunFilter(
+        statuses=[RunStatus(s) for s in f.status] if f.status is not None else None,
+        job=f.job,
+        ids=f.ids,
+        scheduled_after=f.scheduled_after,
+        scheduled_before=f.scheduled_before,
+    )
+    try:
+        runs.scheduled()
+    except OverflowError:  # an id whose leading bits name a moment past year 9999
+        raise InvalidInput("an id no run can have", field="filter.ids") from None
+    cursor = decode_cursor(body.cursor) if body.cursor else None
+    outcome = await action_service.act_on_runs(
+        state.pool, state.admission, state.on_pending, tenant_id, body.action, runs, body.limit, cursor
+    )
+    at = outcome.next_cursor
+    return json_response(
+        {
+            "matched": outcome.matched,
+            "changed": outcome.changed,
+            "next_cursor": encode_cursor(*at) if at is not None else None,
+        }
+    )

@@ -1,0 +1,157 @@
+"""Bulk actions on a tenant's runs by filter: cancel or retry up to 10,000 runs in one request.
+
+The runs are taken in chunks, in the listing's order (newest scheduled first). Each chunk is two
+short statements and no transaction: read the matching keys (no locks), then one fenced transition
+over them (run_repo.cancel_runs / retry_runs). So no transaction holds locks on thousands of rows,
+and the claim runs beside it: a bulk cancel skips the rows the claim (or a worker's start) holds at
+that instant and tries them again a few times, as their lock lasts one statement. Every transition
+re-checks its status, so a run already in the target state is not changed twice and the request can
+be repeated, or resumed from its `next_cursor`.
+
+A bulk retry adds pending runs, so each chunk is admitted against the tenant's backlog quota first,
+like a submission. Over the quota: if nothing was changed yet, OverQuota (429, nothing written);
+otherwise the request stops before that chunk and answers what it did, with `next_cursor` at the
+chunk refused, so the caller resumes once the backlog has drained."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Literal
+from uuid import UUID
+
+import asyncpg
+
+from app.db import runs as run_repo
+from app.db.run_ids import bounds_of
+from app.db.runs import TimeRange
+from app.domain import CANCELLABLE, OnPending, RunStatus
+from app.errors import OverQuota
+from app.services.admission import AdmissionControl
+from app.services.runs import RETRYABLE, admitted
+from app.telemetry import metrics
+
+CHUNK = 500
+# A row the claim holds is locked for one statement (milliseconds): tried again this often.
+LOCKED_RETRIES = 5
+LOCKED_PAUSE_SECONDS = 0.02
+
+Action = Literal["cancel", "retry"]
+Cursor = tuple[datetime, UUID]
+
+
+@dataclass(frozen=True)
+class RunFilter:
+    statuses: list[RunStatus] | None = None
+    job: str | None = None
+    ids: list[UUID] | None = None
+    scheduled_after: datetime | None = None
+    scheduled_before: datetime | None = None
+
+    def scheduled(self) -> TimeRange:
+        """The time range, narrowed to the days the ids name (so only their partitions are read)."""
+        after, before = self.scheduled_after, self.scheduled_before
+        if self.ids:
+            lo, hi = bounds_of(self.ids)  # OverflowError for an id no run can have: the caller's 422
+            after = lo if after is None else max(after, lo)
+            before = hi if before is None else min(before, hi)
+        return TimeRange(after, before)
+
+
+@dataclass
+class Outcome:
+    matched: int = 0
+    changed: int = 0
+    next_cursor: Cursor | None = None
+
+
+async def act_on_runs(
+    pool: asyncpg.Pool,
+    admission: AdmissionControl,
+    on_pending: OnPending,
+    tenant_id: str,
+    action: Action,
+    runs: RunFilter,
+    limit: int,
+    cursor: Cursor | None,
+) -> Outcome:
+    """Applies `action` to up to `limit` of the tenant's runs matching `runs`, from `cursor` on."""
+    outcome = Outcome()
+    scheduled = runs.scheduled()
+    statuses = [str(s) for s in runs.statuses] if runs.statuses is not None else None
+    while outcome.matched < limit:
+        async with pool.acquire() as conn:
+            chunk = await run_repo.match_runs(
+                conn,
+                tenant_id,
+                statuses=statuses,
+                job=runs.job,
+                ids=runs.ids,
+                scheduled=scheduled,
+                cursor=cursor,
+                limit=min(CHUNK, limit - outcome.matched),
+            )
+        if not chunk:
+            return outcome
+        sources = CANCELLABLE if action == "cancel" else RETRYABLE
+        keys = [r["id"] for r in chunk if r["status"] in sources]
+        if keys:
+            try:
+                changed, done = await _apply(pool, admission, on_pending, tenant_id, action, keys)
+            except OverQuota:
+                if outcome.changed == 0:
+                    raise
+                done, changed = False, 0
+            outcome.changed += changed
+            if not done:  # stop before this chunk: repeating from next_cursor covers it again
+                first = chunk[0]
+                outcome.next_cursor = cursor or (first["scheduled_at"], UUID(int=first["id"].int + 1))
+                return outcome
+        outcome.matched += len(chunk)
+        last = chunk[-1]
+        cursor = (last["scheduled_at"], last["id"])
+    outcome.next_cursor = cursor
+    return outcome
+
+
+async def _apply(
+    pool: asyncpg.Pool,
+    admission: AdmissionControl,
+    on_pending: OnPending,
+    tenant_id: str,
+    action: Action,
+    keys: list[UUID],
+) -> tuple[int, bool]:
+    """(runs changed, whether the chunk is done: no run of it is still locked in a source state)."""
+    if action == "retry":
+        return await _retry(pool, admission, on_pending, tenant_id, keys), True
+    changed, left = 0, keys
+    for attempt in range(LOCKED_RETRIES + 1):
+        if attempt:
+            await asyncio.sleep(LOCKED_PAUSE_SECONDS)
+        async with pool.acquire() as conn:
+            cancelled = await run_repo.cancel_runs(conn, tenant_id, left)
+        changed += len(cancelled)
+        left = [k for k in left if k not in cancelled]
+        if not left:
+            break
+        async with pool.acquire() as conn:  # those that left a cancellable state are done with
+            rows = await run_repo.get_runs(conn, left)
+        still = {r["id"] for r in rows if r["status"] in CANCELLABLE}
+        left = [k for k in left if k in still]
+        if not left:
+            break
+    metrics.bulk_run_changes_total.labels("cancel").inc(changed)
+    return changed, not left
+
+
+async def _retry(
+    pool: asyncpg.Pool, admission: AdmissionControl, on_pending: OnPending, tenant_id: str, keys: list[UUID]
+) -> int:
+    async with pool.acquire() as conn, admitted(admission, tenant_id, conn, len(keys)):
+        rows = await run_repo.retry_runs(conn, tenant_id, keys)
+    metrics.runs_retried_total.labels("bulk").inc(len(rows))
+    metrics.bulk_run_changes_total.labels("retry").inc(len(rows))
+    await on_pending(rows)
+    return len(rows)
