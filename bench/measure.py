@@ -122,7 +122,8 @@ def rate(count: int, seconds: float) -> float:
 
 def cpu_seconds(pids: dict[str, int], names: Sequence[str] = ("postgres", "nats-server")) -> dict[str, float]:
     """CPU seconds (user + system) used so far by each named pid, and by all processes of each
-    command name (every Postgres backend, say), from /proc. Empty where /proc is not there."""
+    command name (every Postgres backend, say, and the backends that exited), from /proc. Empty
+    where /proc is not there."""
     tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
     out: dict[str, float] = dict.fromkeys([*pids, *names], 0.0)
     by_pid = {pid: label for label, pid in pids.items()}
@@ -134,7 +135,11 @@ def cpu_seconds(pids: dict[str, int], names: Sequence[str] = ("postgres", "nats-
         comm = text[text.index("(") + 1 : text.rindex(")")]
         fields = text[text.rindex(")") + 2 :].split()
         used = (int(fields[11]) + int(fields[12])) / tick
-        label = by_pid.get(int(stat.parent.name)) or (comm if comm in names else None)
+        label = by_pid.get(int(stat.parent.name))
+        if label is None and comm in names:
+            # With its reaped children's time (cutime + cstime): a Postgres backend that exits between
+            # two readings moves its CPU into the postmaster's, so a sum by name never goes backwards.
+            label, used = comm, used + (int(fields[13]) + int(fields[14])) / tick
         if label is not None:
             out[label] += used
     return out

@@ -14,13 +14,29 @@ from bench.scenarios import (
     held,
     history,
     ingest,
+    peers,
     publish,
     slow_target,
     steady,
+    workers,
 )
 
 SCENARIOS: dict[str, ModuleType] = {
-    m.NAME: m for m in (publish, claim, dispatch, drain, steady, engines, history, ingest, slow_target, held)
+    m.NAME: m
+    for m in (
+        publish,
+        claim,
+        dispatch,
+        drain,
+        peers,
+        steady,
+        engines,
+        workers,
+        history,
+        ingest,
+        slow_target,
+        held,
+    )
 }
 
 

@@ -11,24 +11,14 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from app.db.connection import create_pool
-from bench import workload
-from bench.measure import cpu_seconds, rate, wait_for_count
-from bench.procs import ops_process, running, scrape_all
+from bench import endtoend, pgstats, workload
+from bench.measure import rate
 from bench.report import Report
-from bench.scenarios._common import (
-    add_backlog_arguments,
-    begin,
-    engine_summary,
-    shared_host,
-    sized,
-    worker_summary,
-)
-from bench.stack import Bench, delete_stream
+from bench.scenarios._common import add_backlog_arguments, begin, shared_host, sized
+from bench.stack import Bench
 
 NAME = "drain"
 HELP = "end to end: engine + worker subprocesses drain N runs to succeeded (runs/s, due lag)"
-PS = [0.5, 0.95, 0.99]
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -46,80 +36,27 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 async def run(bench: Bench, args: argparse.Namespace) -> Report:
     report = await begin(bench, NAME)
     n = sized(args.runs, full=20_000, smoke=500, is_smoke=bench.smoke)
-    lead = 0.5 + n / 10_000  # room to commit the backlog before it falls due
-    async with bench.database() as url:
-        base = bench.settings(url)
-        engine = ops_process("engine", base, bench.logs)
-        # The drain is over once every outcome is recorded; a worker slow to exit (its shutdown once
-        # waited out nc.drain()'s 30 s timeout) is killed after a few seconds and reported.
-        worker = ops_process("worker", base, bench.logs, stop_timeout=5.0)
-        report.workload = {
-            "runs": n,
-            "tenants": args.tenants,
-            "target": "noop" if args.target == "noop" else "python (the echo handler)",
-            "processes": "1 scheduler engine + 1 scheduler worker",
-            "batch_size": base.batch_size,
-            "worker_concurrency": base.worker_concurrency,
-            "worker_fetch_batch": base.worker_fetch_batch,
-            "completion": "count(status='succeeded') polled every 0.25 s",
-            "statistics": "ANALYZE with the backlog" if args.analyze else "none (--no-analyze)",
-        }
-        pool = await create_pool(url, min_size=1, max_size=2, name="bench-drain")
-        nc = await bench.nats()
-        try:
-            async with pool.acquire() as conn:
-                await workload.seed_tenants(conn, args.tenants)
-            async with running([engine, worker]):
-                before = await scrape_all([engine, worker])
-                pids = {"engine process": engine.pid, "worker process": worker.pid}
-                cpu_before = cpu_seconds(pids)
-                async with pool.acquire() as conn:
-                    target = workload.NOOP if args.target == "noop" else workload.ECHO
-                    due_at, start = await workload.due_burst(
-                        conn, n, args.tenants, lead, analyze=args.analyze, target=target
-                    )
-                    await workload.wake_at(conn, start, due_at)
-
-                async def succeeded() -> int:
-                    async with pool.acquire() as c:
-                        return await workload.count_status(c, "succeeded")
-
-                done = await wait_for_count(succeeded, n, desc="drain", interval=0.25, timeout=args.timeout)
-                after = await scrape_all([engine, worker])
-                cpu_after = cpu_seconds(pids)
-                alive = engine.alive() and worker.alive()
-            async with pool.acquire() as conn:
-                lags = (await workload.fetch(conn, "lag_percentiles", ps=PS, tenant=None))[0]
-                counts = await workload.status_counts(conn)
-        finally:
-            await delete_stream(nc, base.stream)
-            await nc.close()
-            await pool.close()
-    if not alive:
-        report.notes.append("a process exited during the drain; see its log under the bench's temp dir")
-    if worker.killed:
-        report.notes.append(
-            "the worker did not exit within 5 s of SIGTERM and was killed, after every outcome was recorded "
-            "(see its log): a shutdown problem of the worker, not part of the figures."
-        )
-    wall = done - start
-    cpu = {k: cpu_after[k] - cpu_before[k] for k in cpu_after}
-    report.table(
-        "CPU used during the drain, by process (from /proc; Postgres and NATS on this host, all of them)",
-        ["process", "CPU seconds", "us per run", "cores busy"],
-        [[k, v, v / n * 1e6, v / wall] for k, v in cpu.items()]
-        + [["total", sum(cpu.values()), sum(cpu.values()) / n * 1e6, sum(cpu.values()) / wall]],
+    target = workload.NOOP if args.target == "noop" else workload.ECHO
+    d = await endtoend.drain(
+        bench, n, tenants=args.tenants, target=target, analyze=args.analyze, timeout=args.timeout
     )
-    report.data["cpu_seconds"] = cpu
-    _figures(
-        report,
-        n,
-        wall,
-        lags,
-        engine_summary(after[0] - before[0]),
-        worker_summary(after[1] - before[1]),
-        counts,
-    )
+    report.workload = {
+        "runs": n,
+        "tenants": args.tenants,
+        "target": "noop" if args.target == "noop" else "python (the echo handler)",
+        "processes": "1 scheduler engine + 1 scheduler worker",
+        **d.settings,
+        "completion": "count(status='succeeded') polled every 0.25 s",
+        "statistics": "ANALYZE with the backlog" if args.analyze else "none (--no-analyze)",
+    }
+    report.notes += d.notes
+    report.table(endtoend.CPU_TITLE, endtoend.CPU_COLUMNS, endtoend.cpu_rows(d.cpu, n, d.wall))
+    columns, rows = pgstats.per_job_rows({"per run": [d.postgres]})
+    report.table("What Postgres did per run (statistics views, diffed over the drain)", columns, rows)
+    report.notes.append(f"Postgres figures from: {d.postgres.sources}")
+    report.data["cpu_seconds"] = d.cpu
+    report.data["postgres"] = {"figures": d.postgres.figures, "by_table": d.postgres.by_table}
+    _figures(report, n, d.wall, d.lags, d.engine, d.workers[0], d.counts)
     return report
 
 
