@@ -91,7 +91,7 @@ CASES = {
     "empty body": raw(b""),
     "body is a list": Bad("POST", RUNS, "body", [{"job": "hello"}]),
     "body is null": raw(b"null"),
-    "unknown field in a run": run("priority", priority=9),
+    "unknown field in a run": run("urgency", urgency=9),
     "unknown field in a batch": Bad("POST", BATCH, "dry_run", {"runs": [{"job": "hello"}], "dry_run": 1}),
     "unknown field in a job": job("cron", cron="* * * * *"),
     "concurrency limit of zero": job("concurrency.limit", concurrency={"limit": 0}),
