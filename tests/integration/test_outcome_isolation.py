@@ -13,6 +13,7 @@ from app.bus.message import RunMessage
 from app.config import Settings
 from app.worker.completer import Completer
 from app.worker.delivery import Delivery
+from stack.eventually import eventually
 from tests import factories
 
 
@@ -50,8 +51,13 @@ async def test_a_refused_outcome_is_isolated_and_the_rest_commit(
         async with asyncio.timeout(15):
             assert await completer.flush()
         await nc.flush()
-        info = await js.consumer_info(settings.stream, settings.consumer)
-        assert info.num_ack_pending == 0  # every message acked, the refused ones too
+
+        async def ack_pending() -> int:
+            return (await js.consumer_info(settings.stream, settings.consumer)).num_ack_pending
+
+        # Every message acked, the refused ones too. The server takes an ack off the consumer
+        # asynchronously after it arrives, so the count may trail the flush for a moment.
+        await eventually(ack_pending, until=lambda n: n == 0, timeout=5, what="no ack pending")
     finally:
         await nc.close()
     async with pool.acquire() as conn:
