@@ -35,13 +35,26 @@ async def create_database(admin_url: str, name: str) -> str:
 
 async def create_template(admin_url: str, name: str) -> str:
     """A database `name`, migrated and given its partitions, for clones to copy."""
-    from app.dev import prepare_database
-
     await _admin(
         admin_url, f"DROP DATABASE IF EXISTS {_quoted(name)} WITH (FORCE)", f"CREATE DATABASE {_quoted(name)}"
     )
-    await prepare_database(with_database(admin_url, name))
+    await prepare_template(admin_url, name)
     return name
+
+
+async def prepare_template(admin_url: str, name: str) -> None:
+    """Migrate a template and premake its partitions as of today (both idempotent: run again after
+    midnight, it adds the new day)."""
+    from app.dev import prepare_database
+
+    await prepare_database(with_database(admin_url, name))
+
+
+async def refresh_template(admin_url: str, name: str) -> None:
+    """Migrate a template again and premake its partitions as of today (both idempotent)."""
+    from app.dev import prepare_database
+
+    await prepare_database(with_database(admin_url, name))
 
 
 async def clone_database(admin_url: str, template: str, name: str) -> str:

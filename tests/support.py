@@ -8,6 +8,7 @@ import contextlib
 import os
 import uuid
 from collections.abc import AsyncIterator
+from datetime import UTC, date, datetime
 from typing import Any
 
 import asyncpg
@@ -38,12 +39,23 @@ def stop_services(services: Services) -> None:
     services.stop()
 
 
+_template_days: dict[str, date] = {}  # template -> the UTC day its partitions were premade for
+
+
 async def create_template(services: Services) -> str:
     """A database migrated once (and given its partitions) that every test database is cloned from."""
-    return await databases.create_template(services.postgres_url, f"scheduler_tpl_{os.getpid()}")
+    name = await databases.create_template(services.postgres_url, f"scheduler_tpl_{os.getpid()}")
+    _template_days[name] = datetime.now(UTC).date()
+    return name
 
 
 async def clone_database(services: Services, template: str) -> str:
+    today = datetime.now(UTC).date()
+    if _template_days.get(template, today) != today:
+        # The suite crossed midnight: premake the template's new day first, or each clone would start
+        # a day behind and a test's first maintenance pass would create one day more than it expects.
+        await databases.prepare_template(services.postgres_url, template)
+        _template_days[template] = today
     return await databases.clone_database(services.postgres_url, template, f"t_{uuid.uuid4().hex[:16]}")
 
 
