@@ -256,13 +256,40 @@ class Run(BaseModel):
     result_truncated: bool = Field(description="The result was cut to SCHEDULER_MAX_RESULT_BYTES.")
     held: HeldReasonName | None = Field(
         description="Why a pending run is held back: its job or tenant is `paused`, or it waits for a "
-        "`concurrency` slot. due_at then says when it would be due."
+        "`concurrency` slot (of its job's key, or of its tenant's max_in_flight, or both). due_at then "
+        "says when it would be due."
     )
 
 
 class TenantPause(BaseModel):
     id: str
     paused: bool
+
+
+MAX_IN_FLIGHT_RULE = (
+    "At most this many of the tenant's runs hold an in-flight slot at a time, from their claim until "
+    "their attempt ends, is reaped or is cancelled, across every engine and worker; the others wait "
+    'pending with `held: "concurrency"`. null: no limit.'
+)
+
+
+class TenantPatch(Strict):
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{"max_in_flight": 10}]})
+
+    max_in_flight: Annotated[
+        int | None, Field(ge=1, le=1_000_000, strict=True, description=MAX_IN_FLIGHT_RULE)
+    ]
+
+
+class Tenant(BaseModel):
+    id: str
+    created_at: datetime
+    paused: bool
+    max_in_flight: int | None = Field(description=MAX_IN_FLIGHT_RULE)
+    in_flight: int | None = Field(
+        description="The tenant's runs holding its slot now (null while it has no max_in_flight). "
+        "It can exceed max_in_flight just after the limit is lowered: running work is never stopped."
+    )
 
 
 class RunBatch(BaseModel):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from dataclasses import asdict
 
 from fastapi import APIRouter, Response
 
@@ -13,11 +14,15 @@ from app.api.schemas import (
     KeyCreated,
     SigningSecretCreated,
     SigningSecretRotation,
+    Tenant,
     TenantCreate,
     TenantCreated,
+    TenantPatch,
     error_responses,
 )
+from app.services import flow as flow_service
 from app.services import tenants as tenant_service
+from app.services.flow import TenantLimits
 
 router = APIRouter(tags=["tenants"])
 ERRORS = error_responses(401, 404, 409, 422)
@@ -29,6 +34,27 @@ async def create_tenant(body: TenantCreate, state: StateDep, principal: Principa
     principal.require_admin()
     new = await tenant_service.create_tenant(state.pool, body.id)
     return TenantCreated(id=new.id, key_id=new.key_id, api_key=new.api_key, signing_secret=new.signing_secret)
+
+
+def _tenant_out(t: TenantLimits) -> Tenant:
+    return Tenant(**asdict(t))
+
+
+@router.get("/tenants/{tenant_id}", response_model=Tenant, responses=ERRORS)
+async def get_tenant(tenant_id: str, state: StateDep, principal: PrincipalDep) -> Tenant:
+    """The tenant's flow control (admin token only): paused, max_in_flight and its runs in flight."""
+    principal.require_admin()
+    return _tenant_out(await flow_service.get_tenant(state.pool, tenant_id))
+
+
+@router.patch("/tenants/{tenant_id}", response_model=Tenant, responses=ERRORS)
+async def patch_tenant(tenant_id: str, body: TenantPatch, state: StateDep, principal: PrincipalDep) -> Tenant:
+    """Set the tenant's max_in_flight (admin token only); null removes it. Set on a tenant without
+    one, its pending runs wait for a slot and its dispatched and running runs count. Lowered below
+    the runs in flight, none is stopped: new ones wait until enough end. Removed, its waiting runs
+    are released in their order (within seconds: the engines' flow keeper)."""
+    principal.require_admin()
+    return _tenant_out(await flow_service.set_tenant_max_in_flight(state.pool, tenant_id, body.max_in_flight))
 
 
 @router.post(

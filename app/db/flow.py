@@ -1,4 +1,5 @@
-"""Flow control's statements: pausing and resuming runs, and granting concurrency slots."""
+"""Flow control's statements: pausing and resuming runs, granting concurrency slots, and a
+tenant's max_in_flight."""
 
 from __future__ import annotations
 
@@ -60,16 +61,49 @@ def _columns(keys: list[Key]) -> dict[str, Any]:
 
 
 async def grant_concurrency_slots(conn: asyncpg.Connection, keys: list[Key]) -> list[asyncpg.Record]:
-    """Gives each key's free slots to its oldest waiting runs; rows (id, scheduled_at, due_at) of the
-    runs granted. Two statements in one transaction: the keys' row locks first, then the grant, whose
-    snapshot therefore sees every slot another engine granted or a run freed before the lock."""
+    """Gives each key's free slots to its oldest waiting runs, within their tenant's max_in_flight;
+    rows (id, scheduled_at, due_at) of the runs granted. Two statements in one transaction: the
+    row locks of the keys and of their limited tenants' slots first, then the grant, whose snapshot
+    therefore sees every slot another engine granted or a run freed before the lock."""
     await q.execute(conn, "ensure_concurrency_slots", **_columns(keys))
     async with conn.transaction():
         rows = await q.fetch(conn, "lock_concurrency_slots", **_columns(keys))
-        locked = [Key(r["tenant_id"], r["job"], r["key"]) for r in rows]
+        # The tenant slot's row is (tenant_id, '', ''); a job name is never empty (migration 0013).
+        locked = [Key(r["tenant_id"], r["job"], r["key"]) for r in rows if r["job"]]
         if not locked:
             return []
-        return await q.fetch(conn, "grant_concurrency_slots", **_columns(locked))
+        tenants = [r["tenant_id"] for r in rows if not r["job"]]
+        return await q.fetch(conn, "grant_concurrency_slots", **_columns(locked), locked_tenants=tenants)
+
+
+async def lock_tenant_slot(conn: asyncpg.Connection, tenant_id: str) -> None:
+    """Waits for, then holds until the transaction ends, the tenant slot's row (keepers skip it)."""
+    await q.execute(conn, "ensure_tenant_slot", tenant_id=tenant_id)
+    await q.execute(conn, "lock_tenant_slot", tenant_id=tenant_id)
+
+
+async def set_tenant_max_in_flight(
+    conn: asyncpg.Connection, tenant_id: str, max_in_flight: int | None
+) -> asyncpg.Record | None:
+    """(id, previous max_in_flight), None if there is no such tenant."""
+    return await q.fetchrow(conn, "set_tenant_max_in_flight", id=tenant_id, max_in_flight=max_in_flight)
+
+
+async def subject_runs_to_tenant_limit(conn: asyncpg.Connection, tenant_id: str) -> None:
+    await q.execute(conn, "subject_runs_to_tenant_limit", tenant_id=tenant_id)
+
+
+async def forget_tenant_slot(conn: asyncpg.Connection, tenant_id: str) -> None:
+    await q.execute(conn, "forget_tenant_slot", tenant_id=tenant_id)
+
+
+async def get_tenant(conn: asyncpg.Connection, tenant_id: str) -> asyncpg.Record | None:
+    """(id, created_at, paused, max_in_flight, in_flight: None when not limited)."""
+    return await q.fetchrow(conn, "get_tenant", id=tenant_id)
+
+
+async def rehold_tenant_limited_runs(conn: asyncpg.Connection) -> int:
+    return len(await q.fetch(conn, "rehold_tenant_limited_runs"))
 
 
 async def count_held_runs(conn: asyncpg.Connection, limit: int) -> dict[str, int]:

@@ -1,5 +1,7 @@
-"""The flow keeper: grants freed concurrency slots to waiting runs, and holds runs of paused jobs
-and tenants that became pending after the pause (a retry, a rescued run).
+"""The flow keeper: grants freed concurrency slots to waiting runs (their job key's and their
+tenant's max_in_flight, both at once), holds runs of paused jobs and tenants that became pending
+after the pause (a retry, a rescued run), and runs of a limited tenant submitted in the instant its
+limit was set.
 
 Held runs are out of the claim's range (migration 0010), so the claim never reads them; this is
 the one place that looks at them, and its cost follows the keys with waiting runs (one index probe
@@ -40,6 +42,7 @@ class FlowKeeper:
         """One pass; returns how many runs were granted a slot."""
         async with self.pool.acquire() as conn:
             reheld = await flow_repo.rehold_paused_runs(conn)
+            reheld += await flow_repo.rehold_tenant_limited_runs(conn)
             keys = await flow_repo.waiting_concurrency_keys(conn, self._after, KEYS_PER_PASS)
             self._after = keys[-1] if len(keys) == KEYS_PER_PASS else FIRST
             granted = await flow_repo.grant_concurrency_slots(conn, keys) if keys else []

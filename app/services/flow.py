@@ -1,9 +1,16 @@
 """Flow control: pausing and resuming a job or a whole tenant. A pause holds every pending run
 (out of the claim's range, see migration 0010); runs already dispatched or running finish. Resume
 makes the held runs due when they would have been, so those already due go at once, oldest first.
-Concurrency slots are granted by the engine's keeper (app.engine.keeper)."""
+Concurrency slots are granted by the engine's keeper (app.engine.keeper).
+
+A tenant's max_in_flight is one more slot on the same machinery (migration 0013): its runs wait for
+it as for a job key's slot, and a run of a limited job in a limited tenant becomes due only once it
+holds both."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
 
 import asyncpg
 
@@ -59,3 +66,48 @@ async def set_tenant_paused(
             raise NotFound(f"tenant {tenant_id!r} not found", field="tenant_id")
         released = await apply_pause(conn, tenant_id, None, paused)
     await on_pending(released)
+
+
+@dataclass(frozen=True)
+class TenantLimits:
+    id: str
+    created_at: datetime
+    paused: bool
+    max_in_flight: int | None
+    in_flight: int | None  # runs holding the tenant's slot; None while it has no max_in_flight
+
+
+def _tenant_limits(row: asyncpg.Record) -> TenantLimits:
+    return TenantLimits(**dict(row))  # get_tenant's columns are the fields
+
+
+async def get_tenant(pool: asyncpg.Pool, tenant_id: str) -> TenantLimits:
+    async with pool.acquire() as conn:
+        row = await flow_repo.get_tenant(conn, tenant_id)
+    if row is None:
+        raise NotFound(f"tenant {tenant_id!r} not found", field="tenant_id")
+    return _tenant_limits(row)
+
+
+async def set_tenant_max_in_flight(
+    pool: asyncpg.Pool, tenant_id: str, max_in_flight: int | None
+) -> TenantLimits:
+    """Sets (or with None removes) the tenant's max_in_flight, in one transaction under the tenant
+    slot's lock, so no keeper grants the tenant anything meanwhile. A tenant that becomes limited
+    has its pending runs held and its dispatched and running runs counted (they finish); changing
+    the number only changes what the keeper grants next (lowering it kills nothing); removing it
+    lets the keeper grant its waiting runs in their order."""
+    async with pool.acquire() as conn:
+        async with conn.transaction():
+            await flow_repo.lock_tenant_slot(conn, tenant_id)
+            row = await flow_repo.set_tenant_max_in_flight(conn, tenant_id, max_in_flight)
+            if row is None:
+                # The slot row ensured above goes with the rollback.
+                raise NotFound(f"tenant {tenant_id!r} not found", field="tenant_id")
+            if max_in_flight is None:
+                await flow_repo.forget_tenant_slot(conn, tenant_id)
+            elif row["previous"] is None:
+                await flow_repo.subject_runs_to_tenant_limit(conn, tenant_id)
+        limits = await flow_repo.get_tenant(conn, tenant_id)
+    assert limits is not None
+    return _tenant_limits(limits)

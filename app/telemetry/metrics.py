@@ -149,7 +149,8 @@ default_partition_rows = engine_gauge(
 held_runs = engine_gauge(
     "scheduler_held_runs",
     "Pending runs held back, by reason: paused (their job or tenant) or concurrency (waiting for a "
-    "slot of their key); read from the database, each counted up to 20,000.",
+    "slot of their job's key or of their tenant's max_in_flight); read from the database, each "
+    "counted up to 20,000.",
     ("reason",),
 )
 concurrency_slots_granted_total = Counter(
@@ -157,7 +158,8 @@ concurrency_slots_granted_total = Counter(
 )
 runs_reheld_total = Counter(
     "scheduler_runs_reheld_total",
-    "Runs of a paused job or tenant the keeper held after they became pending again (a retry, a rescue).",
+    "Runs the keeper held after the fact: of a paused job or tenant that became pending again (a retry, "
+    "a rescue), or of a tenant submitted in the instant its max_in_flight was set.",
 )
 worker_slots = worker_gauge(
     "scheduler_worker_slots",

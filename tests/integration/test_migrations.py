@@ -33,6 +33,7 @@ FUNCTIONS = {
     "scheduler_concurrency_key",
     "scheduler_run_hold",
     "scheduler_job_in_flight",
+    "scheduler_tenant_in_flight",
     "scheduler_flow_control",
     "scheduler_append_attempt",
 }

@@ -21,6 +21,7 @@ def test_schema_documents_every_route_and_its_errors() -> None:
     schema = json.loads(DEFAULT_PATH.read_text())
     assert set(schema["paths"]) == {
         "/tenants",
+        "/tenants/{tenant_id}",
         "/tenants/{tenant_id}/keys",
         "/tenants/{tenant_id}/keys/{key_id}",
         "/tenants/{tenant_id}/signing-secrets",
@@ -61,6 +62,8 @@ def test_every_operation_has_a_named_id_and_the_bearer_scheme() -> None:
     }
     assert ids == {
         "POST /tenants": "createTenant",
+        "GET /tenants/{tenant_id}": "getTenant",
+        "PATCH /tenants/{tenant_id}": "patchTenant",
         "POST /tenants/{tenant_id}/keys": "createKey",
         "GET /tenants/{tenant_id}/keys": "listKeys",
         "DELETE /tenants/{tenant_id}/keys/{key_id}": "revokeKey",

@@ -195,55 +195,139 @@ WITH RECURSIVE keys AS (
 SELECT tenant_id, job, concurrency_key AS key FROM keys LIMIT :limit;
 
 -- name: ensure_concurrency_slots
+-- The keys' rows, and the tenant slot's row (tenant_id, '', '') of each of their tenants that has a
+-- max_in_flight (migration 0013).
 INSERT INTO concurrency_slots (tenant_id, job, key)
 SELECT * FROM unnest(CAST(:tenant_ids AS text[]), CAST(:jobs AS text[]), CAST(:keys AS text[]))
+UNION
+SELECT t.id, '', '' FROM tenants t WHERE t.id = ANY(CAST(:tenant_ids AS text[])) AND t.max_in_flight IS NOT NULL
 ON CONFLICT DO NOTHING;
 
 -- name: lock_concurrency_slots
--- One granter per key at a time, across engines: a key another engine is granting is skipped.
+-- One granter per key at a time, across engines: a key another engine is granting is skipped, and
+-- so is every key of a limited tenant whose slot row another engine (or a PATCH) holds: the caller
+-- grants those nothing (grant_concurrency_slots, :locked_tenants). SKIP LOCKED never waits, so the
+-- keeper cannot deadlock; the rows are still taken in one order (tenant row first).
 SELECT s.tenant_id, s.job, s.key FROM concurrency_slots s
-JOIN unnest(CAST(:tenant_ids AS text[]), CAST(:jobs AS text[]), CAST(:keys AS text[])) AS k(tenant_id, job, key)
-  ON s.tenant_id = k.tenant_id AND s.job = k.job AND s.key = k.key
+WHERE (s.tenant_id, s.job, s.key) IN (
+        SELECT * FROM unnest(CAST(:tenant_ids AS text[]), CAST(:jobs AS text[]), CAST(:keys AS text[])))
+   OR (s.job = '' AND s.key = '' AND s.tenant_id IN (
+        SELECT t.id FROM tenants t WHERE t.id = ANY(CAST(:tenant_ids AS text[])) AND t.max_in_flight IS NOT NULL))
+ORDER BY s.tenant_id, s.job, s.key
 FOR UPDATE OF s SKIP LOCKED;
 
 -- name: grant_concurrency_slots
 -- Under the keys' locks (lock_concurrency_slots, earlier in the transaction, so this statement's
--- snapshot sees every slot granted or freed before): each key gets up to `limit - holders` of its
--- oldest waiting runs, which become due at once. None while the job or tenant is paused; all when
--- the job's limit was removed (LIMIT NULL).
+-- snapshot sees every slot granted or freed before): a run becomes due only with every slot that
+-- applies, its key's and its tenant's, both taken here. Each key offers up to `limit - holders` of
+-- its oldest waiting runs (all when its job has no limit: LIMIT NULL), at most the tenant's room;
+-- of those, each limited tenant takes its room's worth, oldest first across its keys. Nothing
+-- while the job or tenant is paused, nor for a limited tenant whose slot row this transaction
+-- does not hold (:locked_tenants).
 WITH room AS (
     SELECT k.tenant_id, k.job, k.key,
            CASE WHEN j.paused OR t.paused THEN 0
                 WHEN j.concurrency IS NULL THEN NULL
                 ELSE greatest(0, CAST(j.concurrency->>'limit' AS int) - (
                     SELECT count(*) FROM concurrency_holders h
-                    WHERE h.tenant_id = k.tenant_id AND h.job = k.job AND h.key = k.key)) END AS free
+                    WHERE h.tenant_id = k.tenant_id AND h.job = k.job AND h.key = k.key)) END AS free,
+           CASE WHEN t.max_in_flight IS NULL THEN NULL
+                WHEN NOT t.id = ANY(CAST(:locked_tenants AS text[])) THEN 0
+                ELSE greatest(0, t.max_in_flight - scheduler_tenant_in_flight(t.id)) END AS tenant_free
     FROM unnest(CAST(:tenant_ids AS text[]), CAST(:jobs AS text[]), CAST(:keys AS text[])) AS k(tenant_id, job, key)
     JOIN jobs j ON j.tenant_id = k.tenant_id AND j.name = k.job
     JOIN tenants t ON t.id = k.tenant_id
 ),
-chosen AS (
-    SELECT c.id, c.scheduled_at FROM room
+offered AS (
+    SELECT c.id, c.scheduled_at, room.tenant_id, room.tenant_free,
+           row_number() OVER (PARTITION BY room.tenant_id ORDER BY c.held_due_at, c.id) AS place
+    FROM room
     CROSS JOIN LATERAL (
-        SELECT r.id, r.scheduled_at FROM job_runs r
+        SELECT r.id, r.scheduled_at, r.held_due_at FROM job_runs r
         WHERE r.held = 'concurrency' AND r.tenant_id = room.tenant_id AND r.job = room.job
           AND r.concurrency_key = room.key AND r.held_due_at <= now()
         ORDER BY r.held_due_at
-        LIMIT room.free
+        LIMIT least(room.free, room.tenant_free)  -- least() skips NULLs: NULL only when neither limits
         FOR UPDATE SKIP LOCKED
     ) AS c
+),
+chosen AS (
+    SELECT id, scheduled_at, tenant_free IS NOT NULL AS tenant_limited FROM offered
+    WHERE tenant_free IS NULL OR place <= tenant_free
 ),
 granted AS (
     UPDATE job_runs r SET held = NULL, due_at = r.held_due_at, held_due_at = NULL
     FROM chosen c
     WHERE r.id = c.id AND r.scheduled_at = c.scheduled_at AND r.held = 'concurrency' AND r.status = 'pending'
-    RETURNING r.id, r.scheduled_at, r.due_at, r.tenant_id, r.job, r.concurrency_key
+    RETURNING r.id, r.scheduled_at, r.due_at, r.tenant_id, r.job, r.concurrency_key, c.tenant_limited
 ),
 holders AS (
     INSERT INTO concurrency_holders (run_id, tenant_id, job, key)
     SELECT id, tenant_id, job, concurrency_key FROM granted
+    UNION ALL
+    SELECT id, tenant_id, '', '' FROM granted WHERE tenant_limited
 )
 SELECT id, scheduled_at, due_at FROM granted;
+
+-- name: ensure_tenant_slot
+INSERT INTO concurrency_slots (tenant_id, job, key) VALUES (:tenant_id, '', '') ON CONFLICT DO NOTHING;
+
+-- name: lock_tenant_slot
+-- A PATCH of max_in_flight takes the tenant's slot row as the keeper does (waiting, where the
+-- keeper skips), so no grant of the tenant's runs reads the limit while it changes.
+SELECT 1 FROM concurrency_slots WHERE tenant_id = :tenant_id AND job = '' AND key = '' FOR UPDATE;
+
+-- name: set_tenant_max_in_flight
+-- The previous value too: only a tenant that was not limited has runs to bring under the limit.
+-- (Concurrent PATCHes of one tenant are serialized by lock_tenant_slot, before this.)
+UPDATE tenants t SET max_in_flight = :max_in_flight
+FROM tenants before
+WHERE t.id = :id AND before.id = t.id
+RETURNING t.id, before.max_in_flight AS previous;
+
+-- name: subject_runs_to_tenant_limit
+-- A tenant becomes limited: in one statement, each of its pending runs not already waiting is
+-- held for a slot (one due or granted gives its job slot back: the trigger frees it), and each
+-- dispatched or running run takes the tenant's slot it holds until its attempt ends. Every live
+-- run gets a concurrency key ('' when its job has none), so the trigger of 0010 frees the slot.
+-- A row a claim or finish changes meanwhile is re-read once that commits (READ COMMITTED), so it
+-- is handled by the status it ends up with.
+WITH subject AS (
+    UPDATE job_runs r
+    SET concurrency_key = COALESCE(r.concurrency_key, ''),
+        held = CASE WHEN r.status = 'pending' AND r.held IS NULL THEN 'concurrency' ELSE r.held END,
+        held_due_at = CASE WHEN r.status = 'pending' AND r.held IS NULL THEN r.due_at ELSE r.held_due_at END,
+        due_at = CASE WHEN r.status = 'pending' AND r.held IS NULL THEN 'infinity' ELSE r.due_at END
+    WHERE r.tenant_id = :tenant_id AND r.status IN ('pending', 'dispatched', 'running')
+      AND (r.concurrency_key IS NULL OR r.held IS NULL)
+    RETURNING r.id, r.tenant_id, r.status
+)
+INSERT INTO concurrency_holders (run_id, tenant_id, job, key)
+SELECT id, tenant_id, '', '' FROM subject WHERE status IN ('dispatched', 'running')
+ON CONFLICT DO NOTHING;
+
+-- name: forget_tenant_slot
+-- The limit is removed: the tenant's slot is no longer counted; its waiting runs are granted by
+-- the keeper in their order (a job with a limit of its own still waits for its key's slot).
+DELETE FROM concurrency_holders WHERE tenant_id = :tenant_id AND job = '' AND key = '';
+
+-- name: get_tenant
+SELECT id, created_at, paused, max_in_flight,
+       CASE WHEN max_in_flight IS NOT NULL THEN scheduler_tenant_in_flight(id) END AS in_flight
+FROM tenants WHERE id = :id;
+
+-- name: rehold_tenant_limited_runs
+-- The keeper's catch-up for a limited tenant: a run submitted in the instant its max_in_flight was
+-- set (its insert read the tenant before the PATCH committed) is held for a slot as it would have
+-- been. Reads only the pending runs of limited tenants that are due (job_runs_pending_tenant_due,
+-- one range per priority), never the ones held back, whose due_at is 'infinity'.
+UPDATE job_runs r SET held = 'concurrency', held_due_at = r.due_at, due_at = 'infinity',
+                      concurrency_key = ''
+FROM tenants t
+WHERE t.max_in_flight IS NOT NULL AND r.tenant_id = t.id
+  AND r.status = 'pending' AND r.priority = ANY(CAST('{0,1,2,3,4,5,6,7,8,9}' AS smallint[]))
+  AND r.due_at < 'infinity' AND r.held IS NULL AND r.concurrency_key IS NULL
+RETURNING r.id;
 
 -- name: count_held_runs
 -- Held runs per reason, each counted up to :limit (the gauge's cost stays bounded).

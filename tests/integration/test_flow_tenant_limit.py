@@ -1,0 +1,256 @@
+"""A tenant's max_in_flight (issue 17): at no moment do more than n of its runs hold an in-flight
+slot, under several engines and workers, whatever jobs they belong to; a run of a limited job in a
+limited tenant holds both slots; the slot is freed by the fenced transition that ends the attempt
+(or the reaper's rescue), exactly once. PATCH /tenants/{id} sets it (admin only)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import defaultdict
+from datetime import UTC, datetime, timedelta
+
+import asyncpg
+import httpx
+import nats
+
+from app.config import Settings
+from app.db import transitions
+from app.db.transitions import Fence
+from app.engine.dispatcher import claim_scan
+from app.engine.engine import Engine
+from app.engine.floor import ClaimBounds
+from app.engine.keeper import FlowKeeper
+from app.engine.reaper import Reaper
+from app.worker.consumer import Worker
+from tests.integration.test_flow_concurrency import most_at_once
+from tests.integration.test_run_history import Outcome
+from tests.receiver import Call, running_receiver
+from tests.support import create_tenant, put_job, run_reaching, submit_run
+
+LIVE = "SELECT count(*) FROM job_runs WHERE tenant_id = $1 AND status IN ('dispatched', 'running')"
+TENANT_HOLDERS = "SELECT count(*) FROM concurrency_holders WHERE tenant_id = $1 AND job = ''"
+
+
+async def limit(api: httpx.AsyncClient, admin: dict, tenant_id: str, n: int | None) -> dict:
+    r = await api.patch(f"/tenants/{tenant_id}", json={"max_in_flight": n}, headers=admin)
+    assert r.status_code == 200, r.text
+    return dict(r.json())
+
+
+async def claim(pool: asyncpg.Pool, settings: Settings) -> list[asyncpg.Record]:
+    async with pool.acquire() as conn:
+        return list(await claim_scan(conn, settings, ClaimBounds()))
+
+
+async def read(api: httpx.AsyncClient, run_id: object, auth: dict) -> dict:
+    r = await api.get(f"/runs/{run_id}", headers=auth)
+    assert r.status_code == 200, r.text
+    return dict(r.json())
+
+
+async def test_a_limited_tenant_never_runs_more_than_n_beside_an_unlimited_one(
+    api: httpx.AsyncClient, tenant: dict, admin: dict, settings: Settings, pool: asyncpg.Pool
+) -> None:
+    auth = tenant["auth"]
+    other = await create_tenant(api, "other")
+    other_auth = {"Authorization": f"Bearer {other['api_key']}"}
+    fast = settings.model_copy(update={"keeper_interval_seconds": 0.05, "poll_interval_seconds": 0.05})
+    stop = asyncio.Event()
+    connections = [await nats.connect(settings.nats_url) for _ in range(4)]
+    assert (await limit(api, admin, "acme", 2))["in_flight"] == 0
+    async with running_receiver() as receiver:
+        target = {"type": "http", "url": receiver.url}
+        # Two jobs of the limited tenant, one with a limit of its own (3, more than the tenant's):
+        # the tenant's slot binds across both.
+        await put_job(api, "acme", "slow", auth, target=target)
+        await put_job(api, "acme", "keyed", auth, target=target, concurrency={"limit": 3})
+        await put_job(api, "other", "slow", other_auth, target=target)
+        acme = [
+            await submit_run(api, "acme", auth, job=job, payload={"t": "acme", "sleep": 0.25, "n": i})
+            for i in range(6)
+            for job in ("slow", "keyed")
+        ]
+        assert {r["held"] for r in acme} == {"concurrency"}
+        others = [
+            await submit_run(api, "other", other_auth, job="slow", payload={"t": "other", "sleep": 0.25})
+            for _ in range(12)
+        ]
+        assert {r["held"] for r in others} == {None}  # an unlimited tenant's runs are due as before
+        tasks = [asyncio.create_task(Engine(fast, pool, nc).run(stop)) for nc in connections[:2]]
+        tasks += [asyncio.create_task(Worker(fast, pool, nc).run(stop)) for nc in connections[2:]]
+        samples: list[tuple[int, int]] = []
+
+        async def sample() -> None:
+            while not stop.is_set():
+                samples.append(
+                    (await pool.fetchval(LIVE, "acme"), await pool.fetchval(TENANT_HOLDERS, "acme"))
+                )
+                await asyncio.sleep(0.02)
+
+        sampler = asyncio.create_task(sample())
+        try:
+            seen = []
+            for _ in range(10):
+                seen.append((await api.get("/tenants/acme", headers=admin)).json()["in_flight"])
+                await asyncio.sleep(0.1)
+            for run in others:
+                done = await run_reaching(
+                    api, str(run["id"]), other_auth, {"succeeded", "failed"}, timeout=60
+                )
+                assert done["status"] == "succeeded", done
+            for run in acme:
+                done = await run_reaching(api, str(run["id"]), auth, {"succeeded", "failed"}, timeout=60)
+                assert done["status"] == "succeeded", done
+        finally:
+            stop.set()
+            await asyncio.gather(sampler, *tasks)
+            for nc in connections:
+                await nc.close()
+        by_tenant: dict[str, list[Call]] = defaultdict(list)
+        for call in receiver.calls:
+            by_tenant[call.payload["t"]].append(call)
+    assert {t: len(c) for t, c in by_tenant.items()} == {"acme": 12, "other": 12}
+    assert most_at_once(by_tenant["acme"]) == 2
+    assert most_at_once(by_tenant["other"]) > 2  # the other tenant is not held to acme's limit
+    assert samples and max(live for live, _ in samples) <= 2 and max(held for _, held in samples) <= 2
+    assert max(seen) <= 2
+    assert await pool.fetchval("SELECT count(*) FROM concurrency_holders") == 0
+    assert (await api.get("/tenants/acme", headers=admin)).json() == {
+        "id": "acme",
+        "created_at": (await api.get("/tenants/acme", headers=admin)).json()["created_at"],
+        "paused": False,
+        "max_in_flight": 2,
+        "in_flight": 0,
+    }
+
+
+async def test_setting_the_limit_holds_pending_runs_and_counts_running_ones_lowering_kills_nothing(
+    api: httpx.AsyncClient, tenant: dict, admin: dict, settings: Settings, pool: asyncpg.Pool
+) -> None:
+    auth = tenant["auth"]
+    now = datetime.now(UTC)
+    runs = [
+        await submit_run(
+            api, "acme", auth, job="hello", scheduled_at=(now - timedelta(seconds=60 - s)).isoformat()
+        )
+        for s in range(5)
+    ]
+    [first] = [r for r in await claim(pool, settings.model_copy(update={"batch_size": 1}))]
+    assert str(first["id"]) == runs[0]["id"]
+    # Set on a tenant with one run dispatched and four due: the dispatched one counts, the others wait.
+    assert (await limit(api, admin, "acme", 2))["in_flight"] == 1
+    for run in runs[1:]:
+        assert (await read(api, run["id"], auth))["held"] == "concurrency"
+    assert await claim(pool, settings) == []
+    keeper = FlowKeeper(settings, pool)
+    assert await keeper.run_once() == 1 and await keeper.run_once() == 0  # one free slot of two
+    [second] = await claim(pool, settings)
+    assert str(second["id"]) == runs[1]["id"]  # the oldest waiting
+    # Lowered below what is in flight: nothing is stopped, nothing new is granted.
+    lowered = await limit(api, admin, "acme", 1)
+    assert lowered["max_in_flight"] == 1 and lowered["in_flight"] == 2
+    assert await keeper.run_once() == 0
+    async with pool.acquire() as conn:
+        fence = Fence([(first["id"], first["scheduled_at"], first["epoch"])])
+        assert await transitions.start_runs(conn, fence, [False], owner="w1", lease_seconds=30)
+        assert len(await transitions.finish_runs(conn, fence, [Outcome(True, outcome="succeeded")])) == 1
+    assert await keeper.run_once() == 0  # one in flight, limit one
+    # Removed: the waiting runs are released, in their order; the tenant's slot is no longer counted.
+    removed = await limit(api, admin, "acme", None)
+    assert removed["max_in_flight"] is None and removed["in_flight"] is None
+    assert await keeper.run_once() == 3
+    released = await claim(pool, settings)
+    assert sorted(str(r["id"]) for r in released) == sorted(r["id"] for r in runs[2:])
+    # ... due when they would have been (their order kept: the claim takes the oldest first).
+    assert {str(r["id"]): r["due_at"] for r in released} == {
+        r["id"]: datetime.fromisoformat(r["due_at"]) for r in runs[2:]
+    }
+    assert await pool.fetchval(TENANT_HOLDERS, "acme") == 0
+    # A run submitted now is due at once, with no key: the unlimited tenant pays nothing.
+    late = await submit_run(api, "acme", auth, job="hello")
+    assert late["held"] is None
+    assert await pool.fetchval("SELECT concurrency_key FROM job_runs WHERE id = $1", late["id"]) is None
+
+
+async def test_a_run_holds_its_job_slot_and_its_tenant_slot_and_the_reaper_frees_both_once(
+    api: httpx.AsyncClient, tenant: dict, admin: dict, settings: Settings, pool: asyncpg.Pool
+) -> None:
+    auth = tenant["auth"]
+    await limit(api, admin, "acme", 1)
+    await put_job(api, "acme", "one", auth, concurrency={"limit": 2}, backoff_seconds=0)
+    first, second = [await submit_run(api, "acme", auth, job="one") for _ in range(2)]
+    keeper = FlowKeeper(settings, pool)
+    assert await keeper.run_once() == 1 and await keeper.run_once() == 0  # the job has room, the tenant not
+    holders = await pool.fetch("SELECT run_id, job FROM concurrency_holders ORDER BY job")
+    assert [(str(h["run_id"]), h["job"]) for h in holders] == [(first["id"], ""), (first["id"], "one")]
+    assert (await api.get("/tenants/acme/jobs/one", headers=auth)).json()["in_flight"] == 1
+    [claimed] = await claim(pool, settings)
+    async with pool.acquire() as conn:
+        old = Fence([(claimed["id"], claimed["scheduled_at"], claimed["epoch"])])
+        assert await transitions.start_runs(conn, old, [False], owner="w1", lease_seconds=30)
+        # The worker dies: its lease lapses and the reaper rescues the run (a retry: attempts left).
+        await conn.execute(
+            "UPDATE job_runs SET lease_expires_at = now() - interval '1s' WHERE id = $1", first["id"]
+        )
+    assert await Reaper(settings, pool).reap_once() == 1
+    assert await pool.fetchval("SELECT count(*) FROM concurrency_holders") == 0
+    assert (await read(api, first["id"], auth))["held"] == "concurrency"
+    assert await keeper.run_once() == 1
+    holders = await pool.fetch("SELECT run_id, job FROM concurrency_holders")
+    assert len(holders) == 2 and len({h["run_id"] for h in holders}) == 1
+    async with pool.acquire() as conn:
+        # The dead worker's late finish matches nothing and frees nothing.
+        assert await transitions.finish_runs(conn, old, [Outcome(True, outcome="succeeded")]) == []
+    assert await pool.fetch("SELECT run_id, job FROM concurrency_holders") == holders
+    assert await keeper.run_once() == 0
+    assert str(holders[0]["run_id"]) in {first["id"], second["id"]}
+    # Cancelling the granted run (not yet claimed) frees both of its slots; the other run gets them.
+    granted = str(holders[0]["run_id"])
+    assert (await api.post(f"/runs/{granted}/cancel", headers=auth)).status_code == 200
+    assert await keeper.run_once() == 1
+    assert (await api.get("/tenants/acme", headers=admin)).json()["in_flight"] == 1
+
+
+async def test_a_run_that_slipped_past_the_patch_is_held_by_the_keeper(
+    api: httpx.AsyncClient, tenant: dict, settings: Settings, pool: asyncpg.Pool
+) -> None:
+    """A run whose insert read the tenant just before its limit was set is unheld, with no key:
+    the keeper holds it as it would have been (here the limit is written behind the API's back,
+    which is what such a run sees)."""
+    auth = tenant["auth"]
+    run = await submit_run(api, "acme", auth, job="hello")
+    await pool.execute("UPDATE tenants SET max_in_flight = 1 WHERE id = 'acme'")
+    assert await FlowKeeper(settings, pool).run_once() == 1  # held, then granted the slot
+    assert await pool.fetchval(TENANT_HOLDERS, "acme") == 1
+    assert await pool.fetchval("SELECT concurrency_key FROM job_runs WHERE id = $1", run["id"]) == ""
+
+
+async def test_patch_is_admin_only_and_refuses_what_it_cannot_store(
+    api: httpx.AsyncClient, tenant: dict, admin: dict, pool: asyncpg.Pool
+) -> None:
+    assert (await api.patch("/tenants/acme", json={"max_in_flight": 2})).status_code == 401
+    # A tenant key learns nothing of the admin surface: 404, as for every admin route.
+    assert (
+        await api.patch("/tenants/acme", json={"max_in_flight": 2}, headers=tenant["auth"])
+    ).status_code == 404
+    assert (await api.get("/tenants/acme", headers=tenant["auth"])).status_code == 404
+    for body, field in [
+        ({"max_in_flight": 0}, "max_in_flight"),
+        ({"max_in_flight": -1}, "max_in_flight"),
+        ({"max_in_flight": "3"}, "max_in_flight"),
+        ({"max_in_flight": 2.5}, "max_in_flight"),
+        ({"max_in_flight": True}, "max_in_flight"),
+        ({"max_in_flight": 10**12}, "max_in_flight"),
+        ({}, "max_in_flight"),
+        ({"max_in_flight": 2, "max_inflight": 3}, "max_inflight"),
+    ]:
+        r = await api.patch("/tenants/acme", json=body, headers=admin)
+        assert r.status_code == 422, (body, r.text)
+        assert r.headers["content-type"].startswith("application/problem+json")
+        assert r.json()["field"] == field, (body, r.text)
+    r = await api.patch("/tenants/nobody", json={"max_in_flight": 2}, headers=admin)
+    assert r.status_code == 404 and r.json()["field"] == "tenant_id", r.text
+    assert (await api.get("/tenants/nobody", headers=admin)).status_code == 404
+    assert await pool.fetchval("SELECT count(*) FROM concurrency_slots") == 0  # the 404 wrote nothing
+    shown = (await api.get("/tenants/acme", headers=admin)).json()
+    assert shown["max_in_flight"] is None and shown["in_flight"] is None and shown["paused"] is False
