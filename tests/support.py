@@ -149,6 +149,8 @@ TABLE_ORDER = {
     "job_runs": "id",
     "idempotency_keys": "tenant_id, key",
     "run_callbacks": "id",
+    "concurrency_slots": "tenant_id, job, key",
+    "concurrency_holders": "run_id, job",
 }
 
 

@@ -44,6 +44,8 @@ class Victim:
 Request = tuple[str, dict | None]  # (url, json body)
 CASES: dict[tuple[str, str], Callable[[Victim], Request]] = {
     ("POST", "/tenants"): lambda v: ("/tenants", {"id": "mallory"}),
+    ("GET", "/tenants/{tenant_id}"): lambda v: (f"/tenants/{v.tenant}", None),
+    ("PATCH", "/tenants/{tenant_id}"): lambda v: (f"/tenants/{v.tenant}", {"max_in_flight": 1}),
     ("POST", "/tenants/{tenant_id}/keys"): lambda v: (f"/tenants/{v.tenant}/keys", None),
     ("GET", "/tenants/{tenant_id}/keys"): lambda v: (f"/tenants/{v.tenant}/keys", None),
     ("DELETE", "/tenants/{tenant_id}/keys/{key_id}"): lambda v: (
@@ -90,7 +92,7 @@ CASES: dict[tuple[str, str], Callable[[Victim], Request]] = {
     ),
 }
 # Routes only the admin token may use: their owner, for the last step below, is the admin.
-ADMIN_ONLY = {"/tenants", "/tenants/{tenant_id}/pause", "/tenants/{tenant_id}/resume"}
+ADMIN_ONLY = {"/tenants", "/tenants/{tenant_id}", "/tenants/{tenant_id}/pause", "/tenants/{tenant_id}/resume"}
 
 
 def test_every_route_has_a_case() -> None:

@@ -25,7 +25,7 @@ from app.worker.consumer import Worker
 from tests.integration.test_flow_concurrency import most_at_once
 from tests.integration.test_run_history import Outcome
 from tests.receiver import Call, running_receiver
-from tests.support import create_tenant, put_job, run_reaching, submit_run
+from tests.support import create_tenant, put_job, run_reaching, snapshot, submit_run
 
 LIVE = "SELECT count(*) FROM job_runs WHERE tenant_id = $1 AND status IN ('dispatched', 'running')"
 TENANT_HOLDERS = "SELECT count(*) FROM concurrency_holders WHERE tenant_id = $1 AND job = ''"
@@ -228,17 +228,19 @@ async def test_a_run_that_slipped_past_the_patch_is_held_by_the_keeper(
 async def test_patch_is_admin_only_and_refuses_what_it_cannot_store(
     api: httpx.AsyncClient, tenant: dict, admin: dict, pool: asyncpg.Pool
 ) -> None:
+    await submit_run(api, "acme", tenant["auth"], job="hello")  # a run a stray write would hold
+    before = await snapshot(pool)
     assert (await api.patch("/tenants/acme", json={"max_in_flight": 2})).status_code == 401
     # A tenant key learns nothing of the admin surface: 404, as for every admin route.
-    assert (
-        await api.patch("/tenants/acme", json={"max_in_flight": 2}, headers=tenant["auth"])
-    ).status_code == 404
+    r = await api.patch("/tenants/acme", json={"max_in_flight": 2}, headers=tenant["auth"])
+    assert r.status_code == 404, r.text
     assert (await api.get("/tenants/acme", headers=tenant["auth"])).status_code == 404
     for body, field in [
         ({"max_in_flight": 0}, "max_in_flight"),
         ({"max_in_flight": -1}, "max_in_flight"),
         ({"max_in_flight": "3"}, "max_in_flight"),
         ({"max_in_flight": 2.5}, "max_in_flight"),
+        ({"max_in_flight": 3.0}, "max_in_flight"),  # strict, as priority: a count is an integer
         ({"max_in_flight": True}, "max_in_flight"),
         ({"max_in_flight": 10**12}, "max_in_flight"),
         ({}, "max_in_flight"),
@@ -251,6 +253,21 @@ async def test_patch_is_admin_only_and_refuses_what_it_cannot_store(
     r = await api.patch("/tenants/nobody", json={"max_in_flight": 2}, headers=admin)
     assert r.status_code == 404 and r.json()["field"] == "tenant_id", r.text
     assert (await api.get("/tenants/nobody", headers=admin)).status_code == 404
-    assert await pool.fetchval("SELECT count(*) FROM concurrency_slots") == 0  # the 404 wrote nothing
+    assert await snapshot(pool) == before  # nothing written, not even the tenant's slot row
     shown = (await api.get("/tenants/acme", headers=admin)).json()
     assert shown["max_in_flight"] is None and shown["in_flight"] is None and shown["paused"] is False
+
+
+async def test_a_run_that_ended_before_the_limit_waits_for_a_slot_when_retried(
+    api: httpx.AsyncClient, tenant: dict, admin: dict, settings: Settings, pool: asyncpg.Pool
+) -> None:
+    auth = tenant["auth"]
+    run = await submit_run(api, "acme", auth, job="hello")
+    assert (await api.post(f"/runs/{run['id']}/cancel", headers=auth)).status_code == 200
+    await limit(api, admin, "acme", 1)
+    retried = await api.post(f"/runs/{run['id']}/retry", headers=auth)
+    assert retried.status_code == 200, retried.text
+    assert retried.json()["held"] == "concurrency" and retried.json()["status"] == "pending"
+    assert await claim(pool, settings) == []
+    assert await FlowKeeper(settings, pool).run_once() == 1
+    assert [str(r["id"]) for r in await claim(pool, settings)] == [run["id"]]

@@ -44,9 +44,9 @@ def fuzz(
     positive: dict[str, Counter[int]] = {}
     for result in schema.get_all_operations():
         operation = result.ok()
-        # Admin for the tenant surface, else the tenant's own key: requests reach the handlers
-        # instead of stopping at 401/404.
-        auth = bearer(ADMIN_TOKEN if operation.path == "/tenants" else tenant_key)
+        # Admin for the tenant surface (creating, reading and limiting tenants), else the tenant's
+        # own key: requests reach the handlers instead of stopping at 401/404.
+        auth = bearer(ADMIN_TOKEN if operation.path in ("/tenants", "/tenants/{tenant_id}") else tenant_key)
         path_parameters = {k: v for k, v in pinned.items() if "{" + k + "}" in operation.path} or None
         for mode in schemathesis.GenerationMode:
             strategy = operation.as_strategy(generation_mode=mode, path_parameters=path_parameters)

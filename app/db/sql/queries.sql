@@ -581,12 +581,20 @@ RETURNING r.id;
 -- the workers never hold failed or cancelled rows. Wakes the engines at commit; the payloads are the
 -- oldest and newest scheduled_at retried, so a run due before its scheduled_at (see
 -- job_runs_pulled_forward, migration 0007) raises their claim ceiling at once. [lo, hi) are the
--- days the ids name (as in get_runs).
+-- days the ids name (as in get_runs). A run of a limited job or tenant waits for its slots again (the
+-- trigger of 0010 holds a run with a concurrency key); one that ended before its tenant got a
+-- max_in_flight has none yet, so it gets one and is held here (the trigger does not fire for it).
 WITH retried AS (
-    UPDATE job_runs r SET status = 'pending', due_at = now(), epoch = r.epoch + 1,
+    UPDATE job_runs r SET status = 'pending', epoch = r.epoch + 1,
+        due_at = CASE WHEN r.concurrency_key IS NULL AND t.max_in_flight IS NOT NULL THEN 'infinity' ELSE now() END,
+        held = CASE WHEN r.concurrency_key IS NULL AND t.max_in_flight IS NOT NULL THEN 'concurrency' END,
+        held_due_at = CASE WHEN r.concurrency_key IS NULL AND t.max_in_flight IS NOT NULL THEN now() END,
+        concurrency_key = CASE WHEN t.max_in_flight IS NOT NULL THEN COALESCE(r.concurrency_key, '')
+                               ELSE r.concurrency_key END,
         max_attempts = COALESCE(CAST(:max_attempts AS int), greatest(r.max_attempts, r.attempt + 1)),
         finished_at = NULL, dispatched_at = NULL, lease_owner = NULL, lease_expires_at = NULL
-    WHERE r.id = ANY(CAST(:ids AS uuid[])) AND r.status IN ('failed', 'cancelled')
+    FROM tenants t
+    WHERE t.id = r.tenant_id AND r.id = ANY(CAST(:ids AS uuid[])) AND r.status IN ('failed', 'cancelled')
       AND r.scheduled_at >= :lo AND r.scheduled_at < :hi
       AND (CAST(:tenant_id AS text) IS NULL OR r.tenant_id = :tenant_id)
       AND (CAST(:max_attempts AS int) IS NULL OR :max_attempts > r.attempt)
