@@ -35,6 +35,19 @@ def most_at_once(calls: list[Call]) -> int:
     return most
 
 
+async def start_then_die(pool: asyncpg.Pool, settings: Settings, claimed: asyncpg.Record) -> Fence:
+    """Starts the claimed run as worker w1, which then dies: its lease lapses and the reaper rescues
+    the run (a retry: attempts left). Returns the dead worker's fence, for its late finish."""
+    async with pool.acquire() as conn:
+        old = Fence([(claimed["id"], claimed["scheduled_at"], claimed["epoch"])])
+        assert await transitions.start_runs(conn, old, [False], owner="w1", lease_seconds=30)
+        await conn.execute(
+            "UPDATE job_runs SET lease_expires_at = now() - interval '1s' WHERE id = $1", claimed["id"]
+        )
+    assert await Reaper(settings, pool).reap_once() == 1
+    return old
+
+
 async def test_limit_holds_per_key_across_engines_and_workers(
     api: httpx.AsyncClient, tenant: dict, settings: Settings, pool: asyncpg.Pool
 ) -> None:
@@ -95,14 +108,8 @@ async def test_the_reaper_frees_a_slot_once_and_a_late_old_epoch_finish_frees_no
     assert await keeper.run_once() == 1 and await keeper.run_once() == 0  # one slot, one key
     async with pool.acquire() as conn:
         [claimed] = await claim_scan(conn, settings, ClaimBounds())
-        assert str(claimed["id"]) == first["id"]
-        old = Fence([(claimed["id"], claimed["scheduled_at"], claimed["epoch"])])
-        assert await transitions.start_runs(conn, old, [False], owner="w1", lease_seconds=30)
-        # The worker dies: its lease lapses and the reaper rescues the run (a retry: attempts left).
-        await conn.execute(
-            "UPDATE job_runs SET lease_expires_at = now() - interval '1s' WHERE id = $1", first["id"]
-        )
-    assert await Reaper(settings, pool).reap_once() == 1
+    assert str(claimed["id"]) == first["id"]
+    old = await start_then_die(pool, settings, claimed)
     assert await pool.fetchval("SELECT count(*) FROM concurrency_holders") == 0
     first_now = dict((await api.get(f"/runs/{first['id']}", headers=auth)).json())
     assert first_now["status"] == "pending" and first_now["held"] == "concurrency"

@@ -20,12 +20,12 @@ from app.engine.dispatcher import claim_scan
 from app.engine.engine import Engine
 from app.engine.floor import ClaimBounds
 from app.engine.keeper import FlowKeeper
-from app.engine.reaper import Reaper
 from app.worker.consumer import Worker
-from tests.integration.test_flow_concurrency import most_at_once
+from tests.integration.test_flow_concurrency import most_at_once, start_then_die
+from tests.integration.test_flow_pause import read
 from tests.integration.test_run_history import Outcome
 from tests.receiver import Call, running_receiver
-from tests.support import create_tenant, put_job, run_reaching, snapshot, submit_run
+from tests.support import bearer, create_tenant, put_job, run_reaching, snapshot, submit_run
 
 LIVE = "SELECT count(*) FROM job_runs WHERE tenant_id = $1 AND status IN ('dispatched', 'running')"
 TENANT_HOLDERS = "SELECT count(*) FROM concurrency_holders WHERE tenant_id = $1 AND job = ''"
@@ -42,18 +42,12 @@ async def claim(pool: asyncpg.Pool, settings: Settings) -> list[asyncpg.Record]:
         return list(await claim_scan(conn, settings, ClaimBounds()))
 
 
-async def read(api: httpx.AsyncClient, run_id: object, auth: dict) -> dict:
-    r = await api.get(f"/runs/{run_id}", headers=auth)
-    assert r.status_code == 200, r.text
-    return dict(r.json())
-
-
 async def test_a_limited_tenant_never_runs_more_than_n_beside_an_unlimited_one(
     api: httpx.AsyncClient, tenant: dict, admin: dict, settings: Settings, pool: asyncpg.Pool
 ) -> None:
     auth = tenant["auth"]
     other = await create_tenant(api, "other")
-    other_auth = {"Authorization": f"Bearer {other['api_key']}"}
+    other_auth = bearer(other["api_key"])
     fast = settings.model_copy(update={"keeper_interval_seconds": 0.05, "poll_interval_seconds": 0.05})
     stop = asyncio.Event()
     connections = [await nats.connect(settings.nats_url) for _ in range(4)]
@@ -185,14 +179,7 @@ async def test_a_run_holds_its_job_slot_and_its_tenant_slot_and_the_reaper_frees
     assert [(str(h["run_id"]), h["job"]) for h in holders] == [(first["id"], ""), (first["id"], "one")]
     assert (await api.get("/tenants/acme/jobs/one", headers=auth)).json()["in_flight"] == 1
     [claimed] = await claim(pool, settings)
-    async with pool.acquire() as conn:
-        old = Fence([(claimed["id"], claimed["scheduled_at"], claimed["epoch"])])
-        assert await transitions.start_runs(conn, old, [False], owner="w1", lease_seconds=30)
-        # The worker dies: its lease lapses and the reaper rescues the run (a retry: attempts left).
-        await conn.execute(
-            "UPDATE job_runs SET lease_expires_at = now() - interval '1s' WHERE id = $1", first["id"]
-        )
-    assert await Reaper(settings, pool).reap_once() == 1
+    old = await start_then_die(pool, settings, claimed)  # the reaper rescues the dead worker's run
     assert await pool.fetchval("SELECT count(*) FROM concurrency_holders") == 0
     assert (await read(api, first["id"], auth))["held"] == "concurrency"
     assert await keeper.run_once() == 1
