@@ -14,6 +14,7 @@ import httpx
 import nats
 
 from app.config import Settings
+from app.db import flow as flow_repo
 from app.db import transitions
 from app.db.transitions import Fence
 from app.engine.dispatcher import claim_scan
@@ -135,6 +136,8 @@ async def test_setting_the_limit_holds_pending_runs_and_counts_running_ones_lowe
     assert (await limit(api, admin, "acme", 2))["in_flight"] == 1
     for run in runs[1:]:
         assert (await read(api, run["id"], auth))["held"] == "concurrency"
+    async with pool.acquire() as conn:  # what scheduler_held_runs{reason} reads
+        assert await flow_repo.count_held_runs(conn, 100) == {"paused": 0, "concurrency": 4}
     assert await claim(pool, settings) == []
     keeper = FlowKeeper(settings, pool)
     assert await keeper.run_once() == 1 and await keeper.run_once() == 0  # one free slot of two
