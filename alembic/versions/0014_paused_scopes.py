@@ -8,8 +8,7 @@ Revises: 0011
 Create Date: 2026-12-02
 """
 
-from alembic import op
-from sqlalchemy.util import await_only
+from app.db.migrations import run_script
 
 revision = "0014"
 down_revision = "0011"
@@ -27,15 +26,9 @@ DROP INDEX jobs_paused;
 """
 
 
-def _script(sql: str) -> None:
-    """Run a multi-statement script over the simple query protocol (a prepared statement holds one)."""
-    driver = op.get_bind().connection.dbapi_connection.driver_connection
-    await_only(driver.execute(sql))
-
-
 def upgrade() -> None:
-    _script(UPGRADE)
+    run_script(UPGRADE)
 
 
 def downgrade() -> None:
-    _script(DOWNGRADE)
+    run_script(DOWNGRADE)
