@@ -730,17 +730,24 @@ FROM job_runs WHERE status IN ('pending', 'dispatched', 'running');
 -- The due backlog still pending, for the engines' autoscaler and alerts: its oldest age and its size,
 -- read from the database, not from claims, so they keep rising when every engine is stalled. The size is
 -- counted up to :limit, so the cost stays bounded however deep the backlog (both read the pending
--- partial index; a due run has scheduled_at <= due_at <= now(), which prunes future partitions).
+-- partial index). A due run has scheduled_at <= due_at <= now(), which prunes future partitions,
+-- except a run pulled forward (rescheduled or retried before its scheduled_at): as in the claim, the
+-- bound rises to the latest of those (job_runs_pulled_forward), so they count as the claim sees them.
 -- The partial index is keyed (priority, due_at), so the oldest is the least of one probe per priority.
+WITH bound AS (
+    SELECT GREATEST(now(), (SELECT max(scheduled_at) FROM job_runs
+                            WHERE status = 'pending' AND due_at < scheduled_at)) AS hi
+)
 SELECT COALESCE(extract(epoch FROM now() - min(o.due_at)), 0) AS oldest_age,
        (SELECT count(*) FROM (
             SELECT 1 FROM job_runs
-            WHERE status = 'pending' AND due_at <= now() AND scheduled_at <= now()
+            WHERE status = 'pending' AND due_at <= now() AND scheduled_at <= (SELECT hi FROM bound)
             LIMIT :limit) AS d) AS runs
 FROM generate_series(0, 9) AS p(priority)
 CROSS JOIN LATERAL (
     SELECT min(due_at) AS due_at FROM job_runs
-    WHERE status = 'pending' AND priority = p.priority AND due_at <= now() AND scheduled_at <= now()
+    WHERE status = 'pending' AND priority = p.priority AND due_at <= now()
+      AND scheduled_at <= (SELECT hi FROM bound)
 ) AS o;
 
 -- ─────────────────────────────────── reaper ─────────────────────────────────
