@@ -7,24 +7,13 @@ import re
 
 from playwright.async_api import Page, expect
 
-from app.db.connection import create_pool
-from tests import factories
-from tests.browser.conftest import Stack, sign_in
+from tests.browser.conftest import Stack, failed_runs, sign_in
 from tests.support import put_job, run_reaching, submit_run
 
 
 async def test_bulk_retry_the_failures_of_a_job(page: Page, stack: Stack) -> None:
     error = "HTTP 502: bad gateway (bulk retry test)"
-    pool = await create_pool(stack.database_url, max_size=1)
-    async with pool.acquire() as conn:
-        failed = await factories.runs(conn, 4, job_name="hello", status="failed")
-        await conn.execute(
-            "UPDATE job_runs SET last_error = $2, finished_at = now(), attempt = max_attempts"
-            " WHERE id = ANY($1::uuid[])",
-            [r["id"] for r in failed],
-            error,
-        )
-    await pool.close()
+    failed = await failed_runs(stack, 4, "hello", error)
     await sign_in(page, stack.acme["key"])
     await page.goto("/ui/failures")
     group = page.locator("main tbody tr", has_text=error)

@@ -10,9 +10,7 @@ from pathlib import Path
 import pytest
 from playwright.async_api import Page, expect
 
-from app.db.connection import create_pool
-from tests import factories
-from tests.browser.conftest import Stack, sign_in
+from tests.browser.conftest import Stack, failed_runs, sign_in
 from tests.support import ADMIN_TOKEN, put_job, run_reaching, submit_run
 
 
@@ -40,16 +38,7 @@ async def _seed(stack: Stack) -> tuple[str, str]:
     runs = [
         await submit_run(stack.api, "acme", stack.acme, job="hello", payload={"user": n}) for n in range(8)
     ]
-    pool = await create_pool(stack.database_url, max_size=1)
-    async with pool.acquire() as conn:
-        failed = await factories.runs(conn, 5, job_name="send-invoice", status="failed")
-        await conn.execute(
-            "UPDATE job_runs SET last_error = $2, finished_at = now(), attempt = max_attempts"
-            " WHERE id = ANY($1::uuid[])",
-            [r["id"] for r in failed],
-            "HTTP 503: upstream unavailable",
-        )
-    await pool.close()
+    await failed_runs(stack, 5, "send-invoice", "HTTP 503: upstream unavailable")
     held = await submit_run(stack.api, "acme", stack.acme, job="sync-accounts", payload={"account": "a-17"})
     return str(runs[0]["id"]), str(held["id"])
 
