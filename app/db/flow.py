@@ -41,7 +41,12 @@ async def release_paused_runs(
 
 
 async def rehold_paused_runs(conn: asyncpg.Connection) -> int:
-    return len(await q.fetch(conn, "rehold_paused_runs"))
+    """Holds the runs of paused jobs and tenants that became pending after the pause; how many."""
+    held = 0
+    for scope in await q.fetch(conn, "paused_scopes"):
+        rows = await q.fetch(conn, "rehold_paused_runs", tenant_id=scope["tenant_id"], name=scope["name"])
+        held += len(rows)
+    return held
 
 
 async def waiting_concurrency_keys(conn: asyncpg.Connection, after: Key, limit: int) -> list[Key]:

@@ -155,14 +155,25 @@ SET held = 'paused', held_due_at = CASE WHEN held IS NULL THEN due_at ELSE held_
 WHERE tenant_id = :tenant_id AND (CAST(:name AS text) IS NULL OR job = :name)
   AND status = 'pending' AND held IS DISTINCT FROM 'paused';
 
+-- name: paused_scopes
+-- What is paused: (tenant, job), or (tenant, null) for a whole tenant. Tiny (partial indexes of
+-- migration 0012), and empty on the default path, where the keeper then reads no run at all.
+SELECT tenant_id, name FROM jobs WHERE paused
+UNION ALL
+SELECT id, NULL FROM tenants WHERE paused;
+
 -- name: rehold_paused_runs
--- The keeper's catch-up: a run of a paused job or tenant that became pending after the pause (a
--- retry, a rescued run) is held too. Reads only unheld pending runs (due_at < 'infinity').
-UPDATE job_runs r SET held = 'paused', held_due_at = r.due_at, due_at = 'infinity'
-FROM jobs j JOIN tenants t ON t.id = j.tenant_id
-WHERE (j.paused OR t.paused) AND r.tenant_id = j.tenant_id AND r.job = j.name
-  AND r.status = 'pending' AND r.held IS NULL AND r.due_at < 'infinity'
-RETURNING r.id;
+-- The keeper's catch-up for one paused scope: a run that became pending after the pause (a retry, a
+-- rescued run) is held too. One scope per statement, the tenant given as a value, so the plan is
+-- always a probe of job_runs_pending_tenant_due: ten descents (one per priority) into the unheld
+-- part (due_at < 'infinity') of the tenant's pending runs, never a walk over the runs already held
+-- (joined to the paused set instead, the planner hashed every pending run of every tenant, each
+-- pass: 16k buffers per pass on a 20k drain).
+UPDATE job_runs SET held = 'paused', held_due_at = due_at, due_at = 'infinity'
+WHERE tenant_id = :tenant_id AND (CAST(:name AS text) IS NULL OR job = :name)
+  AND status = 'pending' AND held IS NULL
+  AND priority = ANY (CAST('{0,1,2,3,4,5,6,7,8,9}' AS smallint[])) AND due_at < 'infinity'
+RETURNING id;
 
 -- name: release_paused_runs
 -- Resume: each held run becomes due when it would have been, so those already due are claimed at
