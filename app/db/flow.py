@@ -77,6 +77,9 @@ async def grant_concurrency_slots(conn: asyncpg.Connection, keys: list[Key]) -> 
         return await q.fetch(conn, "grant_concurrency_slots", **_columns(locked))
 
 
-async def count_held_runs(conn: asyncpg.Connection, limit: int) -> dict[str, int]:
-    """Held runs per reason, each counted up to `limit`."""
-    return {r["reason"]: int(r["runs"]) for r in await q.fetch(conn, "count_held_runs", limit=limit)}
+async def count_held_runs(
+    conn: asyncpg.Connection, limit: int, tenant_id: str | None = None
+) -> dict[str, int]:
+    """Held runs per reason, each counted up to `limit`: the tenant's, or every tenant's (None)."""
+    rows = await q.fetch(conn, "count_held_runs", limit=limit, tenant_id=tenant_id)
+    return {r["reason"]: int(r["runs"]) for r in rows}

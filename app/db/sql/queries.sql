@@ -50,7 +50,7 @@ RETURNING previous_expires_at;
 
 -- name: list_tenants
 -- The admin's view: tenants by id (keyset), each with its keys' ids and dates, never their hashes.
-SELECT t.id, t.created_at,
+SELECT t.id, t.created_at, t.paused,
        COALESCE((SELECT json_agg(json_build_object('key_id', replace(k.id::text, '-', ''),
                                                    'created_at', k.created_at,
                                                    'revoked_at', k.revoked_at) ORDER BY k.created_at)
@@ -257,8 +257,13 @@ holders AS (
 SELECT id, scheduled_at, due_at FROM granted;
 
 -- name: count_held_runs
--- Held runs per reason, each counted up to :limit (the gauge's cost stays bounded).
-SELECT reason, (SELECT count(*) FROM (SELECT 1 FROM job_runs WHERE held = reason LIMIT :limit) AS h) AS runs
+-- Held runs per reason, each counted up to :limit (the gauge's and the Overview's cost stays
+-- bounded): every tenant's (:tenant_id null, the reaper's gauge) or one tenant's (the dashboard).
+-- job_runs_held leads with (held, tenant_id): either way an index range.
+SELECT reason, (SELECT count(*) FROM (
+                    SELECT 1 FROM job_runs
+                    WHERE held = reason AND (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id)
+                    LIMIT :limit) AS h) AS runs
 FROM unnest(CAST(ARRAY['paused', 'concurrency'] AS text[])) AS reason;
 
 -- name: db_now
@@ -468,6 +473,37 @@ GROUP BY job, last_error
 ORDER BY runs DESC, latest DESC
 LIMIT :limit;
 
+-- name: run_lateness
+-- Why a pending run is not running yet, from what the database knows (the Run page's "why is this
+-- run late"): its own due time (a held run keeps it in held_due_at), its hold, its job's and
+-- tenant's pause, its key's slots taken and limit, the runs of its key waiting before it, and the
+-- tenant's due runs the claim takes before it (higher priority, or the same and due earlier). The
+-- counts stop at :limit. Scoped like get_run: another tenant's run is not found.
+WITH r AS (
+    SELECT id, tenant_id, job, priority, held, concurrency_key, COALESCE(held_due_at, due_at) AS due
+    FROM job_runs
+    WHERE id = :id AND scheduled_at >= :lo AND scheduled_at < :hi AND status = 'pending'
+      AND (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id)
+)
+SELECT r.held, r.due, r.tenant_id, extract(epoch FROM now() - r.due) AS late_seconds,
+       j.paused AS job_paused, t.paused AS tenant_paused,
+       CAST(j.concurrency->>'limit' AS int) AS concurrency_limit, r.concurrency_key,
+       (SELECT count(*) FROM concurrency_holders h
+        WHERE h.tenant_id = r.tenant_id AND h.job = r.job AND h.key = r.concurrency_key) AS key_in_flight,
+       (SELECT count(*) FROM (
+            SELECT 1 FROM job_runs o
+            WHERE o.held = 'concurrency' AND o.tenant_id = r.tenant_id AND o.job = r.job
+              AND o.concurrency_key = r.concurrency_key AND o.held_due_at < r.due
+            LIMIT :limit) AS w) AS key_waiting_before,
+       (SELECT count(*) FROM (
+            SELECT 1 FROM job_runs o
+            WHERE o.status = 'pending' AND o.tenant_id = r.tenant_id AND o.due_at <= now() AND o.id <> r.id
+              AND (o.priority < r.priority OR (o.priority = r.priority AND o.due_at <= r.due))
+            LIMIT :limit) AS a) AS due_before
+FROM r
+LEFT JOIN jobs j ON j.tenant_id = r.tenant_id AND j.name = r.job
+JOIN tenants t ON t.id = r.tenant_id;
+
 -- name: match_runs
 -- One chunk of a bulk action: the keys and statuses of a tenant's runs matching the filter, in the
 -- listing's order (newest scheduled first) from the cursor on. Keys only, no payloads: a chunk is
@@ -477,6 +513,7 @@ WHERE tenant_id = :tenant_id
   AND (CAST(:statuses AS text[]) IS NULL OR status = ANY(CAST(:statuses AS text[])))
   AND (CAST(:job AS text) IS NULL OR job = :job)
   AND (CAST(:ids AS uuid[]) IS NULL OR id = ANY(CAST(:ids AS uuid[])))
+  AND (NOT CAST(:by_error AS boolean) OR last_error IS NOT DISTINCT FROM CAST(:error AS text))
   AND (CAST(:scheduled_after AS timestamptz) IS NULL OR scheduled_at >= :scheduled_after)
   AND (CAST(:scheduled_before AS timestamptz) IS NULL OR scheduled_at < :scheduled_before)
   AND (CAST(:cursor_at AS timestamptz) IS NULL OR (scheduled_at, id) < (:cursor_at, :cursor_id))
