@@ -108,7 +108,11 @@ async def get_tenant(conn: asyncpg.Connection, tenant_id: str) -> asyncpg.Record
 
 
 async def rehold_tenant_limited_runs(conn: asyncpg.Connection) -> int:
-    return len(await q.fetch(conn, "rehold_tenant_limited_runs"))
+    """Holds the runs of limited tenants submitted unheld as their limit was set; how many."""
+    held = 0
+    for tenant in await q.fetch(conn, "limited_tenants"):
+        held += len(await q.fetch(conn, "rehold_tenant_limited_runs", tenant_id=tenant["id"]))
+    return held
 
 
 async def count_held_runs(

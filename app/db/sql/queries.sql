@@ -327,18 +327,19 @@ SELECT id, created_at, paused, max_in_flight,
        CASE WHEN max_in_flight IS NOT NULL THEN scheduler_tenant_in_flight(id) END AS in_flight
 FROM tenants WHERE id = :id;
 
+-- name: limited_tenants
+-- Tenants with a max_in_flight: a partial index of migration 0013, empty on the default path.
+SELECT id FROM tenants WHERE max_in_flight IS NOT NULL;
+
 -- name: rehold_tenant_limited_runs
--- The keeper's catch-up for a limited tenant: a run submitted in the instant its max_in_flight was
--- set (its insert read the tenant before the PATCH committed) is held for a slot as it would have
--- been. Reads only the pending runs of limited tenants that are due (job_runs_pending_tenant_due,
--- one range per priority), never the ones held back, whose due_at is 'infinity'.
-UPDATE job_runs r SET held = 'concurrency', held_due_at = r.due_at, due_at = 'infinity',
-                      concurrency_key = ''
-FROM tenants t
-WHERE t.max_in_flight IS NOT NULL AND r.tenant_id = t.id
-  AND r.status = 'pending' AND r.priority = ANY(CAST('{0,1,2,3,4,5,6,7,8,9}' AS smallint[]))
-  AND r.due_at < 'infinity' AND r.held IS NULL AND r.concurrency_key IS NULL
-RETURNING r.id;
+-- The keeper's catch-up for one limited tenant (given as a value, as rehold_paused_runs, for the
+-- same plan): a run submitted in the instant its max_in_flight was set (its insert read the tenant
+-- before the PATCH committed) is held for a slot as it would have been. Ten descents into the
+-- unheld part (due_at < 'infinity') of the tenant's pending runs, never the ones held back.
+UPDATE job_runs SET held = 'concurrency', held_due_at = due_at, due_at = 'infinity', concurrency_key = ''
+WHERE tenant_id = :tenant_id AND status = 'pending' AND held IS NULL AND concurrency_key IS NULL
+  AND priority = ANY (CAST('{0,1,2,3,4,5,6,7,8,9}' AS smallint[])) AND due_at < 'infinity'
+RETURNING id;
 
 -- name: count_held_runs
 -- Held runs per reason, each counted up to :limit (the gauge's and the Overview's cost stays
