@@ -5,7 +5,9 @@ the attempt (or the reaper's rescue), never by a stale worker's late finish."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections import defaultdict
+from collections.abc import AsyncIterator
 
 import asyncpg
 import httpx
@@ -25,6 +27,22 @@ from tests.receiver import Call, running_receiver
 from tests.support import put_job, run_reaching, submit_run
 
 
+@contextlib.asynccontextmanager
+async def engines_and_workers(settings: Settings, pool: asyncpg.Pool) -> AsyncIterator[None]:
+    """Two engines and two workers, each on its own NATS connection, until the block ends."""
+    stop = asyncio.Event()
+    connections = [await nats.connect(settings.nats_url) for _ in range(4)]
+    tasks = [asyncio.create_task(Engine(settings, pool, nc).run(stop)) for nc in connections[:2]]
+    tasks += [asyncio.create_task(Worker(settings, pool, nc).run(stop)) for nc in connections[2:]]
+    try:
+        yield
+    finally:
+        stop.set()
+        await asyncio.gather(*tasks)
+        for nc in connections:
+            await nc.close()
+
+
 def most_at_once(calls: list[Call]) -> int:
     """The most requests the receiver held open at the same moment."""
     edges = sorted([(c.started, 1) for c in calls] + [(c.ended or c.started, -1) for c in calls])
@@ -40,8 +58,6 @@ async def test_limit_holds_per_key_across_engines_and_workers(
 ) -> None:
     auth = tenant["auth"]
     fast = settings.model_copy(update={"keeper_interval_seconds": 0.05, "poll_interval_seconds": 0.05})
-    stop = asyncio.Event()
-    connections = [await nats.connect(settings.nats_url) for _ in range(4)]
     async with running_receiver() as receiver:
         job = await put_job(
             api,
@@ -58,9 +74,7 @@ async def test_limit_holds_per_key_across_engines_and_workers(
             for c in ("a", "b")
         ] + [await submit_run(api, "acme", auth, job="call", payload={"sleep": 0.3}) for _ in range(3)]
         assert {r["held"] for r in runs} == {"concurrency"}
-        tasks = [asyncio.create_task(Engine(fast, pool, nc).run(stop)) for nc in connections[:2]]
-        tasks += [asyncio.create_task(Worker(fast, pool, nc).run(stop)) for nc in connections[2:]]
-        try:
+        async with engines_and_workers(fast, pool):
             seen_in_flight = 0
             for _ in range(20):
                 seen_in_flight = max(
@@ -71,11 +85,6 @@ async def test_limit_holds_per_key_across_engines_and_workers(
             for run in runs:
                 done = await run_reaching(api, str(run["id"]), auth, {"succeeded", "failed"}, timeout=60)
                 assert done["status"] == "succeeded", done
-        finally:
-            stop.set()
-            await asyncio.gather(*tasks)
-            for nc in connections:
-                await nc.close()
         by_key: dict[str, list[Call]] = defaultdict(list)
         for call in receiver.calls:
             by_key[str(call.payload.get("customer", ""))].append(call)

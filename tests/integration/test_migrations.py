@@ -21,6 +21,7 @@ TABLES = {
     "run_callbacks",
     "concurrency_slots",
     "concurrency_holders",
+    "rate_limit_starts",
     "ui_sessions",
 }
 FUNCTIONS = {
@@ -34,6 +35,7 @@ FUNCTIONS = {
     "scheduler_run_hold",
     "scheduler_job_in_flight",
     "scheduler_flow_control",
+    "scheduler_flow_hold_reason",
     "scheduler_append_attempt",
 }
 
