@@ -95,9 +95,9 @@ async def test_no_window_holds_more_than_the_limit_at_the_receiver_and_other_ten
         assert most_in_a_window(starts[key], period) == limit, (key, sorted(starts[key]))
         # Seven starts at two a second: at least three full windows apart from the first to the last.
         assert max(starts[key]) - min(starts[key]) >= 3 * period
-    # The unlimited tenant is not paced by the limited one: its 20 runs are done before the limited
-    # key's fourth window could even open.
-    assert plain_drained < 3 * period, plain_drained
+    # The unlimited tenant is not paced by the limited one: its 20 runs have all arrived while the
+    # limited keys still had windows to wait for (in seconds on an idle host, not 20 / 2 windows).
+    assert max(starts["-"]) < max(starts["a"] + starts["b"]) - period, plain_drained
 
 
 async def test_a_granted_run_counts_as_starting_now_until_it_starts(
