@@ -23,15 +23,14 @@ of them back in the claim's index range, and moving 100k of them each period is 
 the held state exists to avoid; one timestamp per key is what waits instead.
 
 Revision ID: 0012
-Revises: 0011
+Revises: 0014
 Create Date: 2026-12-02
 """
 
-from alembic import op
-from sqlalchemy.util import await_only
+from app.db.migrations import run_script
 
 revision = "0012"
-down_revision = "0011"
+down_revision = "0014"  # given as 0011; main took 0014 after 0011 meanwhile
 branch_labels = None
 depends_on = None
 
@@ -168,15 +167,9 @@ ALTER TABLE jobs DROP COLUMN rate_limit;
 """
 
 
-def _script(sql: str) -> None:
-    """Run a multi-statement script over the simple query protocol (a prepared statement holds one)."""
-    driver = op.get_bind().connection.dbapi_connection.driver_connection
-    await_only(driver.execute(sql))
-
-
 def upgrade() -> None:
-    _script(UPGRADE)
+    run_script(UPGRADE)
 
 
 def downgrade() -> None:
-    _script(DOWNGRADE)
+    run_script(DOWNGRADE)
