@@ -24,6 +24,7 @@ from tests.integration.test_flow_concurrency import engines_and_workers
 from tests.integration.test_run_history import Outcome  # a worker's outcome, as finish_runs takes it
 from tests.receiver import running_receiver
 from tests.support import assert_error, bearer, create_tenant, put_job, run_reaching, submit_run
+from tests.ui_support import ui_sign_in
 
 
 def most_in_a_window(starts: list[float], period: float) -> int:
@@ -235,3 +236,17 @@ async def test_removing_the_limit_releases_held_runs_and_both_limits_are_refused
     assert await keeper.run_once() == 2
     assert {(await read(api, r["id"], auth))["held"] for r in runs} == {None}
     assert len(await claim_and_start(pool, settings)) == 3
+
+
+async def test_the_jobs_page_shows_the_rate_limit(api: httpx.AsyncClient, tenant: dict) -> None:
+    await put_job(
+        api,
+        "acme",
+        "rated",
+        tenant["auth"],
+        rate_limit={"limit": 5, "period_seconds": 1.5, "key": "payload.c"},
+    )
+    browser = await ui_sign_in(str(api.base_url), tenant["api_key"])
+    page = (await browser.get("/ui/jobs")).text
+    await browser.aclose()
+    assert "rate limit 5 per 1.5 s per <code>payload.c</code>" in page

@@ -558,7 +558,8 @@ LIMIT :limit;
 -- name: run_lateness
 -- Why a pending run is not running yet, from what the database knows (the Run page's "why is this
 -- run late"): its own due time (a held run keeps it in held_due_at), its hold, its job's and
--- tenant's pause, its key's slots taken and limit, the runs of its key waiting before it, and the
+-- tenant's pause, its key's slots taken and limit (or its rate limit, the starts in its window and
+-- when the window next has room), the runs of its key waiting before it, and the
 -- tenant's due runs the claim takes before it (higher priority, or the same and due earlier). The
 -- counts stop at :limit. Scoped like get_run: another tenant's run is not found.
 WITH r AS (
@@ -572,9 +573,17 @@ SELECT r.held, r.due, r.tenant_id, extract(epoch FROM now() - r.due) AS late_sec
        CAST(j.concurrency->>'limit' AS int) AS concurrency_limit, r.concurrency_key,
        (SELECT count(*) FROM concurrency_holders h
         WHERE h.tenant_id = r.tenant_id AND h.job = r.job AND h.key = r.concurrency_key) AS key_in_flight,
+       CAST(j.rate_limit->>'limit' AS int) AS rate_limit, CAST(j.rate_limit->>'period_seconds' AS float8) AS rate_period,
+       (SELECT count(*) FROM rate_limit_starts s
+        WHERE s.tenant_id = r.tenant_id AND s.job = r.job AND s.key = r.concurrency_key
+          AND (s.started_at IS NULL
+               OR s.started_at > now() - make_interval(secs => CAST(j.rate_limit->>'period_seconds' AS float8)))
+       ) AS key_in_window,
+       (SELECT s.next_at FROM concurrency_slots s
+        WHERE s.tenant_id = r.tenant_id AND s.job = r.job AND s.key = r.concurrency_key) AS key_next_at,
        (SELECT count(*) FROM (
             SELECT 1 FROM job_runs o
-            WHERE o.held = 'concurrency' AND o.tenant_id = r.tenant_id AND o.job = r.job
+            WHERE o.held = r.held AND o.tenant_id = r.tenant_id AND o.job = r.job
               AND o.concurrency_key = r.concurrency_key AND o.held_due_at < r.due
             LIMIT :limit) AS w) AS key_waiting_before,
        (SELECT count(*) FROM (
