@@ -12,6 +12,7 @@ import pytest
 from tests.faults.report import (
     FAULT_KINDS,
     HOSTILE_BEHAVIOURS,
+    LIMITED_FAULT_KINDS,
     Fault,
     Outcome,
     PoisonAnswer,
@@ -28,6 +29,10 @@ def call(run: str, epoch: int, attempt: int = 1, behaviour: str = "", abandoned:
     return Call(headers, b"{}", behaviour=behaviour, abandoned=abandoned)
 
 
+def limited_call(run: str, key: str, concurrent: int, epoch: int = 1) -> Call:
+    return dataclasses.replace(call(run, epoch), key=key, concurrent=concurrent)
+
+
 def callback(run: str, attempt: int = 1) -> Call:
     return Call({"scheduler-run-id": run, "scheduler-callback-attempt": str(attempt)}, b"{}")
 
@@ -39,16 +44,24 @@ def good() -> Outcome:
     calls += [
         call(f"h-{b}", e, e, behaviour=b, abandoned=b == "hang") for b in HOSTILE_BEHAVIOURS for e in (1, 2)
     ]
+    # The limited job: limit 2; key a reached it, b did not.
+    limited = [Run(f"l{i}", "limited", "succeeded", 1, 25, 1) for i in range(4)]
+    calls += [limited_call("l0", "a", 1), limited_call("l1", "a", 2), limited_call("l2", "b", 1)]
+    calls += [limited_call("l3", "a", 1)]
     return Outcome(
         accepted=[r.id for r in victims],
-        runs=[*victims, *hostile, Run("poison", "hostile", "failed", 0, 2, 1)],
+        runs=[*victims, *hostile, Run("poison", "hostile", "failed", 0, 2, 1), *limited],
         calls=calls,
-        faults=[Fault(1.0, "", kind, "", in_flight=3) for kind in FAULT_KINDS],
+        faults=[
+            Fault(1.0, "", kind, "", in_flight=3, limited=2 if kind in LIMITED_FAULT_KINDS else None)
+            for kind in FAULT_KINDS
+        ],
         lag_bounds=BOUNDS,
         poison_answers=[PoisonAnswer("deep run", 422, 0), PoisonAnswer("huge", 201, 1, refuse=False)],
         poison_run="poison",
         late_results_discarded=2,
         callbacks={r.id: "delivered" for r in victims},
+        limit=2,
     )
 
 
@@ -187,6 +200,51 @@ BAD: dict[str, tuple[Callable[[Outcome], Outcome], str]] = {
             ],
         ),
         "never landed with work in flight: ['kill -9 worker delivering callbacks']",
+    ),
+    "a key with more attempts in flight at the receiver than its limit": (
+        lambda o: dataclasses.replace(o, calls=[*o.calls, limited_call("l3", "b", 3, epoch=2)]),
+        "1 attempts arrived at the receiver with more than 2 of their key in flight (e.g. l3 epoch 2 key 'b'",
+    ),
+    "a limit never under pressure": (
+        lambda o: dataclasses.replace(
+            o, calls=[dataclasses.replace(c, concurrent=min(c.concurrent, 1)) for c in o.calls]
+        ),
+        "ever had 2 requests in flight at once",
+    ),
+    "a limited run failed": (
+        lambda o: with_runs(o, lambda r: dataclasses.replace(r, status="failed") if r.id == "l2" else r),
+        "limited runs not succeeded despite a generous max_attempts: {'failed': 1}",
+    ),
+    "a limited run stuck held": (
+        lambda o: with_runs(o, lambda r: dataclasses.replace(r, status="pending") if r.id == "l1" else r),
+        "1 runs not terminal",
+    ),
+    "a limited run never called": (
+        lambda o: dataclasses.replace(o, calls=[c for c in o.calls if c.headers["scheduler-run-id"] != "l3"]),
+        "1 limited runs never reached the receiver",
+    ),
+    "a limited run called twice in one epoch": (
+        lambda o: dataclasses.replace(o, calls=[*o.calls, limited_call("l0", "a", 1)]),
+        "calls repeated a (run, epoch)",
+    ),
+    "a worker kill with no limited request open at the receiver": (
+        lambda o: dataclasses.replace(
+            o,
+            faults=[dataclasses.replace(f, limited=0) if f.kind == "kill -9 worker" else f for f in o.faults],
+        ),
+        "never struck the limited job's runs holding a slot: ['kill -9 worker']",
+    ),
+    "an orphaned request counted past the lease": (
+        lambda o: dataclasses.replace(
+            o,
+            faults=[
+                *o.faults,
+                Fault(
+                    2, "", "kill -9 worker", "", 3, problem="an orphaned request stayed counted", limited=1
+                ),
+            ],
+        ),
+        "kill -9 worker: an orphaned request stayed counted",
     ),
     "an engine died on its own": (
         lambda o: dataclasses.replace(o, died=["engine on :1234 exited 1"]),
