@@ -49,7 +49,8 @@ class Call:
     headers: dict[str, str]
     body: bytes
     # When it arrived and ended (time.monotonic()); `behaviour` names a hostile answer ("hang",
-    # "nul", "huge") or is empty; `abandoned`: the caller hung up before any answer (a timeout).
+    # "nul", "huge") or is empty; `abandoned`: the caller hung up before any answer (a timeout, or
+    # a killed caller) while a hang or a sleep held the request.
     started: float = 0.0
     ended: float | None = None
     behaviour: str = ""
@@ -181,7 +182,10 @@ async def _handle(request: Request) -> Response:
         if script.get("sleep"):
             # In steps, so a caller that gave up (a timeout, a stopped worker) frees the handler.
             until = time.monotonic() + float(script["sleep"])
-            while time.monotonic() < until and not await request.is_disconnected():
+            while time.monotonic() < until:
+                if await request.is_disconnected():
+                    call.abandoned = True  # the caller hung up (timed out, or was killed) first
+                    break
                 await asyncio.sleep(min(0.1, until - time.monotonic()))
         if script.get("redirect"):
             return Response(status_code=302, headers={"Location": str(script["redirect"])})

@@ -209,8 +209,8 @@ class Injector:
             open_at_kill.clear()
         running = await self._held("running", owner)
         doomed = self.s.roles["worker"].pop(owner)
-        alive = await self._kill(owner, doomed)
         killed_at = time.monotonic()
+        alive = await self._kill(owner, doomed)
         # The kernel closes a killed process's sockets: the receiver's handler sees the disconnect
         # (it polls for it while holding the request) and counts the request off, long before the
         # reaper can free its slot (lease_seconds after the last heartbeat) for another attempt. So
@@ -220,11 +220,14 @@ class Injector:
             await asyncio.sleep(0.01)
         slowest = max((c.ended - killed_at if c.ended else math.inf for c in open_at_kill), default=0.0)
         mine = sum(1 for r in running if r["tenant_id"] == limited.TENANT)
+        # `abandoned`: the receiver saw the connection close before its answer (the kill), not the
+        # request's sleep ending by chance at the same moment.
+        cut = sum(1 for c in open_at_kill if c.abandoned)
         self.s.note(
             "kill -9 worker",
             f"{owner} (pid {doomed.proc.pid}) with {len(running)} runs running, {mine} of the limited job, "
-            f"{len(open_at_kill)} of whose requests were open at the receiver: counted off there "
-            f"{slowest:.2f}s after the kill at the latest",
+            f"{len(open_at_kill)} of whose requests were open at the receiver; it saw {cut} of them hang up "
+            f"and counted all off {max(0.0, slowest):.2f}s after the kill at the latest",
             len(running) if alive else 0,
             ""
             if slowest < lease

@@ -130,7 +130,7 @@ async def test_a_killed_callers_request_stops_counting_when_its_connection_close
                 await asyncio.sleep(0.01)
             assert receiver.in_flight["a"] == 0
             [call] = receiver.calls
-            assert call.ended is not None and call.ended - killed < 0.5
+            assert call.abandoned and call.ended is not None and call.ended - killed < 0.5
         finally:
             if client.poll() is None:
                 client.kill()
