@@ -223,11 +223,15 @@ class Injector:
         # `abandoned`: the receiver saw the connection close before its answer (the kill), not the
         # request's sleep ending by chance at the same moment.
         cut = sum(1 for c in open_at_kill if c.abandoned)
+        orphaned = (
+            f", {mine} of the limited job, {len(open_at_kill)} of whose requests were open at the receiver; "
+            f"it saw {cut} of them hang up and counted all off {max(0.0, slowest):.2f}s after the kill at the latest"
+            if mine
+            else ""
+        )
         self.s.note(
             "kill -9 worker",
-            f"{owner} (pid {doomed.proc.pid}) with {len(running)} runs running, {mine} of the limited job, "
-            f"{len(open_at_kill)} of whose requests were open at the receiver; it saw {cut} of them hang up "
-            f"and counted all off {max(0.0, slowest):.2f}s after the kill at the latest",
+            f"{owner} (pid {doomed.proc.pid}) with {len(running)} runs running{orphaned}",
             len(running) if alive else 0,
             ""
             if slowest < lease

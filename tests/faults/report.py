@@ -27,6 +27,11 @@ runs held back behind their slots while the faults strike):
 - the kill -9 of a worker, of NATS and the Postgres crash must each have struck with runs of the
   limited job holding a slot (`Fault.limited > 0`); the worker's kill with its requests in flight at
   the receiver, which must see them end (their connection close) before the slot's lease could lapse.
+  Such an orphan is not excused: the receiver counts it until it hangs up, and a kill -9 hangs it up
+  at once (tests/faults/test_receiver.py shows it), long before the reaper frees its slot.
+  Not excused either: a frozen worker's calls. One frozen between its fenced start and its request
+  would send it after the thaw, when its slot may be another run's (the worker does not check its
+  lease before sending); the check would then name that (run, epoch) — a finding, not noise.
 A fault counts only if it landed: work was in flight at that moment (`Fault.in_flight > 0`), and a
 fault whose own postcondition failed (the stream lost at a NATS crash, no crash recovery after a
 Postgres crash) says so in `Fault.problem`.
@@ -185,9 +190,14 @@ class Report:
             f"victim callbacks        {len(self.callbacks_undelivered)} not delivered "
             f"{dict(Counter(o.callbacks.get(i, 'none owed') for i in self.callbacks_undelivered))}, "
             f"{len(self.callbacks_never_received)} never received; {self.callback_repeats} received again (allowed)",
-            f"concurrency limit       {o.limit} per key; most in flight at the receiver per key "
-            f"{dict(sorted(self.limited_peaks.items()))}; {len(self.over_limit)} attempts over the limit; "
-            f"limited runs {self.statuses.get('limited', {})}",
+            "concurrency limit       "
+            + (
+                f"{o.limit} per key; most in flight at the receiver per key "
+                f"{dict(sorted(self.limited_peaks.items()))}; {len(self.over_limit)} attempts over the limit; "
+                f"limited runs {self.statuses.get('limited', {})}"
+                if o.limit
+                else "no limited job"
+            ),
             f"hostile answers         {dict(self.behaviours)}",
             "poison at the API       "
             + ", ".join(
