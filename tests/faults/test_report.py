@@ -70,6 +70,17 @@ def with_runs(o: Outcome, change: Callable[[Run], Run | None]) -> Outcome:
     return dataclasses.replace(o, runs=runs)
 
 
+def set_status(run: str, status: str) -> Callable[[Outcome], Outcome]:
+    return lambda o: with_runs(o, lambda r: dataclasses.replace(r, status=status) if r.id == run else r)
+
+
+def without_calls(run: str) -> Callable[[Outcome], Outcome]:
+    """The outcome with the receiver having never seen `run`."""
+    return lambda o: dataclasses.replace(
+        o, calls=[c for c in o.calls if c.headers["scheduler-run-id"] != run]
+    )
+
+
 def test_a_good_outcome_passes() -> None:
     report = check(good())
     assert report.violations() == [], report.render()
@@ -90,19 +101,19 @@ BAD: dict[str, tuple[Callable[[Outcome], Outcome], str]] = {
         "without a call under their final epoch",
     ),
     "a run stuck running": (
-        lambda o: with_runs(o, lambda r: dataclasses.replace(r, status="running") if r.id == "v2" else r),
+        set_status("v2", "running"),
         "1 runs not terminal",
     ),
     "the poison run never contained": (
-        lambda o: with_runs(o, lambda r: dataclasses.replace(r, status="pending") if r.id == "poison" else r),
+        set_status("poison", "pending"),
         "poison run poison was never contained",
     ),
     "a victim run failed": (
-        lambda o: with_runs(o, lambda r: dataclasses.replace(r, status="failed") if r.id == "v0" else r),
+        set_status("v0", "failed"),
         "victim runs not succeeded",
     ),
     "a victim run never called": (
-        lambda o: dataclasses.replace(o, calls=[c for c in o.calls if c.headers["scheduler-run-id"] != "v0"]),
+        without_calls("v0"),
         "never reached the receiver",
     ),
     "an attempt over max in the database": (
@@ -212,15 +223,15 @@ BAD: dict[str, tuple[Callable[[Outcome], Outcome], str]] = {
         "ever had 2 requests in flight at once",
     ),
     "a limited run failed": (
-        lambda o: with_runs(o, lambda r: dataclasses.replace(r, status="failed") if r.id == "l2" else r),
+        set_status("l2", "failed"),
         "limited runs not succeeded despite a generous max_attempts: {'failed': 1}",
     ),
     "a limited run stuck held": (
-        lambda o: with_runs(o, lambda r: dataclasses.replace(r, status="pending") if r.id == "l1" else r),
+        set_status("l1", "pending"),
         "1 runs not terminal",
     ),
     "a limited run never called": (
-        lambda o: dataclasses.replace(o, calls=[c for c in o.calls if c.headers["scheduler-run-id"] != "l3"]),
+        without_calls("l3"),
         "1 limited runs never reached the receiver",
     ),
     "a limited run called twice in one epoch": (
