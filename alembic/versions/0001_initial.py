@@ -5,8 +5,7 @@ Revises:
 Create Date: 2026-11-30
 """
 
-from alembic import op
-from sqlalchemy.util import await_only
+from app.db.migrations import run_script
 
 revision = "0001"
 down_revision = None
@@ -188,15 +187,9 @@ DROP TABLE IF EXISTS tenants;
 """
 
 
-def _script(sql: str) -> None:
-    """Run a multi-statement script over the simple query protocol (a prepared statement holds one)."""
-    driver = op.get_bind().connection.dbapi_connection.driver_connection
-    await_only(driver.execute(sql))
-
-
 def upgrade() -> None:
-    _script(UPGRADE)
+    run_script(UPGRADE)
 
 
 def downgrade() -> None:
-    _script(DOWNGRADE)
+    run_script(DOWNGRADE)

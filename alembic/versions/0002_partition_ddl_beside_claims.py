@@ -13,8 +13,7 @@ Revises: 0001
 Create Date: 2026-11-30
 """
 
-from alembic import op
-from sqlalchemy.util import await_only
+from app.db.migrations import run_script
 
 revision = "0002"
 down_revision = "0001"
@@ -144,15 +143,9 @@ $$;
 """
 
 
-def _script(sql: str) -> None:
-    """Run a multi-statement script over the simple query protocol (a prepared statement holds one)."""
-    driver = op.get_bind().connection.dbapi_connection.driver_connection
-    await_only(driver.execute(sql))
-
-
 def upgrade() -> None:
-    _script(UPGRADE)
+    run_script(UPGRADE)
 
 
 def downgrade() -> None:
-    _script(DOWNGRADE)
+    run_script(DOWNGRADE)

@@ -12,8 +12,7 @@ Revises: 0004
 Create Date: 2026-12-01
 """
 
-from alembic import op
-from sqlalchemy.util import await_only
+from app.db.migrations import run_script
 
 revision = "0005"
 down_revision = "0004"
@@ -32,15 +31,9 @@ ALTER TABLE idempotency_keys DROP COLUMN run_scheduled_at;
 """
 
 
-def _script(sql: str) -> None:
-    """Run a multi-statement script over the simple query protocol (a prepared statement holds one)."""
-    driver = op.get_bind().connection.dbapi_connection.driver_connection
-    await_only(driver.execute(sql))
-
-
 def upgrade() -> None:
-    _script(UPGRADE)
+    run_script(UPGRADE)
 
 
 def downgrade() -> None:
-    _script(DOWNGRADE)
+    run_script(DOWNGRADE)

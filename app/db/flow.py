@@ -41,7 +41,12 @@ async def release_paused_runs(
 
 
 async def rehold_paused_runs(conn: asyncpg.Connection) -> int:
-    return len(await q.fetch(conn, "rehold_paused_runs"))
+    """Holds the runs of paused jobs and tenants that became pending after the pause; how many."""
+    held = 0
+    for scope in await q.fetch(conn, "paused_scopes"):
+        rows = await q.fetch(conn, "rehold_paused_runs", tenant_id=scope["tenant_id"], name=scope["name"])
+        held += len(rows)
+    return held
 
 
 async def waiting_concurrency_keys(conn: asyncpg.Connection, after: Key, limit: int) -> list[Key]:
@@ -72,6 +77,9 @@ async def grant_concurrency_slots(conn: asyncpg.Connection, keys: list[Key]) -> 
         return await q.fetch(conn, "grant_concurrency_slots", **_columns(locked))
 
 
-async def count_held_runs(conn: asyncpg.Connection, limit: int) -> dict[str, int]:
-    """Held runs per reason, each counted up to `limit`."""
-    return {r["reason"]: int(r["runs"]) for r in await q.fetch(conn, "count_held_runs", limit=limit)}
+async def count_held_runs(
+    conn: asyncpg.Connection, limit: int, tenant_id: str | None = None
+) -> dict[str, int]:
+    """Held runs per reason, each counted up to `limit`: the tenant's, or every tenant's (None)."""
+    rows = await q.fetch(conn, "count_held_runs", limit=limit, tenant_id=tenant_id)
+    return {r["reason"]: int(r["runs"]) for r in rows}

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from alembic import command
+from alembic import command, op
 from alembic.config import Config
+from sqlalchemy.util import await_only
 
 from app.db.connection import sqlalchemy_url
 
@@ -35,3 +36,11 @@ def alembic_config(database_url: str) -> Config:
 
 def migrate(database_url: str) -> None:
     command.upgrade(alembic_config(database_url), "head")
+
+
+def run_script(sql: str) -> None:
+    """Inside a migration: run a multi-statement script over the simple query protocol (a prepared
+    statement holds one statement)."""
+    dbapi = op.get_bind().connection.dbapi_connection
+    assert dbapi is not None  # a migration runs on an open connection
+    await_only(dbapi.driver_connection.execute(sql))

@@ -147,8 +147,10 @@ async def match_runs(
     scheduled: TimeRange,
     cursor: tuple[datetime, uuid.UUID] | None,
     limit: int,
+    error: tuple[str | None] | None = None,
 ) -> list[asyncpg.Record]:
-    """(id, scheduled_at, status) of the tenant's runs matching a bulk action's filter, one chunk."""
+    """(id, scheduled_at, status) of the tenant's runs matching a bulk action's filter, one chunk.
+    `error`, when given, is the one last_error the runs must have (None in it: no error)."""
     return await q.fetch(
         conn,
         "match_runs",
@@ -156,8 +158,19 @@ async def match_runs(
         statuses=statuses,
         job=job,
         ids=ids,
+        by_error=error is not None,
+        error=error[0] if error is not None else None,
         **_page(scheduled, cursor, limit),
     )
+
+
+async def run_lateness(
+    conn: asyncpg.Connection, run_id: uuid.UUID, tenant_id: str | None, limit: int
+) -> asyncpg.Record | None:
+    """What holds a pending run back (see the statement); None if it is not `tenant_id`'s (None:
+    any tenant's) or not pending."""
+    lo, hi = scheduled_bounds(run_id)
+    return await q.fetchrow(conn, "run_lateness", id=run_id, lo=lo, hi=hi, tenant_id=tenant_id, limit=limit)
 
 
 def _ids(run_ids: list[uuid.UUID]) -> dict[str, Any]:

@@ -10,9 +10,18 @@ from datetime import datetime
 import asyncpg
 
 from app.db import dashboard as dashboard_repo
+from app.db import flow as flow_repo
+from app.db import runs as run_repo
 from app.domain import RunStatus
+from app.errors import NotFound
+from app.services import runs as run_service
 
 CHART_MINUTES = 60
+HELD_LIMIT = 100_000  # held runs per reason are counted up to this (the page says "or more")
+LATENESS_LIMIT = 10_000  # the runs a late run waits behind are counted up to this
+# A due run anywhere waiting this long means the engines are not claiming (none runs, or all are
+# behind): an engine claims every due run within a poll (a second) while it keeps up.
+STALLED_SECONDS = 60.0
 
 
 @dataclass(frozen=True)
@@ -33,6 +42,7 @@ class Overview:
     due_lag_p50: float | None
     due_lag_p99: float | None
     oldest_due: OldestDue | None
+    held: dict[str, int]  # pending runs held back now, by reason (paused, concurrency), any age
 
     @property
     def recent_per_second(self) -> float:
@@ -60,6 +70,7 @@ async def overview(pool: asyncpg.Pool, tenant_id: str | None) -> Overview:
         counts = await dashboard_repo.status_counts(conn, tenant_id)
         timings = await dashboard_repo.timings(conn, tenant_id, CHART_MINUTES)
         oldest = await dashboard_repo.oldest_due_pending(conn, tenant_id)
+        held = await flow_repo.count_held_runs(conn, HELD_LIMIT, tenant_id)
     lag = timings["due_lag"] or [None, None]
     return Overview(
         counts={s.value: counts.get(s.value, 0) for s in RunStatus},
@@ -75,6 +86,7 @@ async def overview(pool: asyncpg.Pool, tenant_id: str | None) -> Overview:
             oldest["due_at"],
             oldest["waiting"].total_seconds(),
         ),
+        held=held,
     )
 
 
@@ -83,3 +95,75 @@ async def failure_groups(pool: asyncpg.Pool, tenant_id: str, days: int, limit: i
     async with pool.acquire() as conn:
         rows = await dashboard_repo.failure_groups(conn, tenant_id, days, limit)
     return [FailureGroup(r["job"], r["last_error"], r["runs"], r["latest"], r["newest_id"]) for r in rows]
+
+
+@dataclass(frozen=True)
+class Lateness:
+    late_seconds: float  # how long past its due time the run is
+    reasons: list[str]  # in plain words, the likeliest first
+
+
+def _runs(n: int) -> str:
+    more = "+" if n >= LATENESS_LIMIT else ""
+    return f"{n}{more} run{'' if n == 1 else 's'}"
+
+
+async def why_late(
+    pool: asyncpg.Pool, run_id: uuid.UUID, tenant_id: str | None, max_pending: int
+) -> Lateness | None:
+    """Why a pending run whose due time has passed is not running, from what the database knows:
+    held by a pause (its job's, its tenant's) or by its concurrency limit (slots taken of the
+    limit, runs of its key before it), waiting behind the tenant's runs the claim takes first, the
+    tenant's backlog at its quota (`max_pending`), or no engine claiming at all. None when the run
+    is not pending or not yet due; NotFound when it is not `tenant_id`'s (None: the admin, any)."""
+    try:
+        async with pool.acquire() as conn:
+            row = await run_repo.run_lateness(conn, run_id, tenant_id, LATENESS_LIMIT)
+    except OverflowError:  # an id no run can have (see services.runs.get_run)
+        raise NotFound(f"run {run_id} not found", field="run_id") from None
+    if row is None:
+        await run_service.get_run(pool, run_id, tenant_id)  # NotFound if it is not the tenant's
+        return None
+    late_seconds = float(row["late_seconds"])
+    if late_seconds <= 0:
+        return None
+    async with pool.acquire() as conn:
+        backlog = await run_repo.count_pending_runs(conn, row["tenant_id"], max_pending)
+        stalled = await dashboard_repo.oldest_due_pending(conn, None)
+    reasons = []
+    if row["held"] == "paused":
+        paused = [
+            what
+            for what, is_paused in (("its job", row["job_paused"]), ("its tenant", row["tenant_paused"]))
+            if is_paused
+        ]
+        reasons.append(
+            f"Held: {' and '.join(paused) or 'its job or tenant'} "
+            f"{'are' if len(paused) == 2 else 'is'} paused; it runs once resumed."
+        )
+    elif row["held"] == "concurrency":
+        limit = row["concurrency_limit"]
+        key = f" (key {row['concurrency_key']!r})" if row["concurrency_key"] else ""
+        reasons.append(
+            f"Held by its job's concurrency limit{key}: {row['key_in_flight']} in flight of a limit of "
+            f"{limit if limit is not None else 'none'}, and {_runs(row['key_waiting_before'])} of the "
+            "same key waiting before it."
+        )
+    if row["held"] is None and row["due_before"]:
+        reasons.append(
+            f"Waiting behind {_runs(row['due_before'])} of the tenant due before it "
+            "(a higher priority, or the same priority and due earlier)."
+        )
+    if backlog >= max_pending:
+        reasons.append(
+            f"The tenant's backlog is at its quota of {max_pending} pending runs (new runs are refused)."
+        )
+    waited = stalled["waiting"].total_seconds() if stalled is not None else 0.0
+    if row["held"] is None and waited >= STALLED_SECONDS:
+        reasons.append(
+            f"No engine has claimed a due run for at least {waited:.0f} s (the oldest due run of the "
+            "scheduler has waited that long): no engine is running, or all are behind."
+        )
+    if not reasons:
+        reasons.append("Nothing holds it back: an engine should claim it within a few seconds.")
+    return Lateness(late_seconds, reasons)

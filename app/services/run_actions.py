@@ -48,6 +48,8 @@ class RunFilter:
     ids: list[UUID] | None = None
     scheduled_after: datetime | None = None
     scheduled_before: datetime | None = None
+    # The one last_error the runs must have ((None,): none), e.g. a Failures group's: the dashboard's.
+    error: tuple[str | None] | None = None
 
     def scheduled(self) -> TimeRange:
         """The time range, narrowed to the days the ids name (so only their partitions are read)."""
@@ -78,20 +80,8 @@ async def act_on_runs(
 ) -> Outcome:
     """Applies `action` to up to `limit` of the tenant's runs matching `runs`, from `cursor` on."""
     outcome = Outcome()
-    scheduled = runs.scheduled()
-    statuses = [str(s) for s in runs.statuses] if runs.statuses is not None else None
     while outcome.matched < limit:
-        async with pool.acquire() as conn:
-            chunk = await run_repo.match_runs(
-                conn,
-                tenant_id,
-                statuses=statuses,
-                job=runs.job,
-                ids=runs.ids,
-                scheduled=scheduled,
-                cursor=cursor,
-                limit=min(CHUNK, limit - outcome.matched),
-            )
+        chunk = await _match(pool, tenant_id, runs, cursor, min(CHUNK, limit - outcome.matched))
         if not chunk:
             return outcome
         sources = CANCELLABLE if action == "cancel" else RETRYABLE
@@ -113,6 +103,39 @@ async def act_on_runs(
         cursor = (last["scheduled_at"], last["id"])
     outcome.next_cursor = cursor
     return outcome
+
+
+async def count_matching(pool: asyncpg.Pool, tenant_id: str, runs: RunFilter, limit: int) -> int:
+    """How many of the tenant's runs match `runs`, up to `limit`: what act_on_runs would look at
+    (the count a confirmation shows). Read in the same chunks by the same statement, so the count
+    and the action cannot disagree on what matches."""
+    counted: int = 0
+    cursor: Cursor | None = None
+    while counted < limit:
+        chunk = await _match(pool, tenant_id, runs, cursor, min(CHUNK, limit - counted))
+        counted += len(chunk)
+        if len(chunk) < CHUNK:
+            break
+        cursor = (chunk[-1]["scheduled_at"], chunk[-1]["id"])
+    return counted
+
+
+async def _match(
+    pool: asyncpg.Pool, tenant_id: str, runs: RunFilter, cursor: Cursor | None, limit: int
+) -> list[asyncpg.Record]:
+    """One chunk of the matching runs' keys (id, scheduled_at, status), after `cursor`."""
+    async with pool.acquire() as conn:
+        return await run_repo.match_runs(
+            conn,
+            tenant_id,
+            statuses=[str(s) for s in runs.statuses] if runs.statuses is not None else None,
+            job=runs.job,
+            ids=runs.ids,
+            scheduled=runs.scheduled(),
+            cursor=cursor,
+            limit=limit,
+            error=runs.error,
+        )
 
 
 async def _apply(

@@ -7,7 +7,7 @@ from __future__ import annotations
 import contextlib
 import functools
 from collections.abc import AsyncIterator
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from uuid import UUID
 
 import asyncpg
@@ -144,9 +144,17 @@ async def retry_run(
 
 
 async def reschedule_run(
-    pool: asyncpg.Pool, on_pending: OnPending, run_id: UUID, tenant_id: str | None, due_at: datetime
+    pool: asyncpg.Pool,
+    on_pending: OnPending,
+    run_id: UUID,
+    tenant_id: str | None,
+    due_at: datetime,
+    max_ahead_days: int,
 ) -> RunRecord:
-    """Moves a pending run's due_at (a past time means now). Another status: Conflict."""
+    """Moves a pending run's due_at (a past time means now; more than `max_ahead_days` ahead:
+    InvalidInput, nothing written). Another status: Conflict."""
+    if due_at > datetime.now(UTC) + timedelta(days=max_ahead_days):
+        raise InvalidInput(f"due_at is more than {max_ahead_days} days ahead", field="due_at")
     try:
         async with pool.acquire() as conn:
             row = await run_repo.reschedule_run(conn, run_id, tenant_id, due_at)

@@ -85,6 +85,7 @@ class TenantInfo:
     id: str
     created_at: datetime
     keys: list[KeyInfo]
+    paused: bool = False
 
 
 async def list_tenants(pool: asyncpg.Pool, after: str | None, limit: int) -> list[TenantInfo]:
@@ -99,6 +100,7 @@ async def list_tenants(pool: asyncpg.Pool, after: str | None, limit: int) -> lis
                 KeyInfo(k["key_id"], datetime.fromisoformat(k["created_at"]), _moment(k["revoked_at"]))
                 for k in r["keys"]
             ],
+            r["paused"],
         )
         for r in rows
     ]

@@ -5,6 +5,7 @@ again saying what was wrong. Each calls the same service as the HTTP API's route
 from __future__ import annotations
 
 from typing import Annotated
+from urllib.parse import urlencode
 from uuid import UUID
 
 from fastapi import APIRouter, Path, Request, Response
@@ -13,16 +14,28 @@ from pydantic import ValidationError
 
 from app.api.deps import StateDep
 from app.api.jobs import put_job
-from app.api.schemas import JOB_NAME_PATTERN, JobPut
-from app.errors import InvalidInput
+from app.api.schemas import JOB_NAME_PATTERN, TENANT_ID_PATTERN, JobPut
+from app.errors import Conflict, InvalidInput
+from app.services import flow as flow_service
+from app.services import run_actions as action_service
 from app.services import runs as run_service
+from app.services.run_actions import Action
 from app.services.submission import RunRequest, submit
 from app.ui.render import UiRoute
-from app.ui.routes import job_editor, scoped_tenant
+from app.ui.routes import (
+    BULK_LIMIT,
+    failure_filter,
+    job_editor,
+    moment,
+    run_page,
+    scoped_tenant,
+    scoped_tenant_of_run,
+)
 from app.ui.sessions import FormDep, SessionDep
 
 router = APIRouter(prefix="/ui", route_class=UiRoute, include_in_schema=False)
 JobName = Annotated[str, Path(pattern=JOB_NAME_PATTERN)]
+TenantId = Annotated[str, Path(pattern=TENANT_ID_PATTERN)]
 
 
 def _tenant_of(form: dict[str, str]) -> str | None:
@@ -46,6 +59,107 @@ async def retry_run(run_id: UUID, state: StateDep, session: SessionDep, form: Fo
         state.pool, state.admission, state.on_pending, run_id, session.principal.tenant_id, None
     )
     return RedirectResponse(f"/ui/runs/{run_id}", status_code=303)
+
+
+@router.post("/runs/{run_id}/reschedule")
+async def reschedule_run(
+    request: Request, run_id: UUID, state: StateDep, session: SessionDep, form: FormDep
+) -> Response:
+    """A pending run's new due time (the form's datetime-local, UTC): what POST /runs/{id}/reschedule
+    does, by the same service and rules. A refusal is the Run page again, saying why."""
+    typed = form.get("due_at", "")
+    try:
+        due_at = moment(typed, "due_at")
+        if due_at is None:
+            raise InvalidInput("give the new due time", field="due_at")
+        await run_service.reschedule_run(
+            state.pool,
+            state.on_pending,
+            run_id,
+            session.principal.tenant_id,
+            due_at,
+            state.settings.max_schedule_ahead_days,
+        )
+    except (InvalidInput, Conflict) as exc:
+        return await run_page(request, state, session, run_id, exc, typed)
+    return RedirectResponse(f"/ui/runs/{run_id}", status_code=303)
+
+
+async def _pause_job(
+    name: str, paused: bool, state: StateDep, session: SessionDep, form: dict[str, str]
+) -> Response:
+    tenant = _tenant_of(form)
+    await flow_service.set_job_paused(
+        state.pool, scoped_tenant(session, tenant), name, paused, state.on_pending
+    )
+    return RedirectResponse(f"/ui/jobs{_query(tenant)}", status_code=303)
+
+
+@router.post("/jobs/{name}/pause")
+async def pause_job(name: JobName, state: StateDep, session: SessionDep, form: FormDep) -> Response:
+    """Holds the job's pending runs and its cron: POST /tenants/{id}/jobs/{name}/pause's service."""
+    return await _pause_job(name, True, state, session, form)
+
+
+@router.post("/jobs/{name}/resume")
+async def resume_job(name: JobName, state: StateDep, session: SessionDep, form: FormDep) -> Response:
+    """Releases the job's held runs: POST /tenants/{id}/jobs/{name}/resume's service."""
+    return await _pause_job(name, False, state, session, form)
+
+
+async def _pause_tenant(tenant_id: str, paused: bool, state: StateDep, session: SessionDep) -> Response:
+    session.principal.require_admin()  # as the API's: a tenant session gets 404
+    await flow_service.set_tenant_paused(state.pool, tenant_id, paused, state.on_pending)
+    return RedirectResponse("/ui/admin", status_code=303)
+
+
+@router.post("/tenants/{tenant_id}/pause")
+async def pause_tenant(tenant_id: TenantId, state: StateDep, session: SessionDep, form: FormDep) -> Response:
+    """Holds every pending run of the tenant (the admin only): POST /tenants/{id}/pause's service."""
+    return await _pause_tenant(tenant_id, True, state, session)
+
+
+@router.post("/tenants/{tenant_id}/resume")
+async def resume_tenant(tenant_id: TenantId, state: StateDep, session: SessionDep, form: FormDep) -> Response:
+    """Releases the tenant's held runs (the admin only): POST /tenants/{id}/resume's service."""
+    return await _pause_tenant(tenant_id, False, state, session)
+
+
+@router.post("/failures/act")
+async def act_on_failures(state: StateDep, session: SessionDep, form: FormDep) -> Response:
+    """A confirmed bulk retry or cancel of a Failures group (named by one of its runs), through the
+    service behind POST /tenants/{id}/runs/actions; the Failures page then says what it matched and
+    changed. Over the tenant's backlog quota before anything changed: the 429 page, nothing written."""
+    tenant = _tenant_of(form)
+    try:
+        run_id = UUID(form.get("run", ""))
+        action: Action = {"retry": "retry", "cancel": "cancel"}[form.get("action", "")]  # type: ignore[assignment]
+        days = int(form.get("days", "1"))
+    except (ValueError, KeyError):
+        raise InvalidInput("the form's run, action or days is not valid", field="body") from None
+    if not 1 <= days <= 30:
+        raise InvalidInput("days must be from 1 to 30", field="days")
+    record = await run_service.get_run(state.pool, run_id, scoped_tenant_of_run(session, tenant))
+    outcome = await action_service.act_on_runs(
+        state.pool,
+        state.admission,
+        state.on_pending,
+        record["tenant_id"],
+        action,
+        failure_filter(record, action, days),
+        BULK_LIMIT,
+        None,
+    )
+    query = urlencode(
+        {
+            **({"tenant": tenant} if tenant else {}),
+            "days": days,
+            "done": action,
+            "matched": outcome.matched,
+            "changed": outcome.changed,
+        }
+    )
+    return RedirectResponse(f"/ui/failures?{query}", status_code=303)
 
 
 @router.post("/jobs/{name}/trigger")

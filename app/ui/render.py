@@ -91,7 +91,9 @@ class UiRoute(APIRoute):
             except SignInRequired:
                 response = _sign_in_redirect(request)
             except AppError as exc:
-                response = page(request, "error.html", exc.status_code, message=str(exc), session=None)
+                # Named like a problem's `field`, so a person sees which input was at fault.
+                message = f"{exc.field}: {exc.message}" if exc.field else exc.message
+                response = page(request, "error.html", exc.status_code, message=message, session=None)
             except RequestValidationError as exc:
                 fields = ", ".join(str(e["loc"][-1]) for e in exc.errors())
                 response = page(request, "error.html", 422, message=f"invalid input: {fields}", session=None)

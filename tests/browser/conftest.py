@@ -10,11 +10,14 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import asyncpg
 import httpx
 import pytest
 import pytest_asyncio
 from playwright.async_api import Browser, BrowserContext, Page, async_playwright
 
+from app.db.connection import create_pool
+from tests import factories
 from tests.processes import processes
 from tests.support import (
     Services,
@@ -97,6 +100,24 @@ async def context(browser: Browser, stack: Stack) -> AsyncIterator[BrowserContex
     ctx = await browser.new_context(base_url=stack.base, viewport=VIEWPORT)
     yield ctx
     await ctx.close()
+
+
+async def failed_runs(stack: Stack, n: int, job: str, error: str) -> list[asyncpg.Record]:
+    """`n` of acme's runs of `job`, failed with `error` after their last attempt (written directly:
+    the Failures page's material without waiting out real retries)."""
+    pool = await create_pool(stack.database_url, max_size=1)
+    try:
+        async with pool.acquire() as conn:
+            failed = await factories.runs(conn, n, job_name=job, status="failed")
+            await conn.execute(
+                "UPDATE job_runs SET last_error = $2, finished_at = now(), attempt = max_attempts"
+                " WHERE id = ANY($1::uuid[])",
+                [r["id"] for r in failed],
+                error,
+            )
+    finally:
+        await pool.close()
+    return failed
 
 
 async def sign_in(page: Page, token: str) -> None:

@@ -1,6 +1,6 @@
 """Every page at 1280x800 in chromium, with data on it: no console error (a CSP violation would be
 one), nothing wider than the window, and the Jobs page's features (next fires in the job's time zone,
-trigger now, edit). SCHEDULER_UI_SCREENSHOTS=docs/ui keeps the screenshots the README shows."""
+limits, trigger now, edit); a held run's page saying why it is late; a bulk retry's confirmation. SCHEDULER_UI_SCREENSHOTS=docs/ui keeps the screenshots the README shows."""
 
 from __future__ import annotations
 
@@ -10,14 +10,12 @@ from pathlib import Path
 import pytest
 from playwright.async_api import Page, expect
 
-from app.db.connection import create_pool
-from tests import factories
-from tests.browser.conftest import Stack, sign_in
+from tests.browser.conftest import Stack, failed_runs, sign_in
 from tests.support import ADMIN_TOKEN, put_job, run_reaching, submit_run
 
 
-async def _seed(stack: Stack) -> str:
-    """Runs in every state worth showing; returns a succeeded run's id."""
+async def _seed(stack: Stack) -> tuple[str, str]:
+    """Runs in every state worth showing; returns a succeeded run's id and a held one's."""
     await put_job(
         stack.api,
         "acme",
@@ -27,20 +25,22 @@ async def _seed(stack: Stack) -> str:
         schedule="30 2 * * *",
         timezone="Europe/Berlin",
     )
+    # A paused job with a concurrency limit: its run is held, and its page says why it is late.
+    await put_job(
+        stack.api,
+        "acme",
+        "sync-accounts",
+        stack.acme,
+        paused=True,
+        priority=2,
+        concurrency={"limit": 4, "key": "payload.account"},
+    )
     runs = [
         await submit_run(stack.api, "acme", stack.acme, job="hello", payload={"user": n}) for n in range(8)
     ]
-    pool = await create_pool(stack.database_url, max_size=1)
-    async with pool.acquire() as conn:
-        failed = await factories.runs(conn, 5, job_name="send-invoice", status="failed")
-        await conn.execute(
-            "UPDATE job_runs SET last_error = $2, finished_at = now(), attempt = max_attempts"
-            " WHERE id = ANY($1::uuid[])",
-            [r["id"] for r in failed],
-            "HTTP 503: upstream unavailable",
-        )
-    await pool.close()
-    return str(runs[0]["id"])
+    await failed_runs(stack, 5, "send-invoice", "HTTP 503: upstream unavailable")
+    held = await submit_run(stack.api, "acme", stack.acme, job="sync-accounts", payload={"account": "a-17"})
+    return str(runs[0]["id"]), str(held["id"])
 
 
 async def _shoot(page: Page, name: str, out: Path) -> None:
@@ -57,10 +57,11 @@ def out(tmp_path: Path) -> Path:
 
 
 async def test_every_page_at_1280x800(page: Page, stack: Stack, out: Path) -> None:
-    run_id = await _seed(stack)
+    run_id, held_id = await _seed(stack)
     await run_reaching(stack.api, run_id, stack.acme, {"succeeded"}, timeout=60)
     await sign_in(page, stack.acme["key"])
     await expect(page.locator('text[data-status="succeeded"]')).not_to_have_text("0", timeout=30_000)
+    await expect(page.locator('[data-held="paused"]')).to_have_text("paused 1")
     await _shoot(page, "overview", out)
     await page.goto("/ui/runs")
     await expect(page.locator(f'tr[data-run="{run_id}"] .badge')).to_have_text("succeeded", timeout=30_000)
@@ -69,14 +70,26 @@ async def test_every_page_at_1280x800(page: Page, stack: Stack, out: Path) -> No
     await expect(page.locator("#payload")).to_contain_text('"user"')
     await expect(page.locator("#attempts tbody tr").first).to_contain_text("succeeded")  # the timeline
     await _shoot(page, "run", out)
+    await page.goto(f"/ui/runs/{held_id}")
+    await expect(page.locator("#why-late")).to_contain_text("Held: its job is paused")
+    await expect(page.locator("#reschedule")).to_be_visible()
+    await _shoot(page, "run-late", out)
     await page.goto("/ui/jobs")
     # 02:30 in Berlin is 02:30 CET or CEST, whatever the UTC offset of the day.
     await expect(page.locator('tr[data-job="nightly-report"]')).to_contain_text(" 02:30:00 CE")
+    limited = page.locator('tr[data-job="sync-accounts"]')
+    await expect(limited).to_contain_text("concurrency 4 per payload.account · 0 in flight")
+    await expect(limited.locator("[data-paused]")).to_be_visible()
     await _shoot(page, "jobs", out)
     await page.goto("/ui/failures")
     await expect(page.locator("main table")).to_contain_text("HTTP 503: upstream unavailable")
     await expect(page.locator("main tbody tr").first).to_contain_text("5")
     await _shoot(page, "failures", out)
+    await page.locator("main tbody tr").first.get_by_role("link", name="Retry…").click()
+    await expect(page.locator("#confirm-question")).to_contain_text(
+        "Retry 5 failed runs of job send-invoice?"
+    )
+    await _shoot(page, "confirm", out)
 
     admin = await page.context.browser.new_context(
         base_url=stack.base, viewport={"width": 1280, "height": 800}
@@ -103,6 +116,6 @@ async def test_trigger_now_and_edit_a_job(page: Page, stack: Stack) -> None:
     await page.fill("textarea[name=definition]", '{"target": {"type": "noop"}, "max_attempts": 7}')
     await page.click("text=Save")
     await page.wait_for_url("**/ui/jobs")
-    await expect(page.locator('tr[data-job="hello"]')).to_contain_text("7 · backoff")
+    await expect(page.locator('tr[data-job="hello"]')).to_contain_text("7 attempts · backoff")
     job = (await stack.api.get("/tenants/acme/jobs/hello", headers=stack.acme)).json()
     assert job["max_attempts"] == 7

@@ -12,6 +12,7 @@ import httpx
 import pytest
 
 from app.config import Settings
+from app.db import transitions
 from app.engine.dispatcher import claim_scan
 from app.engine.floor import ClaimBounds
 from stack.eventually import eventually
@@ -158,6 +159,23 @@ async def test_a_run_moved_before_its_scheduled_at_is_claimed(
     assert [str(c["id"]) for c in claimed] == [run["id"]]
     row = await pool.fetchrow("SELECT status FROM job_runs WHERE id = $1", uuid.UUID(str(other["id"])))
     assert row["status"] == "pending"
+
+
+async def test_a_run_moved_before_its_scheduled_at_counts_in_the_due_backlog(
+    api: httpx.AsyncClient, tenant: dict, pool: asyncpg.Pool
+) -> None:
+    """The autoscaler's figure sees what the claim sees: a run pulled forward is due backlog."""
+    far = (datetime.now(UTC) + timedelta(days=2)).isoformat()
+    run = await submit_run(api, "acme", tenant["auth"], job="hello", scheduled_at=far)
+    async with pool.acquire() as conn:
+        assert await transitions.due_backlog(conn, 100) == (0.0, 0)
+    r = await api.post(
+        f"/runs/{run['id']}/reschedule", json={"due_at": "2020-01-01T00:00:00Z"}, headers=tenant["auth"]
+    )
+    assert r.status_code == 200, r.text
+    async with pool.acquire() as conn:
+        age, runs = await transitions.due_backlog(conn, 100)
+    assert runs == 1 and age >= 0
 
 
 async def test_the_notify_of_a_reschedule_raises_the_ceiling_at_once() -> None:

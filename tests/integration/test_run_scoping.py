@@ -70,7 +70,7 @@ async def test_another_tenants_run_is_neither_retried_rescheduled_nor_bulk_chang
     with pytest.raises(NotFound):
         await run_service.retry_run(pool, admission, no_hint, cancelled, "beta", None)
     with pytest.raises(NotFound):
-        await run_service.reschedule_run(pool, no_hint, pending, "beta", now)
+        await run_service.reschedule_run(pool, no_hint, pending, "beta", now, 365)
     outcome = await act_on_runs(
         pool, admission, no_hint, "beta", "cancel", RunFilter(ids=[pending, cancelled]), 100, None
     )

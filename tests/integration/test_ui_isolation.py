@@ -48,7 +48,24 @@ CASES: dict[tuple[str, str], Callable[[Victim], Request]] = {
         {"tenant": v.tenant, "definition": '{"target": {"type": "noop"}, "payload": {"owned": "by bravo"}}'},
     ),
     ("POST", "/ui/jobs/{name}/trigger"): lambda v: (f"/ui/jobs/{v.job}/trigger", {"tenant": v.tenant}),
+    ("POST", "/ui/runs/{run_id}/reschedule"): lambda v: (
+        f"/ui/runs/{v.run_id}/reschedule",
+        {"due_at": "2030-01-01T00:00"},
+    ),
+    ("POST", "/ui/jobs/{name}/pause"): lambda v: (f"/ui/jobs/{v.job}/pause", {"tenant": v.tenant}),
+    ("POST", "/ui/jobs/{name}/resume"): lambda v: (f"/ui/jobs/{v.job}/resume", {"tenant": v.tenant}),
+    ("POST", "/ui/tenants/{tenant_id}/pause"): lambda v: (f"/ui/tenants/{v.tenant}/pause", {}),
+    ("POST", "/ui/tenants/{tenant_id}/resume"): lambda v: (f"/ui/tenants/{v.tenant}/resume", {}),
     ("GET", "/ui/failures"): lambda v: (f"/ui/failures?tenant={v.tenant}", None),
+    # A Failures group is named by one of its runs: another tenant's is not found.
+    ("GET", "/ui/failures/confirm"): lambda v: (
+        f"/ui/failures/confirm?run={v.cancelled_run_id}&action=retry",
+        None,
+    ),
+    ("POST", "/ui/failures/act"): lambda v: (
+        "/ui/failures/act",
+        {"run": v.cancelled_run_id, "action": "retry", "days": "1"},
+    ),
     ("GET", "/ui/admin"): lambda v: ("/ui/admin", None),
 }
 

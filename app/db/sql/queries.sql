@@ -50,7 +50,7 @@ RETURNING previous_expires_at;
 
 -- name: list_tenants
 -- The admin's view: tenants by id (keyset), each with its keys' ids and dates, never their hashes.
-SELECT t.id, t.created_at,
+SELECT t.id, t.created_at, t.paused,
        COALESCE((SELECT json_agg(json_build_object('key_id', replace(k.id::text, '-', ''),
                                                    'created_at', k.created_at,
                                                    'revoked_at', k.revoked_at) ORDER BY k.created_at)
@@ -155,14 +155,25 @@ SET held = 'paused', held_due_at = CASE WHEN held IS NULL THEN due_at ELSE held_
 WHERE tenant_id = :tenant_id AND (CAST(:name AS text) IS NULL OR job = :name)
   AND status = 'pending' AND held IS DISTINCT FROM 'paused';
 
+-- name: paused_scopes
+-- What is paused: (tenant, job), or (tenant, null) for a whole tenant. Tiny (partial indexes of
+-- migration 0012), and empty on the default path, where the keeper then reads no run at all.
+SELECT tenant_id, name FROM jobs WHERE paused
+UNION ALL
+SELECT id, NULL FROM tenants WHERE paused;
+
 -- name: rehold_paused_runs
--- The keeper's catch-up: a run of a paused job or tenant that became pending after the pause (a
--- retry, a rescued run) is held too. Reads only unheld pending runs (due_at < 'infinity').
-UPDATE job_runs r SET held = 'paused', held_due_at = r.due_at, due_at = 'infinity'
-FROM jobs j JOIN tenants t ON t.id = j.tenant_id
-WHERE (j.paused OR t.paused) AND r.tenant_id = j.tenant_id AND r.job = j.name
-  AND r.status = 'pending' AND r.held IS NULL AND r.due_at < 'infinity'
-RETURNING r.id;
+-- The keeper's catch-up for one paused scope: a run that became pending after the pause (a retry, a
+-- rescued run) is held too. One scope per statement, the tenant given as a value, so the plan is
+-- always a probe of job_runs_pending_tenant_due: ten descents (one per priority) into the unheld
+-- part (due_at < 'infinity') of the tenant's pending runs, never a walk over the runs already held
+-- (joined to the paused set instead, the planner hashed every pending run of every tenant, each
+-- pass: 16k buffers per pass on a 20k drain).
+UPDATE job_runs SET held = 'paused', held_due_at = due_at, due_at = 'infinity'
+WHERE tenant_id = :tenant_id AND (CAST(:name AS text) IS NULL OR job = :name)
+  AND status = 'pending' AND held IS NULL
+  AND priority = ANY (CAST('{0,1,2,3,4,5,6,7,8,9}' AS smallint[])) AND due_at < 'infinity'
+RETURNING id;
 
 -- name: release_paused_runs
 -- Resume: each held run becomes due when it would have been, so those already due are claimed at
@@ -246,8 +257,13 @@ holders AS (
 SELECT id, scheduled_at, due_at FROM granted;
 
 -- name: count_held_runs
--- Held runs per reason, each counted up to :limit (the gauge's cost stays bounded).
-SELECT reason, (SELECT count(*) FROM (SELECT 1 FROM job_runs WHERE held = reason LIMIT :limit) AS h) AS runs
+-- Held runs per reason, each counted up to :limit (the gauge's and the Overview's cost stays
+-- bounded): every tenant's (:tenant_id null, the reaper's gauge) or one tenant's (the dashboard).
+-- job_runs_held leads with (held, tenant_id): either way an index range.
+SELECT reason, (SELECT count(*) FROM (
+                    SELECT 1 FROM job_runs
+                    WHERE held = reason AND (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id)
+                    LIMIT :limit) AS h) AS runs
 FROM unnest(CAST(ARRAY['paused', 'concurrency'] AS text[])) AS reason;
 
 -- name: db_now
@@ -457,6 +473,37 @@ GROUP BY job, last_error
 ORDER BY runs DESC, latest DESC
 LIMIT :limit;
 
+-- name: run_lateness
+-- Why a pending run is not running yet, from what the database knows (the Run page's "why is this
+-- run late"): its own due time (a held run keeps it in held_due_at), its hold, its job's and
+-- tenant's pause, its key's slots taken and limit, the runs of its key waiting before it, and the
+-- tenant's due runs the claim takes before it (higher priority, or the same and due earlier). The
+-- counts stop at :limit. Scoped like get_run: another tenant's run is not found.
+WITH r AS (
+    SELECT id, tenant_id, job, priority, held, concurrency_key, COALESCE(held_due_at, due_at) AS due
+    FROM job_runs
+    WHERE id = :id AND scheduled_at >= :lo AND scheduled_at < :hi AND status = 'pending'
+      AND (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id)
+)
+SELECT r.held, r.due, r.tenant_id, extract(epoch FROM now() - r.due) AS late_seconds,
+       j.paused AS job_paused, t.paused AS tenant_paused,
+       CAST(j.concurrency->>'limit' AS int) AS concurrency_limit, r.concurrency_key,
+       (SELECT count(*) FROM concurrency_holders h
+        WHERE h.tenant_id = r.tenant_id AND h.job = r.job AND h.key = r.concurrency_key) AS key_in_flight,
+       (SELECT count(*) FROM (
+            SELECT 1 FROM job_runs o
+            WHERE o.held = 'concurrency' AND o.tenant_id = r.tenant_id AND o.job = r.job
+              AND o.concurrency_key = r.concurrency_key AND o.held_due_at < r.due
+            LIMIT :limit) AS w) AS key_waiting_before,
+       (SELECT count(*) FROM (
+            SELECT 1 FROM job_runs o
+            WHERE o.status = 'pending' AND o.tenant_id = r.tenant_id AND o.due_at <= now() AND o.id <> r.id
+              AND (o.priority < r.priority OR (o.priority = r.priority AND o.due_at <= r.due))
+            LIMIT :limit) AS a) AS due_before
+FROM r
+LEFT JOIN jobs j ON j.tenant_id = r.tenant_id AND j.name = r.job
+JOIN tenants t ON t.id = r.tenant_id;
+
 -- name: match_runs
 -- One chunk of a bulk action: the keys and statuses of a tenant's runs matching the filter, in the
 -- listing's order (newest scheduled first) from the cursor on. Keys only, no payloads: a chunk is
@@ -466,6 +513,7 @@ WHERE tenant_id = :tenant_id
   AND (CAST(:statuses AS text[]) IS NULL OR status = ANY(CAST(:statuses AS text[])))
   AND (CAST(:job AS text) IS NULL OR job = :job)
   AND (CAST(:ids AS uuid[]) IS NULL OR id = ANY(CAST(:ids AS uuid[])))
+  AND (NOT CAST(:by_error AS boolean) OR last_error IS NOT DISTINCT FROM CAST(:error AS text))
   AND (CAST(:scheduled_after AS timestamptz) IS NULL OR scheduled_at >= :scheduled_after)
   AND (CAST(:scheduled_before AS timestamptz) IS NULL OR scheduled_at < :scheduled_before)
   AND (CAST(:cursor_at AS timestamptz) IS NULL OR (scheduled_at, id) < (:cursor_at, :cursor_id))
@@ -627,8 +675,14 @@ chosen AS (
 UPDATE job_runs r
 SET status = 'dispatched', epoch = r.epoch + 1, lease_owner = :owner,
     lease_expires_at = now() + make_interval(secs => :lease_seconds), dispatched_at = now()
-FROM chosen c
-WHERE r.id = c.id AND r.scheduled_at = c.scheduled_at
+-- The chosen rows are found again by id (the key's first column) within the days they span, not by a
+-- join: joined, the planner hashed the whole partition to update one batch whenever the partition
+-- was small next to its guess of the batch (a 20k backlog: 700 buffers and half the statement's
+-- time per claim, for 500 rows). This form is one index probe per chosen id in the chosen rows' days
+-- whatever their size, the other days pruned when the statement runs.
+WHERE r.id = ANY(ARRAY(SELECT id FROM chosen))
+  AND r.scheduled_at >= (SELECT min(scheduled_at) FROM chosen)
+  AND r.scheduled_at <= (SELECT max(scheduled_at) FROM chosen)
   AND r.scheduled_at >= :floor AND r.scheduled_at <= :ceiling
 RETURNING r.id, r.scheduled_at, r.tenant_id, r.job, r.payload::text AS payload_json,
           r.target::text AS target_json, r.attempt, r.max_attempts, r.timeout_seconds, r.epoch, r.due_at,
@@ -713,17 +767,24 @@ FROM job_runs WHERE status IN ('pending', 'dispatched', 'running');
 -- The due backlog still pending, for the engines' autoscaler and alerts: its oldest age and its size,
 -- read from the database, not from claims, so they keep rising when every engine is stalled. The size is
 -- counted up to :limit, so the cost stays bounded however deep the backlog (both read the pending
--- partial index; a due run has scheduled_at <= due_at <= now(), which prunes future partitions).
+-- partial index). A due run has scheduled_at <= due_at <= now(), which prunes future partitions,
+-- except a run pulled forward (rescheduled or retried before its scheduled_at): as in the claim, the
+-- bound rises to the latest of those (job_runs_pulled_forward), so they count as the claim sees them.
 -- The partial index is keyed (priority, due_at), so the oldest is the least of one probe per priority.
+WITH bound AS (
+    SELECT GREATEST(now(), (SELECT max(scheduled_at) FROM job_runs
+                            WHERE status = 'pending' AND due_at < scheduled_at)) AS hi
+)
 SELECT COALESCE(extract(epoch FROM now() - min(o.due_at)), 0) AS oldest_age,
        (SELECT count(*) FROM (
             SELECT 1 FROM job_runs
-            WHERE status = 'pending' AND due_at <= now() AND scheduled_at <= now()
+            WHERE status = 'pending' AND due_at <= now() AND scheduled_at <= (SELECT hi FROM bound)
             LIMIT :limit) AS d) AS runs
 FROM generate_series(0, 9) AS p(priority)
 CROSS JOIN LATERAL (
     SELECT min(due_at) AS due_at FROM job_runs
-    WHERE status = 'pending' AND priority = p.priority AND due_at <= now() AND scheduled_at <= now()
+    WHERE status = 'pending' AND priority = p.priority AND due_at <= now()
+      AND scheduled_at <= (SELECT hi FROM bound)
 ) AS o;
 
 -- ─────────────────────────────────── reaper ─────────────────────────────────
