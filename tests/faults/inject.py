@@ -209,6 +209,8 @@ class Injector:
             open_at_kill.clear()
         running = await self._held("running", owner)
         doomed = self.s.roles["worker"].pop(owner)
+        # Only those still open now count as struck (one may have been answered since the probe).
+        open_at_kill = [c for c in open_at_kill if c.ended is None]
         killed_at = time.monotonic()
         alive = await self._kill(owner, doomed)
         # The kernel closes a killed process's sockets: the receiver's handler sees the disconnect
