@@ -62,11 +62,11 @@ RUN_FIELDS = tuple(RunRecord.__annotations__)
 
 
 class HeldReason(StrEnum):
-    """Why a pending run is held back (the `held` column; migrations 0010, 0012)."""
+    """Why a pending run is held back (the `held` column; migrations 0010, 0013)."""
 
     PAUSED = "paused"
     CONCURRENCY = "concurrency"
-    RATE_LIMIT = "rate_limit"  # waiting for room in its key's window (migration 0012)
+    RATE_LIMIT = "rate_limit"  # waiting for room in its key's window (migration 0013)
 
 
 def run_record(row: Any) -> RunRecord:

@@ -7,7 +7,7 @@ each), not the runs they hold back. Slots and room are granted under a row lock 
 (app.db.flow.grant), so any number of engines can run a keeper: a key one of them is granting is
 skipped by the others, and none can grant more than the key's limit. Slots are freed inside the
 fenced statements that end an attempt (the trigger of migration 0010), never here; a rate-limited
-key's window is counted from its grants and their starts (migration 0012), and a key without room
+key's window is counted from its grants and their starts (migration 0013), and a key without room
 is not looked at again before it can have some.
 """
 

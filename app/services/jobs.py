@@ -47,7 +47,7 @@ async def put_job(
         fields["callback"], field="callback", allow_private=allow_private_targets
     )
     if fields["concurrency"] is not None and fields["rate_limit"] is not None:
-        # A run has one flow key and waits for one thing at a time (migration 0012).
+        # A run has one flow key and waits for one thing at a time (migration 0013).
         raise InvalidInput("a job takes a concurrency limit or a rate limit, not both", field="rate_limit")
     schedule = fields["schedule"]
     cron.validate_timezone(fields["timezone"])

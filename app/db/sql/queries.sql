@@ -267,7 +267,7 @@ SELECT id, scheduled_at, due_at FROM granted;
 
 -- name: grant_rate_limited_runs
 -- Under the keys' locks, as grant_concurrency_slots: each key gets up to `limit - counted` of its
--- oldest waiting runs, which become due at once. Counted (migration 0012): the key's runs granted
+-- oldest waiting runs, which become due at once. Counted (migration 0013): the key's runs granted
 -- and not started yet (each may start at any moment) and those started within the last period, so
 -- no window of the period ever holds more than `limit` starts. Each grant is a row of the window.
 -- A key left without room sleeps until the earliest time it can have some (next_at): the oldest
@@ -379,7 +379,7 @@ complete AS (
 ),
 inserted AS (
     -- A run of a paused job or tenant, or of a concurrency- or rate-limited job, is held from the
-    -- start (scheduler_run_hold, migrations 0010 and 0012): out of the claim's range until resumed,
+    -- start (scheduler_run_hold, migrations 0010 and 0013): out of the claim's range until resumed,
     -- given a slot or given room in its key's window.
     INSERT INTO job_runs (id, scheduled_at, tenant_id, job, origin, payload, target, max_attempts,
                           backoff_seconds, timeout_seconds, due_at, idempotency_key, traceparent, priority, callback,

@@ -22,15 +22,15 @@ held (due_at 'infinity') rather than being made due at that time: a future due_a
 of them back in the claim's index range, and moving 100k of them each period is the write storm
 the held state exists to avoid; one timestamp per key is what waits instead.
 
-Revision ID: 0012
-Revises: 0014
+Revision ID: 0013
+Revises: 0012
 Create Date: 2026-12-02
 """
 
 from app.db.migrations import run_script
 
-revision = "0012"
-down_revision = "0014"  # given as 0011; main took 0014 after 0011 meanwhile
+revision = "0013"
+down_revision = "0012"
 branch_labels = None
 depends_on = None
 
