@@ -46,6 +46,11 @@ class Settings(BaseSettings):
     # How often the keeper grants freed concurrency slots and holds runs of paused jobs that became
     # pending again (app.engine.keeper); a limited key starts a new run at most this late.
     keeper_interval_seconds: float = Field(default=0.2, gt=0)
+    # A rate limit's start is the database's time of the fenced start; the request reaches the
+    # limited API after the worker sends it, later by its event loop's delay (tens of ms, more on a
+    # busy host). Each start counts this much longer than the period, so that the API, which counts
+    # arrivals, never sees more than the limit in one window (migration 0013).
+    rate_limit_margin_seconds: float = Field(default=0.25, ge=0, le=60)
     publish_timeout_seconds: float = Field(default=5.0, gt=0)
     # Claimed batches whose PubAcks are still awaited while the next batch is claimed.
     dispatch_batches_in_flight: int = Field(default=2, ge=1, le=16)

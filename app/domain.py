@@ -62,10 +62,11 @@ RUN_FIELDS = tuple(RunRecord.__annotations__)
 
 
 class HeldReason(StrEnum):
-    """Why a pending run is held back (the `held` column; migration 0010)."""
+    """Why a pending run is held back (the `held` column; migrations 0010, 0013)."""
 
     PAUSED = "paused"
     CONCURRENCY = "concurrency"
+    RATE_LIMIT = "rate_limit"  # waiting for room in its key's window (migration 0013)
 
 
 def run_record(row: Any) -> RunRecord:
@@ -76,8 +77,11 @@ def run_record(row: Any) -> RunRecord:
         record["callback"] = {**record["callback"], "status": None, "attempts": 0, "last_error": None}
     record["attempts"] = attempt_history(row)
     if row["held"] is not None:
-        # A held run's due_at is 'infinity' (out of the claim's range); it shows when it would be due.
-        record["due_at"] = row["held_due_at"]
+        # A held run's due_at is 'infinity' (out of the claim's range); it shows when it would be due,
+        # and a run waiting for its rate limit not before its key's window has room (get_run reads
+        # that time as held_until; other reads leave it out).
+        until = row.get("held_until") if hasattr(row, "get") else None
+        record["due_at"] = row["held_due_at"] if until is None else max(row["held_due_at"], until)
     return record
 
 
@@ -170,6 +174,7 @@ class JobRecord(TypedDict):
     updated_at: datetime
     concurrency: Any  # {"limit": n, "key": "payload.…" | None}, or None
     in_flight: int  # runs holding a concurrency slot now
+    rate_limit: Any  # {"limit": n, "period_seconds": p, "key": "payload.…" | None}, or None
 
 
 JOB_FIELDS = tuple(JobRecord.__annotations__)

@@ -51,12 +51,13 @@ CROSS JOIN LATERAL (
 UPDATE job_runs SET priority = :priority WHERE status = 'pending';
 
 -- name: insert_held_backlog
--- N runs of tenant t000's job :job held back (:held 'paused' or 'concurrency', key ''), as the API
--- would insert them for a paused or concurrency-limited job: out of the claim's range (migration 0010).
+-- N runs of tenant t000's job :job held back (:held 'paused', 'concurrency' or 'rate_limit', key ''),
+-- as the API would insert them for a paused, concurrency- or rate-limited job: out of the claim's
+-- range (migrations 0010, 0012).
 INSERT INTO job_runs (id, scheduled_at, tenant_id, job, payload, target, max_attempts, backoff_seconds,
                       timeout_seconds, due_at, held, held_due_at, concurrency_key)
 SELECT scheduler_run_id(s.at), s.at, 't000', :job, CAST('{}' AS jsonb), CAST(:target AS jsonb), 1, 1, 30,
-       'infinity', :held, s.at, CASE WHEN :held = 'concurrency' THEN '' END
+       'infinity', :held, s.at, CASE WHEN :held <> 'paused' THEN '' END
 FROM generate_series(0, :n - 1) AS g
 CROSS JOIN LATERAL (
     SELECT CAST(:first_at AS timestamptz) + make_interval(secs => g * CAST(:step AS float8))

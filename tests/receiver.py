@@ -3,6 +3,11 @@
 Scripted behaviour comes from the JSON payload (a body that is not a JSON object answers 200):
 - {"statuses": [500, 500, 200]} answers by attempt number;
 - {"sleep": s} holds the request open for s seconds first; {"redirect": url} answers 302 to url;
+- {"k": key} counts the attempt among the requests of that key in flight at the receiver: from its
+  arrival until its response is sent, or until the caller's connection closes (a killed worker's
+  request stops counting when the kernel closes its socket, not when the scheduler frees its slot);
+  each call records how many of its key were in flight with it (`Call.concurrent`), for the fault
+  harness's concurrency-limit check;
 - hostile answers, for the fault harness and the isolation tests:
   {"hang": s} never answers: it holds the request until the caller gives up (its timeout) or s
   seconds pass, and records whether the caller abandoned it;
@@ -18,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections import Counter
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,12 +34,14 @@ from starlette.applications import Starlette
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.dev import free_port
 from app.telemetry.ops_server import HostedServer
 
 NUL_BODY = b"bad\x00body\x00" + b"\x00" * 64
 CHUNK = 64 * 1024
+OVERLAP_KEY = "receiver.overlap_key"  # in the ASGI scope: the key a request is counted under
 
 
 @dataclass
@@ -41,11 +49,16 @@ class Call:
     headers: dict[str, str]
     body: bytes
     # When it arrived and ended (time.monotonic()); `behaviour` names a hostile answer ("hang",
-    # "nul", "huge") or is empty; `abandoned`: the caller hung up before any answer (a timeout).
+    # "nul", "huge") or is empty; `abandoned`: the caller hung up before any answer (a timeout, or
+    # a killed caller) while a hang or a sleep held the request.
     started: float = 0.0
     ended: float | None = None
     behaviour: str = ""
     abandoned: bool = False
+    # {"k": key} in the payload: the key, and how many requests of it were in flight at the receiver
+    # at this one's arrival, itself included (the most at once it saw).
+    key: str | None = None
+    concurrent: int = 0
 
     @property
     def is_callback(self) -> bool:
@@ -67,6 +80,14 @@ class Call:
 class Receiver:
     url: str = ""
     calls: list[Call] = field(default_factory=list)
+    in_flight: Counter[str] = field(default_factory=Counter)  # key -> requests of it in flight now
+
+    def arrive(self, call: Call, key: str) -> None:
+        self.in_flight[key] += 1
+        call.key, call.concurrent = key, self.in_flight[key]
+
+    def depart(self, key: str) -> None:
+        self.in_flight[key] -= 1
 
     def for_run(self, run_id: str) -> list[Call]:
         """The run's attempts."""
@@ -133,6 +154,10 @@ async def _handle(request: Request) -> Response:
     call = Call(dict(request.headers), body, started=started)
     receiver.calls.append(call)
     script = _script(body)
+    if "k" in script and not call.is_callback:
+        receiver.arrive(call, str(script["k"]))
+        # Counted off by _CountOverlap once the response is sent (or the send failed).
+        request.scope[OVERLAP_KEY] = call.key
     # Scripted behaviour from the run's payload: {"statuses": [500, 500, 200]} answers by attempt
     # number; {"sleep": s} holds the request open for s seconds first; {"redirect": url} answers 302.
     # Hostile answers: {"hang": s} never answers within s (a timeout at the caller); {"nul": true} a
@@ -157,7 +182,10 @@ async def _handle(request: Request) -> Response:
         if script.get("sleep"):
             # In steps, so a caller that gave up (a timeout, a stopped worker) frees the handler.
             until = time.monotonic() + float(script["sleep"])
-            while time.monotonic() < until and not await request.is_disconnected():
+            while time.monotonic() < until:
+                if await request.is_disconnected():
+                    call.abandoned = True  # the caller hung up (timed out, or was killed) first
+                    break
                 await asyncio.sleep(min(0.1, until - time.monotonic()))
         if script.get("redirect"):
             return Response(status_code=302, headers={"Location": str(script["redirect"])})
@@ -176,13 +204,33 @@ async def _handle(request: Request) -> Response:
             call.ended = time.monotonic()
 
 
+class _CountOverlap:
+    """Ends a keyed request's count after the whole ASGI exchange, so after its last byte was handed
+    to the server (the handler's `finally` runs before the response is sent). A caller that died
+    mid-request ends it too: the sleep polls for the disconnect, and a send to a closed connection
+    returns or raises into this `finally`."""
+
+    def __init__(self, app: ASGIApp, receiver: Receiver):
+        self.app = app
+        self.receiver = receiver
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            if (key := scope.get(OVERLAP_KEY)) is not None:
+                self.receiver.depart(key)
+
+
 @contextlib.asynccontextmanager
 async def running_receiver() -> AsyncIterator[Receiver]:
     receiver = Receiver()
     app = Starlette(routes=[Route("/hook", _handle, methods=["POST", "PUT", "GET"])])
     app.state.receiver = receiver
     port = free_port()
-    server = HostedServer(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    server = HostedServer(
+        uvicorn.Config(_CountOverlap(app, receiver), host="127.0.0.1", port=port, log_level="warning")
+    )
     task = asyncio.create_task(server.serve())
     while not server.started:
         await asyncio.sleep(0.02)

@@ -92,6 +92,20 @@ class ApiKeyList(BaseModel):
     keys: list[ApiKey]
 
 
+# A limit's key: a dotted path into the run's payload (concurrency and rate limits alike).
+FlowKey = Annotated[
+    str | None,
+    Field(
+        default=None,
+        max_length=300,
+        pattern=r"^payload(\.[A-Za-z0-9_-]{1,64}){1,8}$",
+        examples=["payload.customer_id"],
+        description="A dotted path into the run's payload; runs with the same value share the limit "
+        "(a payload without the field: the empty key). Absent: one key for the whole job.",
+    ),
+]
+
+
 class Concurrency(Strict):
     limit: int = Field(
         ge=1,
@@ -99,14 +113,20 @@ class Concurrency(Strict):
         description="At most this many runs of one key hold a slot at once, from "
         "their claim until their attempt ends, is reaped or is cancelled.",
     )
-    key: str | None = Field(
-        default=None,
-        max_length=300,
-        pattern=r"^payload(\.[A-Za-z0-9_-]{1,64}){1,8}$",
-        examples=["payload.customer_id"],
-        description="A dotted path into the run's payload; runs with the same value share the limit "
-        "(a payload without the field: the empty key). Absent: one key for the whole job.",
+    key: FlowKey = None
+
+
+class RateLimit(Strict):
+    limit: int = Field(
+        ge=1,
+        le=10_000,
+        description="At most this many runs of one key start in any window of period_seconds "
+        "(a sliding window: never twice the limit across a period's edge). Each attempt is a start.",
     )
+    # At least a second: the keeper grants room every SCHEDULER_KEEPER_INTERVAL_SECONDS (0.2 s), so
+    # a shorter window could not be paced; at most a day, as the partitions' horizon.
+    period_seconds: float = Field(ge=1, le=86_400, description="The window's length, 1 s to a day.")
+    key: FlowKey = None
 
 
 class JobPut(Strict):
@@ -149,6 +169,11 @@ class JobPut(Strict):
     concurrency: Concurrency | None = Field(
         default=None, description="A per-key concurrency limit; it applies to runs submitted after it is set."
     )
+    rate_limit: RateLimit | None = Field(
+        default=None,
+        description="A per-key rate limit on starts; it applies to runs submitted after it is set (a "
+        "changed one to those waiting too; removing it releases them). Not beside `concurrency`.",
+    )
 
 
 class Job(BaseModel):
@@ -170,6 +195,7 @@ class Job(BaseModel):
     updated_at: datetime
     concurrency: Concurrency | None
     in_flight: int = Field(description="Runs of the job holding a concurrency slot now.")
+    rate_limit: RateLimit | None
 
 
 class JobList(BaseModel):
@@ -255,9 +281,10 @@ class Run(BaseModel):
     )
     result_truncated: bool = Field(description="The result was cut to SCHEDULER_MAX_RESULT_BYTES.")
     held: HeldReasonName | None = Field(
-        description="Why a pending run is held back: its job or tenant is `paused`, or it waits for a "
-        "`concurrency` slot (of its job's key, or of its tenant's max_in_flight, or both). due_at then "
-        "says when it would be due."
+        description="Why a pending run is held back: its job or tenant is `paused`, it waits for a "
+        "`concurrency` slot (of its job's key, of its tenant's max_in_flight, or both), or for room in "
+        "its key's `rate_limit` window. due_at then says when it would be due: for `rate_limit`, not "
+        "before its key's window next has room."
     )
 
 

@@ -1,5 +1,5 @@
-"""Flow control's statements: pausing and resuming runs, granting concurrency slots, and a
-tenant's max_in_flight."""
+"""Flow control's statements: pausing and resuming runs, granting concurrency slots and rate
+limits' room, and a tenant's max_in_flight."""
 
 from __future__ import annotations
 
@@ -8,10 +8,11 @@ from typing import Any, NamedTuple
 import asyncpg
 
 from app.db import queries as q
+from app.domain import HeldReason
 
 
 class Key(NamedTuple):
-    """A concurrency key: the runs of one job whose payload names the same value."""
+    """A concurrency or rate limit's key: the runs of one job whose payload names the same value."""
 
     tenant_id: str
     job: str
@@ -41,6 +42,10 @@ async def release_paused_runs(
     return await q.fetch(conn, "release_paused_runs", tenant_id=tenant_id, name=job)
 
 
+async def wake_flow_keys(conn: asyncpg.Connection, tenant_id: str, job: str) -> None:
+    await q.execute(conn, "wake_flow_keys", tenant_id=tenant_id, name=job)
+
+
 async def rehold_paused_runs(conn: asyncpg.Connection) -> int:
     """Holds the runs of paused jobs and tenants that became pending after the pause; how many."""
     held = 0
@@ -50,10 +55,10 @@ async def rehold_paused_runs(conn: asyncpg.Connection) -> int:
     return held
 
 
-async def waiting_concurrency_keys(conn: asyncpg.Connection, after: Key, limit: int) -> list[Key]:
-    rows = await q.fetch(
-        conn, "waiting_concurrency_keys", tenant_id=after.tenant_id, job=after.job, key=after.key, limit=limit
-    )
+async def waiting_keys(conn: asyncpg.Connection, held: HeldReason, after: Key, limit: int) -> list[Key]:
+    """Keys with runs held for `held` (a slot, or a window's room), after `after`."""
+    cursor = {"tenant_id": after.tenant_id, "job": after.job, "key": after.key}
+    rows = await q.fetch(conn, "waiting_keys", held=held.value, limit=limit, **cursor)
     return [Key(r["tenant_id"], r["job"], r["key"]) for r in rows]
 
 
@@ -65,20 +70,29 @@ def _columns(keys: list[Key]) -> dict[str, Any]:
     }
 
 
-async def grant_concurrency_slots(conn: asyncpg.Connection, keys: list[Key]) -> list[asyncpg.Record]:
-    """Gives each key's free slots to its oldest waiting runs, within their tenant's max_in_flight;
-    rows (id, scheduled_at, due_at) of the runs granted. Two statements in one transaction: the
-    row locks of the keys and of their limited tenants' slots first, then the grant, whose snapshot
-    therefore sees every slot another engine granted or a run freed before the lock."""
+# The grant statement of each reason a keyed run waits for.
+GRANTS = {HeldReason.CONCURRENCY: "grant_concurrency_slots", HeldReason.RATE_LIMIT: "grant_rate_limited_runs"}
+
+
+async def grant(
+    conn: asyncpg.Connection, held: HeldReason, keys: list[Key], **binds: Any
+) -> list[asyncpg.Record]:
+    """Gives each key's free slots (or its window's room) to its oldest waiting runs; rows (id,
+    scheduled_at, due_at) of the runs granted. Two statements in one transaction: the keys' row locks
+    first, then the grant, whose snapshot therefore sees every slot (or start) another engine granted
+    or a run freed before the lock. Within each tenant's max_in_flight: a run granted takes its
+    tenant's slot too, under that slot row's lock. `binds`: the grant's own (a rate limit's
+    margin_seconds)."""
     await q.execute(conn, "ensure_concurrency_slots", **_columns(keys))
     async with conn.transaction():
         rows = await q.fetch(conn, "lock_concurrency_slots", **_columns(keys))
-        # The tenant slot's row is (tenant_id, '', ''); a job name is never empty (migration 0013).
+        # The tenant slot's row is (tenant_id, '', ''): a job name is never empty (migration 0014).
+        # A limited tenant whose row this transaction does not hold has its keys granted nothing.
         locked = [Key(r["tenant_id"], r["job"], r["key"]) for r in rows if r["job"]]
         if not locked:
             return []
         tenants = [r["tenant_id"] for r in rows if not r["job"]]
-        return await q.fetch(conn, "grant_concurrency_slots", **_columns(locked), locked_tenants=tenants)
+        return await q.fetch(conn, GRANTS[held], **_columns(locked), locked_tenants=tenants, **binds)
 
 
 async def lock_tenant_slot(conn: asyncpg.Connection, tenant_id: str) -> None:

@@ -1,14 +1,16 @@
-"""The flow keeper: grants freed concurrency slots to waiting runs (their job key's and their
-tenant's max_in_flight, both at once), holds runs of paused jobs and tenants that became pending
-after the pause (a retry, a rescued run), and runs of a limited tenant submitted in the instant its
-limit was set.
+"""The flow keeper: grants freed concurrency slots and rate limits' room to waiting runs (within
+their tenant's max_in_flight, whose slot a run takes in the same grant), holds runs of paused jobs
+and tenants that became pending after the pause (a retry, a rescued run), and runs of a limited
+tenant submitted in the instant its limit was set.
 
 Held runs are out of the claim's range (migration 0010), so the claim never reads them; this is
 the one place that looks at them, and its cost follows the keys with waiting runs (one index probe
-each), not the runs they hold back. Slots are granted under a row lock per key
-(app.db.flow.grant_concurrency_slots), so any number of engines can run a keeper: a key one of
-them is granting is skipped by the others, and none can grant more than the key's limit. Slots are
-freed inside the fenced statements that end an attempt (the trigger of migration 0010), never here.
+each), not the runs they hold back. Slots and room are granted under a row lock per key
+(app.db.flow.grant), so any number of engines can run a keeper: a key one of them is granting is
+skipped by the others, and none can grant more than the key's limit. Slots are freed inside the
+fenced statements that end an attempt (the trigger of migration 0010), never here; a rate-limited
+key's window is counted from its grants and their starts (migration 0013), and a key without room
+is not looked at again before it can have some.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from app.config import Settings
 from app.db import flow as flow_repo
 from app.db import wakeups
 from app.db.flow import Key
-from app.domain import Hints, on_pending
+from app.domain import HeldReason, Hints, on_pending
 from app.engine.loop import every
 from app.telemetry import metrics
 
@@ -29,6 +31,12 @@ from app.telemetry import metrics
 # is served in turn however many there are.
 KEYS_PER_PASS = 500
 FIRST = Key("", "", "")  # before every key: tenant ids are never empty
+# What a keyed run waits for; each has its own grant (app.db.flow.GRANTS) and its own key cursor.
+WAITING = (HeldReason.CONCURRENCY, HeldReason.RATE_LIMIT)
+GRANTED = {
+    HeldReason.CONCURRENCY: metrics.concurrency_slots_granted_total,
+    HeldReason.RATE_LIMIT: metrics.rate_limit_grants_total,
+}
 
 
 class FlowKeeper:
@@ -36,20 +44,27 @@ class FlowKeeper:
         self.settings = settings
         self.pool = pool
         self.on_pending = on_pending(hot_index)
-        self._after = FIRST
+        self._after = dict.fromkeys(WAITING, FIRST)
+        self._binds: dict[HeldReason, dict[str, object]] = {
+            HeldReason.CONCURRENCY: {},
+            HeldReason.RATE_LIMIT: {"margin_seconds": settings.rate_limit_margin_seconds},
+        }
 
     async def run_once(self) -> int:
-        """One pass; returns how many runs were granted a slot."""
+        """One pass; returns how many runs were granted a slot or room."""
+        granted: list[asyncpg.Record] = []
         async with self.pool.acquire() as conn:
             reheld = await flow_repo.rehold_paused_runs(conn)
             reheld += await flow_repo.rehold_tenant_limited_runs(conn)
-            keys = await flow_repo.waiting_concurrency_keys(conn, self._after, KEYS_PER_PASS)
-            self._after = keys[-1] if len(keys) == KEYS_PER_PASS else FIRST
-            granted = await flow_repo.grant_concurrency_slots(conn, keys) if keys else []
+            for held in WAITING:
+                keys = await flow_repo.waiting_keys(conn, held, self._after[held], KEYS_PER_PASS)
+                self._after[held] = keys[-1] if len(keys) == KEYS_PER_PASS else FIRST
+                these = await flow_repo.grant(conn, held, keys, **self._binds[held]) if keys else []
+                GRANTED[held].inc(len(these))
+                granted += these
             if granted:
                 await wakeups.notify_runs_due(conn, min(r["scheduled_at"] for r in granted))
         metrics.runs_reheld_total.inc(reheld)
-        metrics.concurrency_slots_granted_total.inc(len(granted))
         await self.on_pending(granted)
         return len(granted)
 

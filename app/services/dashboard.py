@@ -112,8 +112,9 @@ async def why_late(
     pool: asyncpg.Pool, run_id: uuid.UUID, tenant_id: str | None, max_pending: int
 ) -> Lateness | None:
     """Why a pending run whose due time has passed is not running, from what the database knows:
-    held by a pause (its job's, its tenant's) or by its concurrency limit (slots taken of the
-    limit, runs of its key before it), waiting behind the tenant's runs the claim takes first, the
+    held by a pause (its job's, its tenant's), by its concurrency limit (slots taken of the
+    limit, runs of its key before it) or by its rate limit (starts in its key's window, when the
+    window has room, runs of its key before it), waiting behind the tenant's runs the claim takes first, the
     tenant's backlog at its quota (`max_pending`), or no engine claiming at all. None when the run
     is not pending or not yet due; NotFound when it is not `tenant_id`'s (None: the admin, any)."""
     try:
@@ -148,6 +149,15 @@ async def why_late(
             f"Held by its job's concurrency limit{key}: {row['key_in_flight']} in flight of a limit of "
             f"{limit if limit is not None else 'none'}, and {_runs(row['key_waiting_before'])} of the "
             "same key waiting before it."
+        )
+    elif row["held"] == "rate_limit":
+        key = f" (key {row['concurrency_key']!r})" if row["concurrency_key"] else ""
+        limit, period, room_at = row["rate_limit"], row["rate_period"], row["key_next_at"]
+        room = f"; its window has room at {room_at:%H:%M:%S} UTC" if room_at is not None else ""
+        reasons.append(
+            f"Held by its job's rate limit{key}: {row['key_in_window']} started or about to start in "
+            f"the last {period or 0:g} s, of a limit of {limit if limit is not None else 'none'}{room}, "
+            f"and {_runs(row['key_waiting_before'])} of the same key waiting before it."
         )
     if row["held"] is None and row["due_before"]:
         reasons.append(

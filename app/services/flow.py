@@ -3,7 +3,7 @@
 makes the held runs due when they would have been, so those already due go at once, oldest first.
 Concurrency slots are granted by the engine's keeper (app.engine.keeper).
 
-A tenant's max_in_flight is one more slot on the same machinery (migration 0013): its runs wait for
+A tenant's max_in_flight is one more slot on the same machinery (migration 0014): its runs wait for
 it as for a job key's slot, and a run of a limited job in a limited tenant becomes due only once it
 holds both."""
 

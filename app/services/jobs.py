@@ -7,6 +7,7 @@ from typing import Any
 
 import asyncpg
 
+from app.db import flow as flow_repo
 from app.db import jobs as job_repo
 from app.db import tenants as tenant_repo
 from app.domain import JobRecord, OnPending, job_record, no_hint
@@ -45,6 +46,9 @@ async def put_job(
     callback = await validate_callback(
         fields["callback"], field="callback", allow_private=allow_private_targets
     )
+    if fields["concurrency"] is not None and fields["rate_limit"] is not None:
+        # A run has one flow key and waits for one thing at a time (migration 0013).
+        raise InvalidInput("a job takes a concurrency limit or a rate limit, not both", field="rate_limit")
     schedule = fields["schedule"]
     cron.validate_timezone(fields["timezone"])
     if schedule is not None:
@@ -71,6 +75,9 @@ async def put_job(
         )
         # `paused` means what the pause and resume routes mean: the job's pending runs follow it.
         released = await apply_pause(conn, tenant_id, name, fields["paused"])
+        # Its limits take effect at once: a key waiting for its window looks again (a raised or
+        # removed rate limit may give room sooner than the old one said).
+        await flow_repo.wake_flow_keys(conn, tenant_id, name)
     await on_pending(released)
     return job_record(row), bool(row["inserted"])
 

@@ -148,13 +148,16 @@ default_partition_rows = engine_gauge(
 )
 held_runs = engine_gauge(
     "scheduler_held_runs",
-    "Pending runs held back, by reason: paused (their job or tenant) or concurrency (waiting for a "
-    "slot of their job's key or of their tenant's max_in_flight); read from the database, each "
-    "counted up to 20,000.",
+    "Pending runs held back, by reason: paused (their job or tenant), concurrency (waiting for a "
+    "slot of their key or of their tenant's max_in_flight) or rate_limit (waiting for room in their "
+    "key's window); read from the database, each counted up to 20,000.",
     ("reason",),
 )
 concurrency_slots_granted_total = Counter(
     "scheduler_concurrency_slots_granted_total", "Runs the keeper gave a concurrency slot to."
+)
+rate_limit_grants_total = Counter(
+    "scheduler_rate_limit_grants_total", "Runs the keeper made due within their key's rate limit."
 )
 runs_reheld_total = Counter(
     "scheduler_runs_reheld_total",

@@ -1,10 +1,11 @@
 """held: does held-back work cost the claim anything? (issue 17)
 
 5,000 unlimited runs of 49 tenants are claimed to the end beside a standing backlog of 100,000 held
-runs of one tenant — a concurrency key limited to 1 with its slot taken, or a paused job — and
-beside no held runs at all. The cases alternate round by round (rotating order) in one process, so
-drift on a shared machine hits each of them. The engine's flow keeper runs beside the claims, every
-keeper_interval_seconds, as it does in an engine. Figures: the unlimited runs' claim-drain rate and
+runs of one tenant — a concurrency key limited to 1 with its slot taken, a paused job, or a key
+rate-limited to 1 an hour whose window is full — and beside no held runs at all. The cases
+alternate round by round (rotating order) in one process, so drift on a shared machine hits each of
+them. The engine's flow keeper runs beside the claims, every keeper_interval_seconds, as it does in
+an engine. Figures: the unlimited runs' claim-drain rate and
 the claim statement's p50, each as a ratio to the no-held case of the same rounds.
 
 It measures the claim side (claim_due_runs to dispatched, nothing published): the statement a held
@@ -34,29 +35,30 @@ from bench.scenarios._common import begin, shared_host, sized
 from bench.stack import Bench
 
 NAME = "held"
-HELP = "claim cost beside 100k held runs (concurrency-limited key, paused job) vs none"
-CASES = ("none", "concurrency", "paused")
+HELP = "claim cost beside 100k held runs (concurrency-limited key, paused job, rate-limited key) vs none"
+CASES = ("none", "concurrency", "paused", "rate_limit")
+JOBS = {"concurrency": "limited", "paused": "paused", "rate_limit": "rated"}
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--held", type=int, help="held runs of one tenant (default 100000; smoke 2000)")
     p.add_argument("--runs", type=int, help="unlimited runs to claim (default 5000; smoke 500)")
     p.add_argument("--tenants", type=int, default=50, help="tenants (t000 holds the held runs)")
-    p.add_argument("--rounds", type=int, help="rounds of the three cases (default 3; smoke 1)")
+    p.add_argument("--rounds", type=int, help="rounds of the four cases (default 3; smoke 1)")
 
 
 async def _prepare(conn: asyncpg.Connection, case: str, held: int, runs: int, tenants: int) -> int:
     """A fresh backlog for `case`; returns how many unlimited runs it holds."""
     await workload.reset_runs(conn)
-    await conn.execute("TRUNCATE concurrency_holders")
+    await conn.execute("TRUNCATE concurrency_holders, rate_limit_starts")
+    await conn.execute("UPDATE concurrency_slots SET next_at = NULL")
     now = await workload.fetchval(conn, "clock")
     if case != "none":
-        job = "limited" if case == "concurrency" else "paused"
         await workload.execute(
             conn,
             "insert_held_backlog",
             n=held,
-            job=job,
+            job=JOBS[case],
             held=case,
             target=workload.NOOP,
             first_at=now - timedelta(seconds=600),
@@ -66,6 +68,11 @@ async def _prepare(conn: asyncpg.Connection, case: str, held: int, runs: int, te
             await conn.execute(
                 "INSERT INTO concurrency_holders (run_id, tenant_id, job, key) "
                 "VALUES (gen_random_uuid(), 't000', 'limited', '')"
+            )
+        if case == "rate_limit":  # a start a moment ago fills its window for an hour
+            await conn.execute(
+                "INSERT INTO rate_limit_starts (run_id, tenant_id, job, key, granted_at, started_at) "
+                "VALUES (gen_random_uuid(), 't000', 'rated', '', now(), now())"
             )
     # The unlimited runs: round-robin over the tenants, all due (the held ones are older); t000's
     # share goes, so every unlimited run belongs to another tenant.
@@ -137,9 +144,13 @@ async def run(bench: Bench, args: argparse.Namespace) -> Report:
                     "INSERT INTO jobs (tenant_id, name, target, paused) "
                     "VALUES ('t000', 'paused', '{\"type\": \"noop\"}', true)"
                 )
+                await conn.execute(
+                    "INSERT INTO jobs (tenant_id, name, target, rate_limit) VALUES ('t000', 'rated', "
+                    '\'{"type": "noop"}\', \'{"limit": 1, "period_seconds": 3600, "key": null}\')'
+                )
             keeper = FlowKeeper(settings, pool)
             for r in range(rounds):
-                for case in CASES[r % 3 :] + CASES[: r % 3]:
+                for case in CASES[r % len(CASES) :] + CASES[: r % len(CASES)]:
                     async with pool.acquire() as conn:
                         unlimited = await _prepare(conn, case, held, runs, args.tenants)
                     print(f"  round {r + 1}/{rounds}: {case}", flush=True)
@@ -175,6 +186,8 @@ def _figures(report: Report, results: dict[str, list[tuple[int, float, list[floa
         "Claims only: nothing is published or executed, so the rate is the claim statement's, not an "
         "end-to-end drain (`drain` measures that; the held runs never reach publish, start or "
         "finish). The held runs are inserted straight into Postgres in the held state the API gives "
-        "them, and the keeper runs in the bench's process. Rate limits are not implemented yet and are "
-        "not measured. " + shared_host(report, "Postgres")
+        "them, and the keeper runs in the bench's process. The rate-limited key's window is full for "
+        "the whole drain: it measures a key waiting for room (the keeper skips it until then), not "
+        "the pacing of its starts (the integration tests check that at a receiver). "
+        + shared_host(report, "Postgres")
     )

@@ -9,7 +9,9 @@ tenant isolation in SQL and at the webhook receiver (tests/faults/report.py says
 It owns its Postgres and NATS (embedded, in a temp dir), since it crashes them. The victim's runs
 come due over three phases: `quiet` (alone), `hostile` (beside the hostile tenant: poison input,
 NUL and huge answers, hanging endpoints that hit their timeouts) and `faults` (the same, under the
-faults of tests/faults/inject.py). The report gives the victim's due lag per phase.
+faults of tests/faults/inject.py). The report gives the victim's due lag per phase. Beside them, a
+third tenant's concurrency-limited job (tests/faults/limited.py) has a backlog held behind its
+slots throughout the fault window, and the receiver counts its requests in flight per key.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ import asyncpg
 import httpx
 
 from app.bus.jetstream import close, connect
-from tests.faults import hostile, victim
+from tests.faults import hostile, limited, victim
 from tests.faults.hostile import Hostile
 from tests.faults.inject import SECONDS_PER_FAULT, Injector
 from tests.faults.report import HOSTILE_BEHAVIOURS, Outcome, Report, Run, check
@@ -59,6 +61,10 @@ class Config:
     lag_bounds: tuple[float, float, float] = (2.0, 2.0, 15.0)
     seed: int = 8
     drain_timeout: float = 90.0  # after the window, for the last runs to finish
+    # Runs of the concurrency-limited job (0: none), due over the first part of the fault window:
+    # faster than its slots (LIMIT x 3 keys, ~1 s a run) free up, so a backlog waits held under
+    # every fault of the cycle.
+    limited_runs: int = 180
 
 
 class Harness:
@@ -92,6 +98,15 @@ class Harness:
             )
             assert r.status_code == 201, r.text
             bad = Hostile(s.request, await self._tenant(api, hostile.TENANT), s.fetch, self.rng)
+            limited_auth: dict[str, str] = {}
+            if c.limited_runs:
+                limited_auth = await self._tenant(api, limited.TENANT)
+                r = await api.put(
+                    f"/tenants/{limited.TENANT}/jobs/{limited.JOB}",
+                    json=limited.job(self.receiver.url, c.max_attempts),
+                    headers=limited_auth,
+                )
+                assert r.status_code == 201, r.text
             await bad.setup(self.receiver.url)
             t0 = datetime.now(UTC) + timedelta(seconds=1)
             total = c.quiet + c.calm + c.duration
@@ -102,6 +117,11 @@ class Harness:
             }
             for start, end in phases.values():
                 await good.submit_spread(api, round(c.runs * (end - start) / total), 1 + start, 1 + end)
+            if c.limited_runs:
+                start = 1 + c.quiet + c.calm
+                await limited.submit(
+                    api, limited_auth, self.rng, c.limited_runs, start, start + 0.6 * c.duration
+                )
             window_end = time.monotonic() + 1 + total
             await asyncio.sleep(1 + c.quiet)
             if c.hostile:
@@ -116,7 +136,7 @@ class Harness:
                     flush=True,
                 )
             await asyncio.sleep(max(0.0, window_end - c.duration - time.monotonic()))
-            injector = Injector(s, good, c.duration)
+            injector = Injector(s, good, c.duration, self.receiver)
             faults = asyncio.create_task(injector.inject(window_end))
             drained = await self.drain(window_end, window_end + c.drain_timeout)
             await faults
@@ -160,7 +180,7 @@ class Harness:
             " WHEN status IN ('pending', 'dispatched') THEN extract(epoch FROM now() - due_at)"
             " ELSE extract(epoch FROM started_at - due_at) END::float8 AS lag"
             " FROM job_runs WHERE tenant_id = ANY($1)",
-            [victim.TENANT, hostile.TENANT],
+            [victim.TENANT, hostile.TENANT, limited.TENANT],
         )
 
         def phase(at: datetime) -> str:
@@ -213,6 +233,7 @@ class Harness:
             worker_rss_mib=s.rss_peak,
             elapsed=time.monotonic() - s.started,
             callbacks={r["id"]: r["status"] for r in callbacks},
+            limit=limited.LIMIT if self.config.limited_runs else 0,
         )
 
 
@@ -254,6 +275,9 @@ def main(argv: list[str] | None = None) -> None:
         default=",".join(f"{b:g}" for b in Config.lag_bounds),
         help="quiet,hostile,faults seconds",
     )
+    parser.add_argument(
+        "--limited-runs", type=int, default=Config.limited_runs, help="runs of the limited job (0: none)"
+    )
     parser.add_argument("--seed", type=int, default=Config.seed)
     parser.add_argument("--keep", action="store_true", help="keep the temp dir (logs, data) afterwards")
     args = parser.parse_args(argv)
@@ -268,6 +292,7 @@ def main(argv: list[str] | None = None) -> None:
         answers=tuple(a for a in args.answers.split(",") if a),
         lag_bounds=tuple(float(b) for b in args.lag_bounds.split(",")),  # type: ignore[arg-type]
         seed=args.seed,
+        limited_runs=args.limited_runs,
     )
     root = Path(tempfile.mkdtemp(prefix="scheduler-faults-"))
     print(

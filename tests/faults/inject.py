@@ -11,26 +11,34 @@ records how much it found, so a fault that hit an idle part is visible as one th
 - kill -9 a worker while it holds completion callbacks mid-delivery (`delivering` under its name):
   their claims lapse and another worker delivers them (at least once).
 
-Killed processes are replaced, as an orchestrator would.
+Killed processes are replaced, as an orchestrator would. The kills of a worker, of NATS and the
+Postgres crash also wait (bounded) for runs of the concurrency-limited job holding a slot, and record
+how many they struck (`Fault.limited`); the worker's kill prefers a worker with limited attempts in
+flight at the receiver, and waits to see the receiver count them off (their connection closed by the
+kernel with the process) before the lease could free their slots.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import signal
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 import asyncpg
 from nats.js.errors import NotFoundError
 
+from tests.faults import limited
 from tests.faults.stack import Stack, stale_counters
 
 if TYPE_CHECKING:
     from tests.faults.victim import Victim
     from tests.processes import Process
+    from tests.receiver import Call, Receiver
 
 SECONDS_PER_FAULT = 6.0
 WAIT_FOR_WORK = 15.0  # seconds a fault waits for work in flight before striking anyway
@@ -49,10 +57,25 @@ async def _until(
 
 
 class Injector:
-    def __init__(self, stack: Stack, victim: Victim, duration: float):
+    def __init__(self, stack: Stack, victim: Victim, duration: float, receiver: Receiver):
         self.s = stack
         self.victim = victim
         self.duration = duration
+        self.receiver = receiver
+
+    async def _limited_in_flight(self) -> int:
+        """Runs of the limited job holding a slot and claimed or started (none if it has no runs)."""
+        rows = await self.s.fetch(
+            "SELECT count(*) AS n FROM job_runs WHERE tenant_id = $1 AND status IN ('dispatched', 'running')",
+            limited.TENANT,
+        )
+        return int(rows[0]["n"])
+
+    async def _wait_for_limited(self) -> None:
+        """Until the limited job has runs in flight (bounded; at once when it has none at all)."""
+        rows = await self.s.fetch("SELECT count(*) AS n FROM job_runs WHERE tenant_id = $1", limited.TENANT)
+        if rows[0]["n"]:
+            await _until(self._limited_in_flight, every=0.02)
 
     async def inject(self, window_end: float) -> None:
         cycle = [
@@ -72,7 +95,7 @@ class Injector:
 
     async def _held(self, status: str, owner: str) -> list[asyncpg.Record]:
         return await self.s.fetch(
-            "SELECT id, epoch FROM job_runs WHERE status = $1 AND lease_owner = $2", status, owner
+            "SELECT id, epoch, tenant_id FROM job_runs WHERE status = $1 AND lease_owner = $2", status, owner
         )
 
     # ── processes ──
@@ -124,6 +147,7 @@ class Injector:
             f"{owner} (pid {doomed.proc.pid}) holding {len(held)} claims not yet started",
             len(held) if alive else 0,
             held=tuple((str(r["id"]), int(r["epoch"])) for r in held),
+            limited=sum(1 for r in held if r["tenant_id"] == limited.TENANT) if alive else 0,
         )
         self.s.note("start engine", f"{await self.s.spawn('engine')} started")
 
@@ -156,15 +180,73 @@ class Injector:
         return owner, found.get(owner, [])
 
     async def kill_worker(self) -> None:
-        owner, running = await self.busiest_worker()
+        """kill -9 of a worker with attempts of the limited job open at the receiver (if that job has
+        runs; waits, bounded, for one): orphans the receiver counts as in flight until it sees their
+        connection close."""
+        open_at_kill: list[Call] = []
+        owner = ""
+        if await self._limited_in_flight() or await self._limited_pending():
+
+            async def probe() -> int:
+                nonlocal owner
+                open_at_kill[:] = [c for c in self.receiver.calls if c.key is not None and c.ended is None]
+                by_run = {c.headers.get("scheduler-run-id", ""): c for c in open_at_kill}
+                rows = await self.s.fetch(
+                    "SELECT id::text AS id, lease_owner FROM job_runs WHERE id = ANY($1::uuid[])"
+                    " AND status = 'running'",
+                    list(by_run),
+                )
+                owners = Counter(r["lease_owner"] for r in rows if r["lease_owner"] in self.s.roles["worker"])
+                if not owners:
+                    return 0
+                owner = owners.most_common(1)[0][0]
+                open_at_kill[:] = [by_run[r["id"]] for r in rows if r["lease_owner"] == owner]
+                return len(open_at_kill)
+
+            await _until(probe, every=0.01)
+        if not owner:
+            owner, _running = await self.busiest_worker()
+            open_at_kill.clear()
+        running = await self._held("running", owner)
         doomed = self.s.roles["worker"].pop(owner)
+        # Only those still open now count as struck (one may have been answered since the probe).
+        open_at_kill = [c for c in open_at_kill if c.ended is None]
+        killed_at = time.monotonic()
         alive = await self._kill(owner, doomed)
+        # The kernel closes a killed process's sockets: the receiver's handler sees the disconnect
+        # (it polls for it while holding the request) and counts the request off, long before the
+        # reaper can free its slot (lease_seconds after the last heartbeat) for another attempt. So
+        # an orphan the receiver still counts is not excused by the check: it must be gone by then.
+        lease = self.s.settings.lease_seconds
+        while any(c.ended is None for c in open_at_kill) and time.monotonic() < killed_at + 2 * lease:
+            await asyncio.sleep(0.01)
+        slowest = max((c.ended - killed_at if c.ended else math.inf for c in open_at_kill), default=0.0)
+        mine = sum(1 for r in running if r["tenant_id"] == limited.TENANT)
+        # `abandoned`: the receiver saw the connection close before its answer (the kill), not the
+        # request's sleep ending by chance at the same moment.
+        cut = sum(1 for c in open_at_kill if c.abandoned)
+        orphaned = (
+            f", {mine} of the limited job, {len(open_at_kill)} of whose requests were open at the receiver; "
+            f"it saw {cut} of them hang up and counted all off {max(0.0, slowest):.2f}s after the kill at the latest"
+            if mine
+            else ""
+        )
         self.s.note(
             "kill -9 worker",
-            f"{owner} (pid {doomed.proc.pid}) with {len(running)} runs running",
+            f"{owner} (pid {doomed.proc.pid}) with {len(running)} runs running{orphaned}",
             len(running) if alive else 0,
+            ""
+            if slowest < lease
+            else f"an orphaned request stayed counted {slowest:.2f}s (lease {lease:g}s)",
+            limited=len(open_at_kill) if alive else 0,
         )
         self.s.note("start worker", f"{await self.s.spawn('worker')} started")
+
+    async def _limited_pending(self) -> bool:
+        rows = await self.s.fetch(
+            "SELECT count(*) AS n FROM job_runs WHERE tenant_id = $1 AND status = 'pending'", limited.TENANT
+        )
+        return bool(rows[0]["n"])
 
     async def kill_worker_delivering(self) -> None:
         found: dict[str, int] = {}
@@ -246,8 +328,10 @@ class Injector:
                 state = await self._stream()
             return state[0] if state else 0
 
+        await self._wait_for_limited()
         messages = await _until(probe, every=0.05)
         last_seq = state[1] if state else 0
+        struck = await self._limited_in_flight()
         await asyncio.to_thread(self.s.nats.crash_restart)
         after: tuple[int, int] | None = None
         problem = ""
@@ -269,6 +353,7 @@ class Injector:
             f"{after and f'{after[0]} messages, last seq {after[1]}'}",
             messages,
             problem,
+            limited=struck,
         )
 
     async def crash_postgres(self) -> None:
@@ -278,7 +363,9 @@ class Injector:
             )
             return int(rows[0]["n"])
 
+        await self._wait_for_limited()
         in_flight = await _until(probe, every=0.05)
+        struck = await self._limited_in_flight()
         started = time.monotonic()
         recovered = await asyncio.to_thread(self.s.postgres.crash_restart)
         self.s.note(
@@ -287,6 +374,7 @@ class Injector:
             f"{time.monotonic() - started:.1f}s, crash recovery {'ran' if recovered else 'NOT seen in the log'}",
             in_flight,
             "" if recovered else "no crash recovery in the server log",
+            limited=struck,
         )
 
 

@@ -16,6 +16,22 @@ Definitions, for the victim (well-behaved) tenant's runs:
 - callbacks: every terminal victim run names a callback; its latest obligation must be `delivered` in
   the database and the receiver must have seen it (at least once: repeats are allowed), through the
   kill -9 of a worker holding callbacks mid-delivery.
+For the limited tenant's job (`concurrency: {"limit": L, "key": "payload.k"}`, a few keys, its
+runs held back behind their slots while the faults strike):
+- over limit: attempts the receiver saw arrive while L others of their key were still in flight
+  there (tests/receiver.py counts a request from its arrival until its response is sent or its
+  caller's connection closes). Must be 0; and some key must have reached L at once, or the check saw
+  no pressure and proves nothing.
+- every limited run must succeed (generous max_attempts) and be called; the checks above (not
+  terminal, one start per epoch, attempt > max_attempts) cover its runs too.
+- the kill -9 of a worker, of NATS and the Postgres crash must each have struck with runs of the
+  limited job holding a slot (`Fault.limited > 0`); the worker's kill with its requests in flight at
+  the receiver, which must see them end (their connection close) before the slot's lease could lapse.
+  Such an orphan is not excused: the receiver counts it until it hangs up, and a kill -9 hangs it up
+  at once (tests/faults/test_receiver.py shows it), long before the reaper frees its slot.
+  Not excused either: a frozen worker's calls. One frozen between its fenced start and its request
+  would send it after the thaw, when its slot may be another run's (the worker does not check its
+  lease before sending); the check would then name that (run, epoch) — a finding, not noise.
 A fault counts only if it landed: work was in flight at that moment (`Fault.in_flight > 0`), and a
 fault whose own postcondition failed (the stream lost at a NATS crash, no crash recovery after a
 Postgres crash) says so in `Fault.problem`.
@@ -41,6 +57,10 @@ FAULT_KINDS = (
 )
 HOSTILE_BEHAVIOURS = ("hang", "nul", "huge")  # receiver answers the hostile tenant must have drawn
 TERMINAL = ("succeeded", "failed", "cancelled")
+TENANTS = ("victim", "hostile", "limited")
+# Faults that must strike with the limited job's runs holding slots (an engine's claims are brief
+# and few: its kill is reported with how many limited ones it held, not required to hold one).
+LIMITED_FAULT_KINDS = ("kill -9 worker", "kill -9 nats", "crash postgres")
 PHASES = ("quiet", "hostile", "faults")  # victim alone; beside the hostile tenant; and under faults
 
 
@@ -53,9 +73,12 @@ class Fault:
     in_flight: int | None = None  # work in flight when it landed; None: a note (e.g. a restart done)
     problem: str = ""  # the fault's own postcondition failed
     held: tuple[tuple[str, int], ...] = ()  # (run, epoch) the killed process held: a dead engine's claims
+    limited: int | None = None  # runs of the concurrency-limited job it struck (holding a slot)
 
     def render(self) -> str:
-        landed = "" if self.in_flight is None else f" [in flight: {self.in_flight}]"
+        landed = "" if self.in_flight is None else f" [in flight: {self.in_flight}"
+        landed += "" if self.limited is None else f", limited: {self.limited}"
+        landed += "" if self.in_flight is None else "]"
         problem = f" PROBLEM: {self.problem}" if self.problem else ""
         return f"t={self.at:6.1f}s  {self.wall}  {self.kind}: {self.detail}{landed}{problem}"
 
@@ -65,7 +88,7 @@ class Run:
     """One run as the database has it at the end."""
 
     id: str
-    tenant: str  # "victim" or "hostile"
+    tenant: str  # TENANTS
     status: str
     attempt: int
     max_attempts: int
@@ -103,6 +126,7 @@ class Outcome:
     worker_rss_mib: float = 0.0  # the highest worker RSS sampled, for the record
     elapsed: float = 0.0
     callbacks: dict[str, str] = field(default_factory=dict)  # victim run -> its latest callback's status
+    limit: int = 0  # the limited job's concurrency limit per key (0: the harness ran no limited job)
 
 
 @dataclass
@@ -126,6 +150,9 @@ class Report:
     callbacks_undelivered: list[str]  # terminal victim runs whose callback is not `delivered`
     callbacks_never_received: list[str]  # terminal victim runs the receiver saw no callback for
     callback_repeats: int  # callbacks received more than once (allowed: at least once)
+    limited_peaks: dict[str, int]  # key -> the most requests of it in flight at the receiver at once
+    over_limit: list[str]  # attempts that arrived with `limit` others of their key in flight
+    limited_not_called: list[str]  # limited runs the receiver never saw
 
     def violations(self) -> list[str]:
         return [v for check in CHECKS for v in check(self)]
@@ -163,6 +190,14 @@ class Report:
             f"victim callbacks        {len(self.callbacks_undelivered)} not delivered "
             f"{dict(Counter(o.callbacks.get(i, 'none owed') for i in self.callbacks_undelivered))}, "
             f"{len(self.callbacks_never_received)} never received; {self.callback_repeats} received again (allowed)",
+            "concurrency limit       "
+            + (
+                f"{o.limit} per key; most in flight at the receiver per key "
+                f"{dict(sorted(self.limited_peaks.items()))}; {len(self.over_limit)} attempts over the limit; "
+                f"limited runs {self.statuses.get('limited', {})}"
+                if o.limit
+                else "no limited job"
+            ),
             f"hostile answers         {dict(self.behaviours)}",
             "poison at the API       "
             + ", ".join(
@@ -284,6 +319,36 @@ def every_callback_delivered(r: Report) -> list[str]:
     return out
 
 
+def limits_hold(r: Report) -> list[str]:
+    if not r.outcome.limit:
+        return []
+    out = []
+    if r.over_limit:
+        out.append(
+            f"{len(r.over_limit)} attempts arrived at the receiver with more than {r.outcome.limit} of their "
+            f"key in flight{_examples(r.over_limit)}"
+        )
+    if max(r.limited_peaks.values(), default=0) < r.outcome.limit:
+        out.append(
+            f"no key of the limited job ever had {r.outcome.limit} requests in flight at once "
+            f"(peaks {r.limited_peaks}): the limit was never under pressure"
+        )
+    failed = {s: n for s, n in r.statuses.get("limited", {}).items() if s != "succeeded"}
+    if failed:
+        out.append(f"limited runs not succeeded despite a generous max_attempts: {failed}")
+    if not r.statuses.get("limited"):
+        out.append("the limited job has no runs")
+    if r.limited_not_called:
+        out.append(
+            f"{len(r.limited_not_called)} limited runs never reached the receiver{_examples(r.limited_not_called)}"
+        )
+    struck = {f.kind for f in r.outcome.faults if f.limited}
+    missing = [k for k in LIMITED_FAULT_KINDS if k not in struck]
+    if missing:
+        out.append(f"faults that never struck the limited job's runs holding a slot: {missing}")
+    return out
+
+
 CHECKS: list[Callable[[Report], list[str]]] = [
     no_run_lost,
     every_run_ends,
@@ -293,12 +358,34 @@ CHECKS: list[Callable[[Report], list[str]]] = [
     faults_landed,
     hostile_contained,
     every_callback_delivered,
+    limits_hold,
 ]
+
+
+def over_limit(calls: Sequence[Call], limit: int) -> list[str]:
+    """The keyed attempts the receiver saw arrive with more than `limit` of their key in flight
+    (itself included), as "<run> epoch <e> key <k>: n in flight"."""
+    return [
+        f"{c.headers.get('scheduler-run-id', '?')} epoch {c.headers.get('scheduler-epoch', '?')} "
+        f"key {c.key!r}: {c.concurrent} in flight"
+        for c in calls
+        if c.key is not None and c.concurrent > limit
+    ]
+
+
+def peaks(calls: Sequence[Call]) -> dict[str, int]:
+    """Per key, the most requests of it in flight at the receiver at once."""
+    peak: dict[str, int] = {}
+    for c in calls:
+        if c.key is not None:
+            peak[c.key] = max(peak.get(c.key, 0), c.concurrent)
+    return peak
 
 
 def check(o: Outcome) -> Report:
     by_id = {run.id: run for run in o.runs}
     victims = [run for run in o.runs if run.tenant == "victim"]
+    limited = [run for run in o.runs if run.tenant == "limited"]
     accepted = set(o.accepted)
     attempts = [c for c in o.calls if not c.is_callback]
     pairs = Counter(
@@ -341,7 +428,8 @@ def check(o: Outcome) -> Report:
         outcome=o,
         statuses={
             tenant: dict(Counter(r.status for r in o.runs if r.tenant == tenant))
-            for tenant in ("victim", "hostile")
+            for tenant in TENANTS
+            if tenant != "limited" or limited
         },
         lost=[i for i in o.accepted if i not in by_id],
         unasked=[r.id for r in victims if r.id not in accepted],
@@ -362,4 +450,7 @@ def check(o: Outcome) -> Report:
         callbacks_undelivered=[i for i in finished_victims if o.callbacks.get(i) != "delivered"],
         callbacks_never_received=[i for i in finished_victims if not callbacks_received[i]],
         callback_repeats=sum(n - 1 for n in callbacks_received.values()),
+        limited_peaks=peaks(attempts) if o.limit else {},
+        over_limit=over_limit(attempts, o.limit) if o.limit else [],
+        limited_not_called=[r.id for r in limited if r.id not in called],
     )

@@ -190,9 +190,10 @@ class Stack:
         in_flight: int | None = None,
         problem: str = "",
         held: tuple[tuple[str, int], ...] = (),
+        limited: int | None = None,
     ) -> None:
         at = datetime.now(UTC).isoformat(timespec="milliseconds")
-        fault = Fault(time.monotonic() - self.started, at, kind, detail, in_flight, problem, held)
+        fault = Fault(time.monotonic() - self.started, at, kind, detail, in_flight, problem, held, limited)
         self.faults.append(fault)
         print(f"  {fault.render()}", flush=True)
 

@@ -1,6 +1,8 @@
 """The fault harness in its short mode (a few minutes on two cores): the victim alone, then beside the
 hostile tenant, then under one cycle of the seven faults (the seventh kills a worker mid-delivery of
-callbacks: every victim run's callback must still be delivered). The long mode is by hand:
+callbacks: every victim run's callback must still be delivered), with a concurrency-limited job's
+backlog held behind its slots under those faults (the receiver must never see more than its limit of
+a key in flight at once; issue 17). The long mode is by hand:
 `python -m tests.faults.harness --runs 2000 --duration 120`. The checks themselves are proven able to
 fail in test_report.py."""
 
@@ -24,3 +26,5 @@ async def test_victim_runs_all_succeed_in_bounded_lag_beside_a_hostile_tenant_un
     assert not (report.lost or report.stuck or report.same_epoch_duplicates or report.never_called)
     assert report.statuses["victim"] == {"succeeded": len(report.outcome.accepted)}
     assert not report.unlanded and report.outcome.late_results_discarded > 0
+    assert not report.over_limit and max(report.limited_peaks.values()) == report.outcome.limit
+    assert report.statuses["limited"] == {"succeeded": Config().limited_runs}

@@ -12,6 +12,7 @@ import pytest
 from tests.faults.report import (
     FAULT_KINDS,
     HOSTILE_BEHAVIOURS,
+    LIMITED_FAULT_KINDS,
     Fault,
     Outcome,
     PoisonAnswer,
@@ -28,6 +29,10 @@ def call(run: str, epoch: int, attempt: int = 1, behaviour: str = "", abandoned:
     return Call(headers, b"{}", behaviour=behaviour, abandoned=abandoned)
 
 
+def limited_call(run: str, key: str, concurrent: int, epoch: int = 1) -> Call:
+    return dataclasses.replace(call(run, epoch), key=key, concurrent=concurrent)
+
+
 def callback(run: str, attempt: int = 1) -> Call:
     return Call({"scheduler-run-id": run, "scheduler-callback-attempt": str(attempt)}, b"{}")
 
@@ -39,22 +44,41 @@ def good() -> Outcome:
     calls += [
         call(f"h-{b}", e, e, behaviour=b, abandoned=b == "hang") for b in HOSTILE_BEHAVIOURS for e in (1, 2)
     ]
+    # The limited job: limit 2; key a reached it, b did not.
+    limited = [Run(f"l{i}", "limited", "succeeded", 1, 25, 1) for i in range(4)]
+    calls += [limited_call("l0", "a", 1), limited_call("l1", "a", 2), limited_call("l2", "b", 1)]
+    calls += [limited_call("l3", "a", 1)]
     return Outcome(
         accepted=[r.id for r in victims],
-        runs=[*victims, *hostile, Run("poison", "hostile", "failed", 0, 2, 1)],
+        runs=[*victims, *hostile, Run("poison", "hostile", "failed", 0, 2, 1), *limited],
         calls=calls,
-        faults=[Fault(1.0, "", kind, "", in_flight=3) for kind in FAULT_KINDS],
+        faults=[
+            Fault(1.0, "", kind, "", in_flight=3, limited=2 if kind in LIMITED_FAULT_KINDS else None)
+            for kind in FAULT_KINDS
+        ],
         lag_bounds=BOUNDS,
         poison_answers=[PoisonAnswer("deep run", 422, 0), PoisonAnswer("huge", 201, 1, refuse=False)],
         poison_run="poison",
         late_results_discarded=2,
         callbacks={r.id: "delivered" for r in victims},
+        limit=2,
     )
 
 
 def with_runs(o: Outcome, change: Callable[[Run], Run | None]) -> Outcome:
     runs = [changed for r in o.runs if (changed := change(r)) is not None]
     return dataclasses.replace(o, runs=runs)
+
+
+def set_status(run: str, status: str) -> Callable[[Outcome], Outcome]:
+    return lambda o: with_runs(o, lambda r: dataclasses.replace(r, status=status) if r.id == run else r)
+
+
+def without_calls(run: str) -> Callable[[Outcome], Outcome]:
+    """The outcome with the receiver having never seen `run`."""
+    return lambda o: dataclasses.replace(
+        o, calls=[c for c in o.calls if c.headers["scheduler-run-id"] != run]
+    )
 
 
 def test_a_good_outcome_passes() -> None:
@@ -77,19 +101,19 @@ BAD: dict[str, tuple[Callable[[Outcome], Outcome], str]] = {
         "without a call under their final epoch",
     ),
     "a run stuck running": (
-        lambda o: with_runs(o, lambda r: dataclasses.replace(r, status="running") if r.id == "v2" else r),
+        set_status("v2", "running"),
         "1 runs not terminal",
     ),
     "the poison run never contained": (
-        lambda o: with_runs(o, lambda r: dataclasses.replace(r, status="pending") if r.id == "poison" else r),
+        set_status("poison", "pending"),
         "poison run poison was never contained",
     ),
     "a victim run failed": (
-        lambda o: with_runs(o, lambda r: dataclasses.replace(r, status="failed") if r.id == "v0" else r),
+        set_status("v0", "failed"),
         "victim runs not succeeded",
     ),
     "a victim run never called": (
-        lambda o: dataclasses.replace(o, calls=[c for c in o.calls if c.headers["scheduler-run-id"] != "v0"]),
+        without_calls("v0"),
         "never reached the receiver",
     ),
     "an attempt over max in the database": (
@@ -187,6 +211,51 @@ BAD: dict[str, tuple[Callable[[Outcome], Outcome], str]] = {
             ],
         ),
         "never landed with work in flight: ['kill -9 worker delivering callbacks']",
+    ),
+    "a key with more attempts in flight at the receiver than its limit": (
+        lambda o: dataclasses.replace(o, calls=[*o.calls, limited_call("l3", "b", 3, epoch=2)]),
+        "1 attempts arrived at the receiver with more than 2 of their key in flight (e.g. l3 epoch 2 key 'b'",
+    ),
+    "a limit never under pressure": (
+        lambda o: dataclasses.replace(
+            o, calls=[dataclasses.replace(c, concurrent=min(c.concurrent, 1)) for c in o.calls]
+        ),
+        "ever had 2 requests in flight at once",
+    ),
+    "a limited run failed": (
+        set_status("l2", "failed"),
+        "limited runs not succeeded despite a generous max_attempts: {'failed': 1}",
+    ),
+    "a limited run stuck held": (
+        set_status("l1", "pending"),
+        "1 runs not terminal",
+    ),
+    "a limited run never called": (
+        without_calls("l3"),
+        "1 limited runs never reached the receiver",
+    ),
+    "a limited run called twice in one epoch": (
+        lambda o: dataclasses.replace(o, calls=[*o.calls, limited_call("l0", "a", 1)]),
+        "calls repeated a (run, epoch)",
+    ),
+    "a worker kill with no limited request open at the receiver": (
+        lambda o: dataclasses.replace(
+            o,
+            faults=[dataclasses.replace(f, limited=0) if f.kind == "kill -9 worker" else f for f in o.faults],
+        ),
+        "never struck the limited job's runs holding a slot: ['kill -9 worker']",
+    ),
+    "an orphaned request counted past the lease": (
+        lambda o: dataclasses.replace(
+            o,
+            faults=[
+                *o.faults,
+                Fault(
+                    2, "", "kill -9 worker", "", 3, problem="an orphaned request stayed counted", limited=1
+                ),
+            ],
+        ),
+        "kill -9 worker: an orphaned request stayed counted",
     ),
     "an engine died on its own": (
         lambda o: dataclasses.replace(o, died=["engine on :1234 exited 1"]),

@@ -101,6 +101,23 @@ CASES = {
         "concurrency.key", concurrency={"limit": 1, "key": "payload..a"}
     ),
     "unknown field in a concurrency": job("concurrency.burst", concurrency={"limit": 1, "burst": 2}),
+    "rate limit of zero": job("rate_limit.limit", rate_limit={"limit": 0, "period_seconds": 1}),
+    "rate limit without a period": job("rate_limit.period_seconds", rate_limit={"limit": 1}),
+    "rate limit period under a second": job(
+        "rate_limit.period_seconds", rate_limit={"limit": 1, "period_seconds": 0.5}
+    ),
+    "rate limit period over a day": job(
+        "rate_limit.period_seconds", rate_limit={"limit": 1, "period_seconds": 86_401}
+    ),
+    "rate limit key outside the payload": job(
+        "rate_limit.key", rate_limit={"limit": 1, "period_seconds": 1, "key": "headers.x"}
+    ),
+    "rate limit beside a concurrency limit": job(
+        "rate_limit", concurrency={"limit": 1}, rate_limit={"limit": 1, "period_seconds": 1}
+    ),
+    "unknown field in a rate limit": job(
+        "rate_limit.burst", rate_limit={"limit": 1, "period_seconds": 1, "burst": 2}
+    ),
     "unknown field in a tenant": Bad("POST", "/tenants", "name", {"id": "x", "name": "X"}),
     # What Postgres or the JSON codec cannot hold is refused up front, not left to fail in the database.
     "NUL in a payload": run("payload", payload={"a": "\x00"}),

@@ -41,6 +41,7 @@ JOB_FIELDS = {
     "updated_at",
     "concurrency",
     "in_flight",
+    "rate_limit",
 }
 
 

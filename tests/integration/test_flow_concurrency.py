@@ -5,7 +5,9 @@ the attempt (or the reaper's rescue), never by a stale worker's late finish."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections import defaultdict
+from collections.abc import AsyncIterator
 
 import asyncpg
 import httpx
@@ -23,6 +25,22 @@ from app.worker.consumer import Worker
 from tests.integration.test_run_history import Outcome  # a worker's outcome, as finish_runs takes it
 from tests.receiver import Call, running_receiver
 from tests.support import put_job, run_reaching, submit_run
+
+
+@contextlib.asynccontextmanager
+async def engines_and_workers(settings: Settings, pool: asyncpg.Pool) -> AsyncIterator[None]:
+    """Two engines and two workers, each on its own NATS connection, until the block ends."""
+    stop = asyncio.Event()
+    connections = [await nats.connect(settings.nats_url) for _ in range(4)]
+    tasks = [asyncio.create_task(Engine(settings, pool, nc).run(stop)) for nc in connections[:2]]
+    tasks += [asyncio.create_task(Worker(settings, pool, nc).run(stop)) for nc in connections[2:]]
+    try:
+        yield
+    finally:
+        stop.set()
+        await asyncio.gather(*tasks)
+        for nc in connections:
+            await nc.close()
 
 
 def most_at_once(calls: list[Call]) -> int:
@@ -53,8 +71,6 @@ async def test_limit_holds_per_key_across_engines_and_workers(
 ) -> None:
     auth = tenant["auth"]
     fast = settings.model_copy(update={"keeper_interval_seconds": 0.05, "poll_interval_seconds": 0.05})
-    stop = asyncio.Event()
-    connections = [await nats.connect(settings.nats_url) for _ in range(4)]
     async with running_receiver() as receiver:
         job = await put_job(
             api,
@@ -71,9 +87,7 @@ async def test_limit_holds_per_key_across_engines_and_workers(
             for c in ("a", "b")
         ] + [await submit_run(api, "acme", auth, job="call", payload={"sleep": 0.3}) for _ in range(3)]
         assert {r["held"] for r in runs} == {"concurrency"}
-        tasks = [asyncio.create_task(Engine(fast, pool, nc).run(stop)) for nc in connections[:2]]
-        tasks += [asyncio.create_task(Worker(fast, pool, nc).run(stop)) for nc in connections[2:]]
-        try:
+        async with engines_and_workers(fast, pool):
             seen_in_flight = 0
             for _ in range(20):
                 seen_in_flight = max(
@@ -84,11 +98,6 @@ async def test_limit_holds_per_key_across_engines_and_workers(
             for run in runs:
                 done = await run_reaching(api, str(run["id"]), auth, {"succeeded", "failed"}, timeout=60)
                 assert done["status"] == "succeeded", done
-        finally:
-            stop.set()
-            await asyncio.gather(*tasks)
-            for nc in connections:
-                await nc.close()
         by_key: dict[str, list[Call]] = defaultdict(list)
         for call in receiver.calls:
             by_key[str(call.payload.get("customer", ""))].append(call)

@@ -133,7 +133,7 @@ async def test_setting_the_limit_holds_pending_runs_and_counts_running_ones_lowe
     for run in runs[1:]:
         assert (await read(api, run["id"], auth))["held"] == "concurrency"
     async with pool.acquire() as conn:  # what scheduler_held_runs{reason} reads
-        assert await flow_repo.count_held_runs(conn, 100) == {"paused": 0, "concurrency": 4}
+        assert (await flow_repo.count_held_runs(conn, 100))["concurrency"] == 4
     assert await claim(pool, settings) == []
     keeper = FlowKeeper(settings, pool)
     assert await keeper.run_once() == 1 and await keeper.run_once() == 0  # one free slot of two
@@ -257,3 +257,26 @@ async def test_a_run_that_ended_before_the_limit_waits_for_a_slot_when_retried(
     assert await claim(pool, settings) == []
     assert await FlowKeeper(settings, pool).run_once() == 1
     assert [str(r["id"]) for r in await claim(pool, settings)] == [run["id"]]
+
+
+async def test_a_rate_limited_run_of_a_limited_tenant_takes_the_tenant_slot_too(
+    api: httpx.AsyncClient, tenant: dict, admin: dict, settings: Settings, pool: asyncpg.Pool
+) -> None:
+    """The window lets three start, the tenant one: one is granted, holding the tenant's slot, and
+    the next waits for that slot, not for the window."""
+    auth = tenant["auth"]
+    await limit(api, admin, "acme", 1)
+    await put_job(api, "acme", "paced", auth, rate_limit={"limit": 3, "period_seconds": 60})
+    runs = [await submit_run(api, "acme", auth, job="paced") for _ in range(3)]
+    assert {r["held"] for r in runs} == {"rate_limit"}
+    keeper = FlowKeeper(settings, pool)
+    assert await keeper.run_once() == 1 and await keeper.run_once() == 0
+    assert (await api.get("/tenants/acme", headers=admin)).json()["in_flight"] == 1
+    [claimed] = await claim(pool, settings)
+    assert str(claimed["id"]) == runs[0]["id"]
+    async with pool.acquire() as conn:
+        fence = Fence([(claimed["id"], claimed["scheduled_at"], claimed["epoch"])])
+        assert await transitions.start_runs(conn, fence, [False], owner="w1", lease_seconds=30)
+        assert len(await transitions.finish_runs(conn, fence, [Outcome(True, outcome="succeeded")])) == 1
+    assert await pool.fetchval(TENANT_HOLDERS, "acme") == 0
+    assert await keeper.run_once() == 1  # the window still has room: the freed tenant slot decides

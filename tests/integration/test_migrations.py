@@ -21,6 +21,7 @@ TABLES = {
     "run_callbacks",
     "concurrency_slots",
     "concurrency_holders",
+    "rate_limit_starts",
     "ui_sessions",
 }
 FUNCTIONS = {
@@ -34,7 +35,9 @@ FUNCTIONS = {
     "scheduler_run_hold",
     "scheduler_job_in_flight",
     "scheduler_tenant_in_flight",
+    "scheduler_tenant_room",
     "scheduler_flow_control",
+    "scheduler_flow_hold_reason",
     "scheduler_append_attempt",
 }
 

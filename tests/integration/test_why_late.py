@@ -11,6 +11,8 @@ import asyncpg
 import httpx
 import pytest
 
+from app.config import Settings
+from app.engine.keeper import FlowKeeper
 from app.errors import NotFound
 from app.services.dashboard import why_late
 from tests import factories
@@ -62,8 +64,8 @@ async def test_runs_the_claim_takes_first_the_quota_and_a_stalled_engine(pool: a
     assert late is not None and late.reasons[-1].startswith("No engine has claimed a due run for at least 3")
 
 
-async def test_held_by_a_pause_or_by_a_concurrency_limit(
-    api: httpx.AsyncClient, tenant: dict, pool: asyncpg.Pool, admin: dict
+async def test_held_by_a_pause_a_concurrency_limit_or_a_rate_limit(
+    api: httpx.AsyncClient, tenant: dict, pool: asyncpg.Pool, admin: dict, settings: Settings
 ) -> None:
     auth = tenant["auth"]
     past = (await pool.fetchval("SELECT now()") - timedelta(seconds=30)).isoformat()
@@ -83,6 +85,23 @@ async def test_held_by_a_pause_or_by_a_concurrency_limit(
     assert late.reasons[0] == (
         "Held by its job's concurrency limit (key 'ann'): 1 in flight of a limit of 1, "
         "and 0 runs of the same key waiting before it."
+    )
+
+    await put_job(api, "acme", "rated", auth, rate_limit={"limit": 1, "period_seconds": 60})
+    now = await pool.fetchval("SELECT now()")
+    runs = [
+        await submit_run(
+            api, "acme", auth, job="rated", scheduled_at=(now - timedelta(seconds=s)).isoformat()
+        )
+        for s in (50, 40, 30)
+    ]
+    # The keeper grants the first; the window is then full for a minute after it starts.
+    assert await FlowKeeper(settings, pool).run_once() == 1
+    room_at = await pool.fetchval("SELECT next_at FROM concurrency_slots WHERE job = 'rated'")
+    late = await why_late(pool, uuid.UUID(str(runs[2]["id"])), "acme", QUOTA)
+    assert late is not None and late.reasons[0] == (
+        "Held by its job's rate limit: 1 started or about to start in the last 60 s, of a limit of 1; "
+        f"its window has room at {room_at:%H:%M:%S} UTC, and 1 run of the same key waiting before it."
     )
 
     assert (await api.post("/tenants/acme/jobs/hello/pause", headers=auth)).status_code == 200

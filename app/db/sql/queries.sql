@@ -93,17 +93,23 @@ DELETE FROM ui_sessions WHERE token_hash = :token_hash AND kind = 'session';
 -- xmax = 0 only on a freshly inserted row: it tells 201 from 200 in one round trip.
 INSERT INTO jobs (tenant_id, name, target, schedule, timezone, payload, max_attempts, backoff_seconds,
                   timeout_seconds, misfire, paused, next_fire_at, priority, callback,
-                  concurrency)
+                  concurrency, rate_limit)
 VALUES (:tenant_id, :name, :target, :schedule, :timezone, :payload, :max_attempts, :backoff_seconds,
-        :timeout_seconds, :misfire, :paused, :next_fire_at, :priority, :callback, :concurrency)
+        :timeout_seconds, :misfire, :paused, :next_fire_at, :priority, :callback, :concurrency, :rate_limit)
 ON CONFLICT (tenant_id, name) DO UPDATE SET
     target = EXCLUDED.target, schedule = EXCLUDED.schedule, timezone = EXCLUDED.timezone,
     payload = EXCLUDED.payload, max_attempts = EXCLUDED.max_attempts,
     backoff_seconds = EXCLUDED.backoff_seconds, timeout_seconds = EXCLUDED.timeout_seconds,
     misfire = EXCLUDED.misfire, paused = EXCLUDED.paused, next_fire_at = EXCLUDED.next_fire_at,
     priority = EXCLUDED.priority, callback = EXCLUDED.callback, concurrency = EXCLUDED.concurrency,
-    updated_at = now()
+    rate_limit = EXCLUDED.rate_limit, updated_at = now()
 RETURNING *, scheduler_job_in_flight(tenant_id, name) AS in_flight, (xmax = 0) AS inserted;
+
+-- name: wake_flow_keys
+-- A job's limits were written: its rate-limited keys are looked at again on the keeper's next pass
+-- (a raised or removed limit may give room before the time the old one said).
+UPDATE concurrency_slots SET next_at = NULL
+WHERE tenant_id = :tenant_id AND job = :name AND next_at IS NOT NULL;
 
 -- name: lock_tenant_for_job_create
 -- Serializes job creation within a tenant (a concurrent PUT waits here until this one commits), so
@@ -134,7 +140,7 @@ DELETE FROM jobs WHERE tenant_id = :tenant_id AND name = :name RETURNING name;
 UPDATE job_runs SET status = 'cancelled', finished_at = now(), lease_owner = NULL, lease_expires_at = NULL
 WHERE tenant_id = :tenant_id AND job = :name AND status IN ('pending', 'dispatched');
 
--- ───────────────────────── flow control: pause, concurrency ─────────────────────────
+-- ─────────────────── flow control: pause, concurrency, rate limits ───────────────────
 -- A held run is pending with due_at 'infinity' (its own due time kept in held_due_at): outside the
 -- claim's range, so holding 100k runs costs the claim nothing (migration 0010).
 
@@ -177,10 +183,10 @@ RETURNING id;
 
 -- name: release_paused_runs
 -- Resume: each held run becomes due when it would have been, so those already due are claimed at
--- once, oldest first; a run of a limited job waits for a slot instead. Not while the other of its
--- job and tenant is still paused.
+-- once, oldest first; a run of a limited job waits for a slot, or its window's room, instead. Not
+-- while the other of its job and tenant is still paused.
 UPDATE job_runs r
-SET held = CASE WHEN r.concurrency_key IS NOT NULL THEN 'concurrency' END,
+SET held = CASE WHEN r.concurrency_key IS NOT NULL THEN scheduler_flow_hold_reason(j.rate_limit) END,
     due_at = CASE WHEN r.concurrency_key IS NOT NULL THEN 'infinity' ELSE r.held_due_at END,
     held_due_at = CASE WHEN r.concurrency_key IS NOT NULL THEN r.held_due_at END
 FROM jobs j JOIN tenants t ON t.id = j.tenant_id
@@ -188,18 +194,19 @@ WHERE r.held = 'paused' AND r.tenant_id = :tenant_id AND (CAST(:name AS text) IS
   AND r.status = 'pending' AND j.tenant_id = r.tenant_id AND j.name = r.job AND NOT j.paused AND NOT t.paused
 RETURNING r.id, r.scheduled_at, r.due_at;
 
--- name: waiting_concurrency_keys
--- Keys with runs waiting for a slot, after the cursor (tenant, job, key): a loose index scan of
--- job_runs_held, one probe per key, so its cost follows the keys, not the runs they hold back.
+-- name: waiting_keys
+-- Keys with runs waiting for a slot (:held 'concurrency') or for their window's room ('rate_limit'),
+-- after the cursor (tenant, job, key): a loose index scan of job_runs_held, one probe per key, so
+-- its cost follows the keys, not the runs they hold back.
 WITH RECURSIVE keys AS (
     (SELECT tenant_id, job, concurrency_key FROM job_runs
-     WHERE held = 'concurrency' AND (tenant_id, job, concurrency_key) > (:tenant_id, :job, :key)
+     WHERE held = :held AND (tenant_id, job, concurrency_key) > (:tenant_id, :job, :key)
      ORDER BY tenant_id, job, concurrency_key LIMIT 1)
     UNION ALL
     SELECT n.tenant_id, n.job, n.concurrency_key FROM keys k
     CROSS JOIN LATERAL (
         SELECT r.tenant_id, r.job, r.concurrency_key FROM job_runs r
-        WHERE r.held = 'concurrency' AND (r.tenant_id, r.job, r.concurrency_key) > (k.tenant_id, k.job, k.concurrency_key)
+        WHERE r.held = :held AND (r.tenant_id, r.job, r.concurrency_key) > (k.tenant_id, k.job, k.concurrency_key)
         ORDER BY r.tenant_id, r.job, r.concurrency_key LIMIT 1
     ) AS n
 )
@@ -207,7 +214,7 @@ SELECT tenant_id, job, concurrency_key AS key FROM keys LIMIT :limit;
 
 -- name: ensure_concurrency_slots
 -- The keys' rows, and the tenant slot's row (tenant_id, '', '') of each of their tenants that has a
--- max_in_flight (migration 0013).
+-- max_in_flight (migration 0014).
 INSERT INTO concurrency_slots (tenant_id, job, key)
 SELECT * FROM unnest(CAST(:tenant_ids AS text[]), CAST(:jobs AS text[]), CAST(:keys AS text[]))
 UNION
@@ -216,14 +223,16 @@ ON CONFLICT DO NOTHING;
 
 -- name: lock_concurrency_slots
 -- One granter per key at a time, across engines: a key another engine is granting is skipped, and
--- so is every key of a limited tenant whose slot row another engine (or a PATCH) holds: the caller
--- grants those nothing (grant_concurrency_slots, :locked_tenants). SKIP LOCKED never waits, so the
--- keeper cannot deadlock; the rows are still taken in one order (tenant row first).
+-- so is a rate-limited key whose window has no room before next_at (never set for a concurrency key),
+-- and so is every key of a limited tenant whose slot row another engine (or a PATCH) holds: the
+-- caller grants those nothing (:locked_tenants of the grants). SKIP LOCKED never waits, so the
+-- keeper cannot deadlock; the rows are still taken in one order (a tenant's slot row first).
 SELECT s.tenant_id, s.job, s.key FROM concurrency_slots s
-WHERE (s.tenant_id, s.job, s.key) IN (
-        SELECT * FROM unnest(CAST(:tenant_ids AS text[]), CAST(:jobs AS text[]), CAST(:keys AS text[])))
+WHERE ((s.tenant_id, s.job, s.key) IN (
+          SELECT * FROM unnest(CAST(:tenant_ids AS text[]), CAST(:jobs AS text[]), CAST(:keys AS text[])))
+       AND (s.next_at IS NULL OR s.next_at <= now()))
    OR (s.job = '' AND s.key = '' AND s.tenant_id IN (
-        SELECT t.id FROM tenants t WHERE t.id = ANY(CAST(:tenant_ids AS text[])) AND t.max_in_flight IS NOT NULL))
+          SELECT t.id FROM tenants t WHERE t.id = ANY(CAST(:tenant_ids AS text[])) AND t.max_in_flight IS NOT NULL))
 ORDER BY s.tenant_id, s.job, s.key
 FOR UPDATE OF s SKIP LOCKED;
 
@@ -242,9 +251,7 @@ WITH room AS (
                 ELSE greatest(0, CAST(j.concurrency->>'limit' AS int) - (
                     SELECT count(*) FROM concurrency_holders h
                     WHERE h.tenant_id = k.tenant_id AND h.job = k.job AND h.key = k.key)) END AS free,
-           CASE WHEN t.max_in_flight IS NULL THEN NULL
-                WHEN NOT t.id = ANY(CAST(:locked_tenants AS text[])) THEN 0
-                ELSE greatest(0, t.max_in_flight - scheduler_tenant_in_flight(t.id)) END AS tenant_free
+           scheduler_tenant_room(t.id, t.max_in_flight, CAST(:locked_tenants AS text[])) AS tenant_free
     FROM unnest(CAST(:tenant_ids AS text[]), CAST(:jobs AS text[]), CAST(:keys AS text[])) AS k(tenant_id, job, key)
     JOIN jobs j ON j.tenant_id = k.tenant_id AND j.name = k.job
     JOIN tenants t ON t.id = k.tenant_id
@@ -277,6 +284,86 @@ holders AS (
     SELECT id, tenant_id, job, concurrency_key FROM granted
     UNION ALL
     SELECT id, tenant_id, '', '' FROM granted WHERE tenant_limited
+)
+SELECT id, scheduled_at, due_at FROM granted;
+
+-- name: grant_rate_limited_runs
+-- Under the keys' locks, as grant_concurrency_slots: each key gets up to `limit - counted` of its
+-- oldest waiting runs, which become due at once. Counted (migration 0013): the key's runs granted
+-- and not started yet (each may start at any moment) and those started within the last period, so
+-- no window of the period ever holds more than `limit` starts. Each grant is a row of the window.
+-- A key left without room sleeps until the earliest time it can have some (next_at): the oldest
+-- counted start + the period, or now + the period while every counted run is still to start (a
+-- lower bound: those start later). Rows that left the window go. None while the job or tenant is
+-- paused; all when the job's limit was removed (LIMIT NULL), counted nowhere. The period is
+-- stretched by :margin_seconds (SCHEDULER_RATE_LIMIT_MARGIN_SECONDS): a start is the database's
+-- time of the fenced start, and the worker's request reaches the limited API a little later, by as
+-- much as a busy worker's event loop delays it. Within the tenant's max_in_flight, as
+-- grant_concurrency_slots: a run granted takes its tenant's slot too, oldest first across its keys.
+WITH room AS (
+    SELECT k.tenant_id, k.job, k.key, p.period, j.paused OR t.paused AS paused,
+           CASE WHEN j.paused OR t.paused THEN 0
+                WHEN j.rate_limit IS NULL THEN NULL
+                ELSE greatest(0, CAST(j.rate_limit->>'limit' AS int) - w.counted) END AS free,
+           scheduler_tenant_room(t.id, t.max_in_flight, CAST(:locked_tenants AS text[])) AS tenant_free,
+           w.oldest_start
+    FROM unnest(CAST(:tenant_ids AS text[]), CAST(:jobs AS text[]), CAST(:keys AS text[])) AS k(tenant_id, job, key)
+    JOIN jobs j ON j.tenant_id = k.tenant_id AND j.name = k.job
+    JOIN tenants t ON t.id = k.tenant_id
+    CROSS JOIN LATERAL (
+        SELECT make_interval(secs => CAST(j.rate_limit->>'period_seconds' AS float8) + :margin_seconds) AS period
+    ) AS p
+    CROSS JOIN LATERAL (
+        SELECT count(*) AS counted, min(s.started_at) AS oldest_start FROM rate_limit_starts s
+        WHERE s.tenant_id = k.tenant_id AND s.job = k.job AND s.key = k.key
+          AND (s.started_at IS NULL OR s.started_at > now() - p.period)) AS w
+),
+offered AS (
+    SELECT c.id, c.scheduled_at, room.tenant_free,
+           row_number() OVER (PARTITION BY room.tenant_id ORDER BY c.held_due_at, c.id) AS place
+    FROM room
+    CROSS JOIN LATERAL (
+        SELECT r.id, r.scheduled_at, r.held_due_at FROM job_runs r
+        WHERE r.held = 'rate_limit' AND r.tenant_id = room.tenant_id AND r.job = room.job
+          AND r.concurrency_key = room.key AND r.held_due_at <= now()
+        ORDER BY r.held_due_at
+        LIMIT least(room.free, room.tenant_free)  -- least() skips NULLs: NULL only when neither limits
+        FOR UPDATE SKIP LOCKED
+    ) AS c
+),
+chosen AS (
+    SELECT id, scheduled_at, tenant_free IS NOT NULL AS tenant_limited FROM offered
+    WHERE tenant_free IS NULL OR place <= tenant_free
+),
+granted AS (
+    UPDATE job_runs r SET held = NULL, due_at = r.held_due_at, held_due_at = NULL
+    FROM chosen c
+    WHERE r.id = c.id AND r.scheduled_at = c.scheduled_at AND r.held = 'rate_limit' AND r.status = 'pending'
+    RETURNING r.id, r.scheduled_at, r.due_at, r.tenant_id, r.job, r.concurrency_key, c.tenant_limited
+),
+tenant_holders AS (
+    INSERT INTO concurrency_holders (run_id, tenant_id, job, key)
+    SELECT id, tenant_id, '', '' FROM granted WHERE tenant_limited
+),
+counted AS (
+    INSERT INTO rate_limit_starts (run_id, tenant_id, job, key, granted_at)
+    SELECT g.id, g.tenant_id, g.job, g.concurrency_key, now() FROM granted g
+    JOIN room ON room.tenant_id = g.tenant_id AND room.job = g.job AND room.key = g.concurrency_key
+    WHERE room.free IS NOT NULL
+),
+expired AS (
+    DELETE FROM rate_limit_starts s USING room
+    WHERE s.tenant_id = room.tenant_id AND s.job = room.job AND s.key = room.key
+      AND s.started_at <= now() - COALESCE(room.period, interval '0')
+),
+paced AS (
+    UPDATE concurrency_slots sl
+    SET next_at = CASE WHEN NOT room.paused AND room.free = (
+                      SELECT count(*) FROM granted g WHERE g.tenant_id = room.tenant_id AND g.job = room.job
+                        AND g.concurrency_key = room.key)
+                  THEN COALESCE(room.oldest_start, now()) + room.period END
+    FROM room
+    WHERE sl.tenant_id = room.tenant_id AND sl.job = room.job AND sl.key = room.key
 )
 SELECT id, scheduled_at, due_at FROM granted;
 
@@ -328,7 +415,7 @@ SELECT id, created_at, paused, max_in_flight,
 FROM tenants WHERE id = :id;
 
 -- name: limited_tenants
--- Tenants with a max_in_flight: a partial index of migration 0013, empty on the default path.
+-- Tenants with a max_in_flight: a partial index of migration 0014, empty on the default path.
 SELECT id FROM tenants WHERE max_in_flight IS NOT NULL;
 
 -- name: rehold_tenant_limited_runs
@@ -349,7 +436,7 @@ SELECT reason, (SELECT count(*) FROM (
                     SELECT 1 FROM job_runs
                     WHERE held = reason AND (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id)
                     LIMIT :limit) AS h) AS runs
-FROM unnest(CAST(ARRAY['paused', 'concurrency'] AS text[])) AS reason;
+FROM unnest(CAST(ARRAY['paused', 'concurrency', 'rate_limit'] AS text[])) AS reason;
 
 -- name: db_now
 SELECT now();
@@ -386,8 +473,9 @@ complete AS (
     ) AS yes
 ),
 inserted AS (
-    -- A run of a paused job or tenant, or of a concurrency-limited job, is held from the start
-    -- (scheduler_run_hold, migration 0010): out of the claim's range until resumed or given a slot.
+    -- A run of a paused job or tenant, or of a concurrency- or rate-limited job, is held from the
+    -- start (scheduler_run_hold, migrations 0010, 0013 and 0014): out of the claim's range until resumed,
+    -- given a slot or given room in its key's window.
     INSERT INTO job_runs (id, scheduled_at, tenant_id, job, origin, payload, target, max_attempts,
                           backoff_seconds, timeout_seconds, due_at, idempotency_key, traceparent, priority, callback,
                           held, held_due_at, concurrency_key)
@@ -397,7 +485,7 @@ inserted AS (
            h.held, h.held_due_at, h.concurrency_key
     FROM minted m
     JOIN jobs j ON j.tenant_id = :tenant_id AND j.name = m.job
-    CROSS JOIN LATERAL scheduler_run_hold(j.tenant_id, j.paused, j.concurrency,
+    CROSS JOIN LATERAL scheduler_run_hold(j.tenant_id, j.paused, j.concurrency, j.rate_limit,
                                           COALESCE(m.payload, j.payload), m.scheduled_at) AS h
     WHERE (SELECT yes FROM complete)
     RETURNING *
@@ -468,9 +556,13 @@ SELECT count(*) FROM (
 -- name: get_run
 -- The id's leading 48 bits are scheduled_at in ms, so [lo, hi) is one millisecond: one partition.
 -- A run of another tenant is not found: :tenant_id NULL (the admin) sees every tenant's.
-SELECT * FROM job_runs
-WHERE id = :id AND scheduled_at >= :lo AND scheduled_at < :hi
-  AND (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id);
+-- held_until: a run waiting for its key's rate limit is not due before the key's window has room.
+SELECT r.*, (SELECT s.next_at FROM concurrency_slots s
+             WHERE r.held = 'rate_limit' AND s.tenant_id = r.tenant_id AND s.job = r.job
+               AND s.key = r.concurrency_key) AS held_until
+FROM job_runs r
+WHERE r.id = :id AND r.scheduled_at >= :lo AND r.scheduled_at < :hi
+  AND (CAST(:tenant_id AS text) IS NULL OR r.tenant_id = :tenant_id);
 
 -- name: get_runs
 -- Several runs by id; the bounds let the planner prune to the days the ids name.
@@ -561,7 +653,8 @@ LIMIT :limit;
 -- name: run_lateness
 -- Why a pending run is not running yet, from what the database knows (the Run page's "why is this
 -- run late"): its own due time (a held run keeps it in held_due_at), its hold, its job's and
--- tenant's pause, its key's slots taken and limit, the runs of its key waiting before it, and the
+-- tenant's pause, its key's slots taken and limit (or its rate limit, the starts in its window and
+-- when the window next has room), the runs of its key waiting before it, and the
 -- tenant's due runs the claim takes before it (higher priority, or the same and due earlier). The
 -- counts stop at :limit. Scoped like get_run: another tenant's run is not found.
 WITH r AS (
@@ -575,9 +668,17 @@ SELECT r.held, r.due, r.tenant_id, extract(epoch FROM now() - r.due) AS late_sec
        CAST(j.concurrency->>'limit' AS int) AS concurrency_limit, r.concurrency_key,
        (SELECT count(*) FROM concurrency_holders h
         WHERE h.tenant_id = r.tenant_id AND h.job = r.job AND h.key = r.concurrency_key) AS key_in_flight,
+       CAST(j.rate_limit->>'limit' AS int) AS rate_limit, CAST(j.rate_limit->>'period_seconds' AS float8) AS rate_period,
+       (SELECT count(*) FROM rate_limit_starts s
+        WHERE s.tenant_id = r.tenant_id AND s.job = r.job AND s.key = r.concurrency_key
+          AND (s.started_at IS NULL
+               OR s.started_at > now() - make_interval(secs => CAST(j.rate_limit->>'period_seconds' AS float8)))
+       ) AS key_in_window,
+       (SELECT s.next_at FROM concurrency_slots s
+        WHERE s.tenant_id = r.tenant_id AND s.job = r.job AND s.key = r.concurrency_key) AS key_next_at,
        (SELECT count(*) FROM (
             SELECT 1 FROM job_runs o
-            WHERE o.held = 'concurrency' AND o.tenant_id = r.tenant_id AND o.job = r.job
+            WHERE o.held = r.held AND o.tenant_id = r.tenant_id AND o.job = r.job
               AND o.concurrency_key = r.concurrency_key AND o.held_due_at < r.due
             LIMIT :limit) AS w) AS key_waiting_before,
        (SELECT count(*) FROM (
@@ -1063,7 +1164,7 @@ LIMIT :limit
 FOR UPDATE SKIP LOCKED;
 
 -- name: insert_cron_runs
--- Held like a submitted run (insert_runs) when its tenant is paused or its job concurrency-limited.
+-- Held like a submitted run (insert_runs) when its tenant is paused or its job limited.
 INSERT INTO job_runs (id, scheduled_at, tenant_id, job, origin, payload, target, max_attempts,
                       backoff_seconds, timeout_seconds, due_at, priority, callback, held, held_due_at,
                       concurrency_key)
@@ -1071,7 +1172,7 @@ SELECT scheduler_run_id(o.at), o.at, j.tenant_id, j.name, 'cron', j.payload, j.t
        j.backoff_seconds, j.timeout_seconds, h.due_at, j.priority, j.callback, h.held, h.held_due_at,
        h.concurrency_key
 FROM jobs j, unnest(CAST(:occurrences AS timestamptz[])) AS o(at),
-     LATERAL scheduler_run_hold(j.tenant_id, j.paused, j.concurrency, j.payload, o.at) AS h
+     LATERAL scheduler_run_hold(j.tenant_id, j.paused, j.concurrency, j.rate_limit, j.payload, o.at) AS h
 WHERE j.tenant_id = :tenant_id AND j.name = :name
 ON CONFLICT (tenant_id, job, scheduled_at) WHERE origin = 'cron' DO NOTHING
 RETURNING id, scheduled_at, due_at;

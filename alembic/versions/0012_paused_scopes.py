@@ -3,14 +3,14 @@
 only the paused rows, so the question costs one empty index read however many jobs and tenants
 there are.
 
-Revision ID: 0014
+Revision ID: 0012
 Revises: 0011
 Create Date: 2026-12-02
 """
 
 from app.db.migrations import run_script
 
-revision = "0014"
+revision = "0012"
 down_revision = "0011"
 branch_labels = None
 depends_on = None
