@@ -112,11 +112,12 @@ async def why_late(
     pool: asyncpg.Pool, run_id: uuid.UUID, tenant_id: str | None, max_pending: int
 ) -> Lateness | None:
     """Why a pending run whose due time has passed is not running, from what the database knows:
-    held by a pause (its job's, its tenant's), by its concurrency limit (slots taken of the
-    limit, runs of its key before it) or by its rate limit (starts in its key's window, when the
-    window has room, runs of its key before it), waiting behind the tenant's runs the claim takes first, the
-    tenant's backlog at its quota (`max_pending`), or no engine claiming at all. None when the run
-    is not pending or not yet due; NotFound when it is not `tenant_id`'s (None: the admin, any)."""
+    held by a pause (its job's, its tenant's), by its concurrency limit (slots taken of the limit,
+    runs of its key before it) or its tenant's max_in_flight (slots taken of it), or by its rate
+    limit (starts in its key's window, when the window has room, runs of its key before it),
+    waiting behind the tenant's runs the claim takes first, the tenant's backlog at its quota
+    (`max_pending`), or no engine claiming at all. None when the run is not pending or not yet due;
+    NotFound when it is not `tenant_id`'s (None: the admin, any)."""
     try:
         async with pool.acquire() as conn:
             row = await run_repo.run_lateness(conn, run_id, tenant_id, LATENESS_LIMIT)
@@ -142,6 +143,12 @@ async def why_late(
             f"Held: {' and '.join(paused) or 'its job or tenant'} "
             f"{'are' if len(paused) == 2 else 'is'} paused; it runs once resumed."
         )
+    elif row["held"] == "concurrency" and row["concurrency_limit"] is None and row["max_in_flight"]:
+        # A run of a job without a limit of its own waits only for its tenant's slot.
+        reasons.append(
+            f"Held by its tenant's max_in_flight: {row['tenant_in_flight']} in flight of "
+            f"{row['max_in_flight']}, and {_runs(row['key_waiting_before'])} of its job waiting before it."
+        )
     elif row["held"] == "concurrency":
         limit = row["concurrency_limit"]
         key = f" (key {row['concurrency_key']!r})" if row["concurrency_key"] else ""
@@ -158,6 +165,15 @@ async def why_late(
             f"Held by its job's rate limit{key}: {row['key_in_window']} started or about to start in "
             f"the last {period or 0:g} s, of a limit of {limit if limit is not None else 'none'}{room}, "
             f"and {_runs(row['key_waiting_before'])} of the same key waiting before it."
+        )
+    if (
+        row["held"] in ("concurrency", "rate_limit")
+        and row["max_in_flight"] is not None
+        and (row["concurrency_limit"] is not None or row["held"] == "rate_limit")
+    ):
+        reasons.append(
+            f"Its tenant's max_in_flight applies too: {row['tenant_in_flight']} in flight of "
+            f"{row['max_in_flight']}."
         )
     if row["held"] is None and row["due_before"]:
         reasons.append(

@@ -6,6 +6,7 @@ limited tenant holds both slots; the slot is freed by the fenced transition that
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections import defaultdict
 from datetime import UTC, datetime, timedelta
 
@@ -21,6 +22,7 @@ from app.engine.dispatcher import claim_scan
 from app.engine.engine import Engine
 from app.engine.floor import ClaimBounds
 from app.engine.keeper import FlowKeeper
+from app.services.dashboard import why_late
 from app.worker.consumer import Worker
 from tests.integration.test_flow_concurrency import most_at_once, start_then_die
 from tests.integration.test_flow_pause import read
@@ -280,3 +282,24 @@ async def test_a_rate_limited_run_of_a_limited_tenant_takes_the_tenant_slot_too(
         assert len(await transitions.finish_runs(conn, fence, [Outcome(True, outcome="succeeded")])) == 1
     assert await pool.fetchval(TENANT_HOLDERS, "acme") == 0
     assert await keeper.run_once() == 1  # the window still has room: the freed tenant slot decides
+
+
+async def test_the_dashboard_says_a_run_waits_for_its_tenants_max_in_flight(
+    api: httpx.AsyncClient, tenant: dict, admin: dict, settings: Settings, pool: asyncpg.Pool
+) -> None:
+    auth = tenant["auth"]
+    past = (await pool.fetchval("SELECT now()") - timedelta(seconds=30)).isoformat()
+    await limit(api, admin, "acme", 1)
+    await put_job(api, "acme", "keyed", auth, concurrency={"limit": 5})
+    plain = [await submit_run(api, "acme", auth, job="hello", scheduled_at=past) for _ in range(2)]
+    keyed = await submit_run(api, "acme", auth, job="keyed", scheduled_at=past)
+    assert await FlowKeeper(settings, pool).run_once() == 1  # the tenant's one slot
+    waiting = [r for r in plain if (await read(api, r["id"], auth))["held"] == "concurrency"]
+    assert len(waiting) == 1
+    late = await why_late(pool, uuid.UUID(str(waiting[0]["id"])), "acme", 1000)
+    assert late is not None and late.reasons[0].startswith(
+        "Held by its tenant's max_in_flight: 1 in flight of 1"
+    )
+    late = await why_late(pool, uuid.UUID(str(keyed["id"])), "acme", 1000)
+    assert late is not None and late.reasons[0].startswith("Held by its job's concurrency limit: 0 in flight")
+    assert late.reasons[1] == "Its tenant's max_in_flight applies too: 1 in flight of 1."

@@ -654,7 +654,8 @@ LIMIT :limit;
 -- Why a pending run is not running yet, from what the database knows (the Run page's "why is this
 -- run late"): its own due time (a held run keeps it in held_due_at), its hold, its job's and
 -- tenant's pause, its key's slots taken and limit (or its rate limit, the starts in its window and
--- when the window next has room), the runs of its key waiting before it, and the
+-- when the window next has room), its tenant's max_in_flight and slots taken, the runs of its key
+-- waiting before it, and the
 -- tenant's due runs the claim takes before it (higher priority, or the same and due earlier). The
 -- counts stop at :limit. Scoped like get_run: another tenant's run is not found.
 WITH r AS (
@@ -665,6 +666,8 @@ WITH r AS (
 )
 SELECT r.held, r.due, r.tenant_id, extract(epoch FROM now() - r.due) AS late_seconds,
        j.paused AS job_paused, t.paused AS tenant_paused,
+       t.max_in_flight, CASE WHEN t.max_in_flight IS NOT NULL THEN scheduler_tenant_in_flight(t.id) END
+           AS tenant_in_flight,
        CAST(j.concurrency->>'limit' AS int) AS concurrency_limit, r.concurrency_key,
        (SELECT count(*) FROM concurrency_holders h
         WHERE h.tenant_id = r.tenant_id AND h.job = r.job AND h.key = r.concurrency_key) AS key_in_flight,
