@@ -14,6 +14,7 @@ import orjson
 from app.db import queries as q
 from app.db.run_ids import bounds_of, scheduled_bounds
 from app.db.wakeups import DUE_CHANNEL
+from app.domain import HeldReason
 
 
 @dataclass(frozen=True)
@@ -90,7 +91,11 @@ async def insert_idempotency_keys(
 
 
 async def count_pending_runs(conn: asyncpg.Connection, tenant_id: str, limit: int) -> int:
-    return int(await q.fetchval(conn, "count_pending_runs", tenant_id=tenant_id, limit=limit))
+    """The tenant's pending runs, held ones included, counted up to `limit`."""
+    reasons = [reason.value for reason in HeldReason]
+    return int(
+        await q.fetchval(conn, "count_pending_runs", tenant_id=tenant_id, limit=limit, held_reasons=reasons)
+    )
 
 
 async def get_run(

@@ -159,7 +159,7 @@ UPDATE tenants SET paused = :paused WHERE id = :id RETURNING id;
 UPDATE job_runs
 SET held = 'paused', held_due_at = CASE WHEN held IS NULL THEN due_at ELSE held_due_at END, due_at = 'infinity'
 WHERE tenant_id = :tenant_id AND (CAST(:name AS text) IS NULL OR job = :name)
-  AND status = 'pending' AND held IS DISTINCT FROM 'paused';
+  AND status = 'pending' AND (held IS NULL OR held IN ('concurrency', 'rate_limit'));
 
 -- name: paused_scopes
 -- What is paused: (tenant, job), or (tenant, null) for a whole tenant. Tiny (partial indexes of
@@ -171,14 +171,12 @@ SELECT id, NULL FROM tenants WHERE paused;
 -- name: rehold_paused_runs
 -- The keeper's catch-up for one paused scope: a run that became pending after the pause (a retry, a
 -- rescued run) is held too. One scope per statement, the tenant given as a value, so the plan is
--- always a probe of job_runs_pending_tenant_due: ten descents (one per priority) into the unheld
--- part (due_at < 'infinity') of the tenant's pending runs, never a walk over the runs already held
--- (joined to the paused set instead, the planner hashed every pending run of every tenant, each
--- pass: 16k buffers per pass on a 20k drain).
+-- always a probe of job_runs_pending_tenant_due, which holds only unheld runs (migration 0015):
+-- never a walk over the runs already held (joined to the paused set instead, the planner hashed
+-- every pending run of every tenant, each pass: 16k buffers per pass on a 20k drain).
 UPDATE job_runs SET held = 'paused', held_due_at = due_at, due_at = 'infinity'
 WHERE tenant_id = :tenant_id AND (CAST(:name AS text) IS NULL OR job = :name)
   AND status = 'pending' AND held IS NULL
-  AND priority = ANY (CAST('{0,1,2,3,4,5,6,7,8,9}' AS smallint[])) AND due_at < 'infinity'
 RETURNING id;
 
 -- name: release_paused_runs
@@ -421,11 +419,10 @@ SELECT id FROM tenants WHERE max_in_flight IS NOT NULL;
 -- name: rehold_tenant_limited_runs
 -- The keeper's catch-up for one limited tenant (given as a value, as rehold_paused_runs, for the
 -- same plan): a run submitted in the instant its max_in_flight was set (its insert read the tenant
--- before the PATCH committed) is held for a slot as it would have been. Ten descents into the
--- unheld part (due_at < 'infinity') of the tenant's pending runs, never the ones held back.
+-- before the PATCH committed) is held for a slot as it would have been. A probe of the tenant's
+-- unheld pending runs (job_runs_pending_tenant_due, migration 0015), never the ones held back.
 UPDATE job_runs SET held = 'concurrency', held_due_at = due_at, due_at = 'infinity', concurrency_key = ''
 WHERE tenant_id = :tenant_id AND status = 'pending' AND held IS NULL AND concurrency_key IS NULL
-  AND priority = ANY (CAST('{0,1,2,3,4,5,6,7,8,9}' AS smallint[])) AND due_at < 'infinity'
 RETURNING id;
 
 -- name: count_held_runs
@@ -549,9 +546,15 @@ WHERE ctid = ANY (ARRAY(
 -- name: count_pending_runs
 -- Admission control counts at most quota + 1 rows: the answer is "over" or "not over", never a
 -- full count of a large backlog.
-SELECT count(*) FROM (
-    SELECT 1 FROM job_runs WHERE tenant_id = :tenant_id AND status = 'pending' LIMIT :limit
-) AS p;
+-- Held runs count too; they are outside the pending index (migration 0015), so they are counted
+-- from the held index, one descent per reason.
+SELECT LEAST(:limit, (SELECT count(*) FROM (
+            SELECT 1 FROM job_runs WHERE tenant_id = :tenant_id AND status = 'pending' AND held IS NULL
+            LIMIT :limit) AS p)
+     + (SELECT count(*) FROM (
+            SELECT 1 FROM job_runs
+            WHERE held = ANY(CAST(:held_reasons AS text[])) AND tenant_id = :tenant_id AND status = 'pending'
+            LIMIT :limit) AS h));
 
 -- name: get_run
 -- The id's leading 48 bits are scheduled_at in ms, so [lo, hi) is one millisecond: one partition.
@@ -624,13 +627,13 @@ SELECT
                 FROM recent WHERE finished_at IS NOT NULL GROUP BY 1) AS f USING (minute)) AS per_minute;
 
 -- name: dashboard_oldest_due_pending
--- The run waiting longest for an engine. The pending partial index is keyed (priority, due_at), so
--- it is the oldest of one probe per priority (as due_backlog reads it).
+-- The run waiting longest for an engine. The pending partial index (unheld runs) is keyed
+-- (priority, due_at), so it is the oldest of one probe per priority (as due_backlog reads it).
 SELECT o.id, o.tenant_id, o.job, o.due_at, now() - o.due_at AS waiting
 FROM generate_series(0, 9) AS p(priority)
 CROSS JOIN LATERAL (
     SELECT id, tenant_id, job, due_at FROM job_runs
-    WHERE status = 'pending' AND priority = p.priority AND due_at <= now()
+    WHERE status = 'pending' AND held IS NULL AND priority = p.priority AND due_at <= now()
       AND (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id)
     ORDER BY due_at
     LIMIT 1
@@ -686,7 +689,8 @@ SELECT r.held, r.due, r.tenant_id, extract(epoch FROM now() - r.due) AS late_sec
             LIMIT :limit) AS w) AS key_waiting_before,
        (SELECT count(*) FROM (
             SELECT 1 FROM job_runs o
-            WHERE o.status = 'pending' AND o.tenant_id = r.tenant_id AND o.due_at <= now() AND o.id <> r.id
+            WHERE o.status = 'pending' AND o.held IS NULL AND o.tenant_id = r.tenant_id AND o.due_at <= now()
+              AND o.id <> r.id
               AND (o.priority < r.priority OR (o.priority = r.priority AND o.due_at <= r.due))
             LIMIT :limit) AS a) AS due_before
 FROM r
@@ -805,7 +809,7 @@ WITH RECURSIVE oldest AS (
     -- skipped. job_runs_pending_due is keyed (priority, due_at), so this is an index walk that stops
     -- after `batch_size` rows.
     SELECT id, scheduled_at, tenant_id, priority, due_at FROM job_runs
-    WHERE status = 'pending' AND due_at <= now()
+    WHERE status = 'pending' AND held IS NULL AND due_at <= now()
       AND scheduled_at >= :floor AND scheduled_at <= :ceiling
     ORDER BY priority, due_at
     LIMIT :batch_size
@@ -818,11 +822,11 @@ crowded AS (
 due_tenants AS (
     -- A loose index scan of (tenant_id, priority, due_at): one probe per tenant with pending runs.
     (SELECT tenant_id FROM job_runs
-     WHERE status = 'pending' AND scheduled_at >= :floor AND scheduled_at <= :ceiling
+     WHERE status = 'pending' AND held IS NULL AND scheduled_at >= :floor AND scheduled_at <= :ceiling
      ORDER BY tenant_id LIMIT 1)
     UNION ALL
     SELECT (SELECT r.tenant_id FROM job_runs r
-            WHERE r.status = 'pending' AND r.scheduled_at >= :floor AND r.scheduled_at <= :ceiling
+            WHERE r.status = 'pending' AND r.held IS NULL AND r.scheduled_at >= :floor AND r.scheduled_at <= :ceiling
               AND r.tenant_id > d.tenant_id
             ORDER BY r.tenant_id LIMIT 1)
     FROM due_tenants d
@@ -834,7 +838,7 @@ fair AS (
     FROM due_tenants d
     CROSS JOIN LATERAL (
         SELECT r.id, r.scheduled_at, r.priority, r.due_at FROM job_runs r
-        WHERE r.tenant_id = d.tenant_id AND r.status = 'pending' AND r.due_at <= now()
+        WHERE r.tenant_id = d.tenant_id AND r.status = 'pending' AND r.held IS NULL AND r.due_at <= now()
           AND r.scheduled_at >= :floor AND r.scheduled_at <= :ceiling
         ORDER BY r.priority, r.due_at
         LIMIT :per_tenant_cap
@@ -848,7 +852,7 @@ fair_locked AS (
     -- re-check of status makes a row another engine took in the meantime simply not match.
     SELECT r.id, r.scheduled_at FROM job_runs r
     JOIN fair f ON r.id = f.id AND r.scheduled_at = f.scheduled_at
-    WHERE r.status = 'pending' AND r.due_at <= now()
+    WHERE r.status = 'pending' AND r.held IS NULL AND r.due_at <= now()
       AND r.scheduled_at >= :floor AND r.scheduled_at <= :ceiling
     FOR UPDATE OF r SKIP LOCKED
 ),
@@ -897,14 +901,14 @@ RETURNING r.id, r.scheduled_at, r.tenant_id, r.job, r.payload::text AS payload_j
 -- the scan's bounds, for the priority probe.
 WITH hinted AS (
     SELECT id, scheduled_at, tenant_id, priority FROM job_runs
-    WHERE id = ANY(CAST(:ids AS uuid[])) AND status = 'pending' AND due_at <= now()
+    WHERE id = ANY(CAST(:ids AS uuid[])) AND status = 'pending' AND held IS NULL AND due_at <= now()
       AND scheduled_at >= :lo AND scheduled_at < :hi
     FOR UPDATE SKIP LOCKED
 ),
 crowded AS (
     SELECT EXISTS (SELECT 1 FROM hinted GROUP BY tenant_id HAVING count(*) > :per_tenant_cap)
         OR EXISTS (SELECT 1 FROM job_runs r
-                   WHERE r.status = 'pending' AND r.due_at <= now()
+                   WHERE r.status = 'pending' AND r.held IS NULL AND r.due_at <= now()
                      AND r.priority < (SELECT max(priority) FROM hinted)
                      AND r.scheduled_at >= :floor AND r.scheduled_at <= :ceiling
                      AND r.id <> ALL(CAST(:ids AS uuid[]))) AS yes
@@ -923,7 +927,7 @@ RETURNING r.id, r.scheduled_at, r.tenant_id, r.job, r.payload::text AS payload_j
 -- Hinted ids the hot path popped but did not claim (over the cap, or locked by another engine) that
 -- are still pending: they go back into the index. Stale ones are not returned and so are forgotten.
 SELECT id, due_at FROM job_runs
-WHERE id = ANY(CAST(:ids AS uuid[])) AND status = 'pending' AND scheduled_at >= :lo AND scheduled_at < :hi;
+WHERE id = ANY(CAST(:ids AS uuid[])) AND status = 'pending' AND held IS NULL AND scheduled_at >= :lo AND scheduled_at < :hi;
 
 -- name: release_unpublished_runs
 -- A publish that failed or timed out: back to pending at once, nothing marked sent that was not acked.
@@ -975,12 +979,12 @@ WITH bound AS (
 SELECT COALESCE(extract(epoch FROM now() - min(o.due_at)), 0) AS oldest_age,
        (SELECT count(*) FROM (
             SELECT 1 FROM job_runs
-            WHERE status = 'pending' AND due_at <= now() AND scheduled_at <= (SELECT hi FROM bound)
+            WHERE status = 'pending' AND held IS NULL AND due_at <= now() AND scheduled_at <= (SELECT hi FROM bound)
             LIMIT :limit) AS d) AS runs
 FROM generate_series(0, 9) AS p(priority)
 CROSS JOIN LATERAL (
     SELECT min(due_at) AS due_at FROM job_runs
-    WHERE status = 'pending' AND priority = p.priority AND due_at <= now()
+    WHERE status = 'pending' AND held IS NULL AND priority = p.priority AND due_at <= now()
       AND scheduled_at <= (SELECT hi FROM bound)
 ) AS o;
 
