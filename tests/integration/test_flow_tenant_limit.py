@@ -288,11 +288,13 @@ async def test_the_dashboard_says_a_run_waits_for_its_tenants_max_in_flight(
     api: httpx.AsyncClient, tenant: dict, admin: dict, settings: Settings, pool: asyncpg.Pool
 ) -> None:
     auth = tenant["auth"]
-    past = (await pool.fetchval("SELECT now()") - timedelta(seconds=30)).isoformat()
+    now = await pool.fetchval("SELECT now()")
+    past, later = (now - timedelta(seconds=30)).isoformat(), (now - timedelta(seconds=20)).isoformat()
     await limit(api, admin, "acme", 1)
     await put_job(api, "acme", "keyed", auth, concurrency={"limit": 5})
     plain = [await submit_run(api, "acme", auth, job="hello", scheduled_at=past) for _ in range(2)]
-    keyed = await submit_run(api, "acme", auth, job="keyed", scheduled_at=past)
+    # Due after the plain runs, so the tenant's one slot goes to a plain run (oldest first).
+    keyed = await submit_run(api, "acme", auth, job="keyed", scheduled_at=later)
     assert await FlowKeeper(settings, pool).run_once() == 1  # the tenant's one slot
     waiting = [r for r in plain if (await read(api, r["id"], auth))["held"] == "concurrency"]
     assert len(waiting) == 1

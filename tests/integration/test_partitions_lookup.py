@@ -88,7 +88,8 @@ async def test_get_run_touches_exactly_one_partition(
         for day, run_id in runs_by_day.items():
             lo, hi = scheduled_bounds(run_id)
             args = query.args({"id": run_id, "lo": lo, "hi": hi, "tenant_id": None})
-            touched = await explain(conn, query.sql, *args)
+            # Of the runs' partitions, only the id's day (a rate-limited run's key is read beside it).
+            touched = [t for t in await explain(conn, query.sql, *args) if t.startswith("job_runs")]
             assert touched == [f"job_runs_p{day:%Y%m%d}"], (day, touched)
             row = await conn.fetchrow(query.sql, *args)  # and it is the right row
             assert row is not None and row["id"] == run_id
