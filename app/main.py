@@ -17,7 +17,7 @@ from prometheus_fastapi_instrumentator import Instrumentator
 from app.api import flow, health, jobs, run_actions, runs, tenants
 from app.api.deps import State
 from app.api.problems import install_error_handlers
-from app.api.schemas import serve_problems_as_problem_json
+from app.api.schemas.common import serve_problems_as_problem_json
 from app.api.server import BodyLimit
 from app.config import Settings, get_settings
 from app.engine.engine import Engine

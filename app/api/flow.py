@@ -7,7 +7,9 @@ from typing import Annotated
 from fastapi import APIRouter, Path
 
 from app.api.deps import PrincipalDep, StateDep
-from app.api.schemas import JOB_NAME_PATTERN, TENANT_ID_PATTERN, Job, TenantPause, error_responses, job_out
+from app.api.schemas.common import JOB_NAME_PATTERN, TENANT_ID_PATTERN, error_responses
+from app.api.schemas.jobs import Job, job_out
+from app.api.schemas.tenants import TenantPause
 from app.services import flow as flow_service
 
 router = APIRouter(tags=["flow control"])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request, Response
 
-from app.api.schemas import Health
+from app.api.schemas.common import Health
 from app.telemetry.ops_server import run_checks
 
 router = APIRouter(tags=["health"])

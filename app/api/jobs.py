@@ -7,15 +7,8 @@ from typing import Annotated
 from fastapi import APIRouter, Path, Query, Response
 
 from app.api.deps import PrincipalDep, State, StateDep
-from app.api.schemas import (
-    JOB_NAME_PATTERN,
-    TENANT_ID_PATTERN,
-    Job,
-    JobList,
-    JobPut,
-    error_responses,
-    job_out,
-)
+from app.api.schemas.common import JOB_NAME_PATTERN, TENANT_ID_PATTERN, error_responses
+from app.api.schemas.jobs import Job, JobList, JobPut, job_out
 from app.domain import JobRecord
 from app.services import jobs as job_service
 

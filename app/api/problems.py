@@ -10,7 +10,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from app.api.schemas import TARGET_TYPES
+from app.api.schemas.common import TARGET_TYPES
 from app.errors import PROBLEM_JSON, AppError, InvalidInput, problem
 
 log = logging.getLogger(__name__)

@@ -7,7 +7,8 @@ from fastapi import APIRouter, Response
 from app.api.cursors import decode_cursor, encode_cursor
 from app.api.deps import PrincipalDep, StateDep
 from app.api.runs import TenantIdPath
-from app.api.schemas import RunAction, RunActionResult, error_responses, json_response
+from app.api.schemas.common import error_responses, json_response
+from app.api.schemas.runs import RunAction, RunActionResult
 from app.domain import RunStatus
 from app.errors import InvalidInput
 from app.services import run_actions as action_service

@@ -13,9 +13,8 @@ from pydantic import AwareDatetime
 
 from app.api.cursors import decode_cursor, encode_cursor
 from app.api.deps import PrincipalDep, State, StateDep, bearer, get_principal, get_state
-from app.api.schemas import (
-    JOB_NAME_PATTERN,
-    TENANT_ID_PATTERN,
+from app.api.schemas.common import JOB_NAME_PATTERN, TENANT_ID_PATTERN, error_responses, json_response
+from app.api.schemas.runs import (
     IdempotencyKey,
     Run,
     RunBatch,
@@ -25,8 +24,6 @@ from app.api.schemas import (
     RunRetry,
     RunStatusName,
     RunSubmit,
-    error_responses,
-    json_response,
 )
 from app.domain import RunStatus
 from app.errors import InvalidInput

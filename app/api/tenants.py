@@ -8,7 +8,8 @@ from dataclasses import asdict
 from fastapi import APIRouter, Response
 
 from app.api.deps import PrincipalDep, StateDep
-from app.api.schemas import (
+from app.api.schemas.common import error_responses
+from app.api.schemas.tenants import (
     ApiKey,
     ApiKeyList,
     KeyCreated,
@@ -18,7 +19,6 @@ from app.api.schemas import (
     TenantCreate,
     TenantCreated,
     TenantPatch,
-    error_responses,
 )
 from app.services import flow as flow_service
 from app.services import tenants as tenant_service

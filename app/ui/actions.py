@@ -14,7 +14,8 @@ from pydantic import ValidationError
 
 from app.api.deps import StateDep
 from app.api.jobs import put_job
-from app.api.schemas import JOB_NAME_PATTERN, TENANT_ID_PATTERN, JobPut
+from app.api.schemas.common import JOB_NAME_PATTERN, TENANT_ID_PATTERN
+from app.api.schemas.jobs import JobPut
 from app.errors import Conflict, InvalidInput
 from app.services import flow as flow_service
 from app.services import run_actions as action_service

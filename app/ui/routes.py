@@ -13,7 +13,9 @@ from fastapi.responses import RedirectResponse
 
 from app.api.cursors import decode_cursor, encode_cursor
 from app.api.deps import StateDep
-from app.api.schemas import JOB_NAME_PATTERN, TENANT_ID_PATTERN, JobPut, RunStatusName
+from app.api.schemas.common import JOB_NAME_PATTERN, TENANT_ID_PATTERN
+from app.api.schemas.jobs import JobPut
+from app.api.schemas.runs import RunStatusName
 from app.domain import CANCELLABLE, JobRecord, RunRecord, RunStatus
 from app.errors import AppError, InvalidInput
 from app.services import cron, dashboard

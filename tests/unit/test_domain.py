@@ -5,7 +5,8 @@ from __future__ import annotations
 import asyncio
 from typing import get_args
 
-from app.api.schemas import Job, Run
+from app.api.schemas.jobs import Job
+from app.api.schemas.runs import Run
 from app.domain import JOB_FIELDS, RUN_FIELDS, RunStatus, on_pending
 
 
