@@ -6,12 +6,14 @@ from __future__ import annotations
 from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
-from app.ui import actions, routes, sessions
+from app.ui import actions, sessions
+from app.ui.pages import admin, failures, jobs, overview, runs
 from app.ui.render import HERE
 
 
 def mount_dashboard(app: FastAPI) -> None:
     """/ui's pages, actions, sign-in, and its static files (our CSS and the vendored htmx)."""
-    for router in (sessions.router, routes.router, actions.router):
+    pages = (overview.router, runs.router, jobs.router, failures.router, admin.router)
+    for router in (sessions.router, *pages, actions.router):
         app.include_router(router)
     app.mount("/ui/static", StaticFiles(directory=HERE / "static"), name="ui-static")

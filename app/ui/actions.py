@@ -22,16 +22,11 @@ from app.services import run_actions as action_service
 from app.services import runs as run_service
 from app.services.run_actions import Action
 from app.services.submission import RunRequest, submit
+from app.ui.pages.failures import BULK_LIMIT, failure_filter
+from app.ui.pages.jobs import job_editor
+from app.ui.pages.runs import run_page
 from app.ui.render import UiRoute
-from app.ui.routes import (
-    BULK_LIMIT,
-    failure_filter,
-    job_editor,
-    moment,
-    run_page,
-    scoped_tenant,
-    scoped_tenant_of_run,
-)
+from app.ui.scope import moment, scoped_tenant, scoped_tenant_of_run
 from app.ui.sessions import FormDep, SessionDep
 
 router = APIRouter(prefix="/ui", route_class=UiRoute, include_in_schema=False)
