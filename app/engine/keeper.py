@@ -3,7 +3,7 @@ their tenant's max_in_flight, whose slot a run takes in the same grant), holds r
 and tenants that became pending after the pause (a retry, a rescued run), and runs of a limited
 tenant submitted in the instant its limit was set.
 
-Held runs are out of the claim's range (migration 0010), so the claim never reads them; this is
+Held runs are outside the indexes the claim reads (migration 0015), so it never sees them; this is
 the one place that looks at them, and its cost follows the keys with waiting runs (one index probe
 each), not the runs they hold back. Slots and room are granted under a row lock per key
 (app.db.flow.grant), so any number of engines can run a keeper: a key one of them is granting is

@@ -141,8 +141,9 @@ UPDATE job_runs SET status = 'cancelled', finished_at = now(), lease_owner = NUL
 WHERE tenant_id = :tenant_id AND job = :name AND status IN ('pending', 'dispatched');
 
 -- ─────────────────── flow control: pause, concurrency, rate limits ───────────────────
--- A held run is pending with due_at 'infinity' (its own due time kept in held_due_at): outside the
--- claim's range, so holding 100k runs costs the claim nothing (migration 0010).
+-- A held run is pending with due_at 'infinity' (its own due time kept in held_due_at), and outside
+-- the pending indexes the claim reads (migration 0015), so holding 100k runs costs the claim nothing;
+-- what must count held runs reads job_runs_held.
 
 -- name: set_job_paused
 -- A paused job fires no cron occurrence either (lock_due_cron_jobs), so its next fire goes.
