@@ -70,6 +70,12 @@ class Settings(BaseSettings):
     stream: str = "RUNS"
     subject_prefix: str = "runs"
     consumer: str = "workers"
+    # Runs of priority <= this travel in the urgent lane: a second stream (`{stream}_URGENT`, subjects
+    # `{subject_prefix}_urgent.<tenant>`) that workers read before the other, and that the engine
+    # keeps claiming into while backpressure holds the other lane back. Without it an urgent run
+    # waited behind everything backpressure had already let into the stream (docs/bench.md 23).
+    # -1: no urgent lane, every run in one stream in the order it was claimed.
+    urgent_priority: int = Field(default=4, ge=-1, le=9)
     ack_wait_seconds: float = Field(default=30.0, gt=0)
 
     # Worker.
@@ -141,8 +147,20 @@ class Settings(BaseSettings):
             return "postgresql://" + value.removeprefix("postgresql+asyncpg://")
         return value
 
-    def subject_for(self, tenant_id: str) -> str:
+    def subject_for(self, tenant_id: str, priority: int) -> str:
+        """The run's subject: its lane's prefix, then its tenant."""
+        if priority <= self.urgent_priority:
+            return f"{self.urgent_subject_prefix}.{tenant_id}"
         return f"{self.subject_prefix}.{tenant_id}"
+
+    @property
+    def urgent_stream(self) -> str:
+        return f"{self.stream}_URGENT"
+
+    @property
+    def urgent_subject_prefix(self) -> str:
+        # Outside `{subject_prefix}.>`: two streams may not share a subject.
+        return f"{self.subject_prefix}_urgent"
 
 
 @lru_cache

@@ -13,6 +13,10 @@ from uuid import UUID
 
 import orjson
 
+# Priority runs from 0 (most urgent) to LEAST_URGENT; a job's is DEFAULT_PRIORITY unless it says.
+LEAST_URGENT = 9
+DEFAULT_PRIORITY = 5
+
 
 class RunStatus(StrEnum):
     """A run's states (the `status` column). SQL keeps its literals; Python code names these."""

@@ -85,7 +85,7 @@ async def drain(
                 lags = (await workload.fetch(conn, "lag_percentiles", ps=PS, tenant=None))[0]
                 counts = await workload.status_counts(conn)
         finally:
-            await delete_stream(nc, base.stream)
+            await delete_stream(nc, base)
             await nc.close()
             await pool.close()
         pg_after = await pgstats.snapshot(url)  # the processes are gone: their counters are in

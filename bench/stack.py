@@ -17,6 +17,7 @@ from typing import Any
 import nats
 from nats.aio.client import Client as NATS
 
+from app.bus.jetstream import delete_streams
 from app.config import Settings
 from stack import databases
 from stack.databases import with_database
@@ -98,9 +99,10 @@ class Bench:
         )
 
 
-async def delete_stream(nc: NATS, stream: str) -> None:
+async def delete_stream(nc: NATS, settings: Settings) -> None:
+    """The settings' streams (every lane's)."""
     with contextlib.suppress(Exception):
-        await nc.jetstream().delete_stream(stream)
+        await delete_streams(nc.jetstream(), settings)
 
 
 async def stream_messages(nc: NATS, stream: str) -> int:

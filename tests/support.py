@@ -16,6 +16,7 @@ import httpx
 import uvicorn
 from nats.js import JetStreamContext
 
+from app.bus.jetstream import delete_streams
 from app.config import Settings
 from app.dev import free_port
 from app.telemetry.ops_server import HostedServer
@@ -133,7 +134,7 @@ async def delete_stream(settings: Settings) -> None:
     with contextlib.suppress(Exception):
         nc = await nats.connect(settings.nats_url)
         try:
-            await nc.jetstream().delete_stream(settings.stream)
+            await delete_streams(nc.jetstream(), settings)
         finally:
             await nc.close()
 

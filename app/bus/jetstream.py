@@ -25,7 +25,7 @@ from nats.js.api import (
     StorageType,
     StreamConfig,
 )
-from nats.js.errors import BadRequestError
+from nats.js.errors import BadRequestError, NotFoundError
 
 from app.config import Settings
 
@@ -67,10 +67,35 @@ async def close(nc: NATS) -> None:
     await nc.close()
 
 
-def stream_config(settings: Settings) -> StreamConfig:
+@dataclass(frozen=True, slots=True)
+class Lane:
+    """One stream of runs and the workers' durable consumer on it. Two lanes: urgent runs (priority
+    <= URGENT_PRIORITY) and the rest. Engines claim into the urgent lane and workers fetch from it in
+    loops of their own, so an urgent run waits only behind urgent work, not behind everything
+    backpressure already let into the other stream."""
+
+    name: str  # "urgent" | "normal"
+    stream: str
+    subject_prefix: str
+    consumer: str
+
+    @property
+    def subjects(self) -> str:
+        return f"{self.subject_prefix}.>"
+
+
+def lanes(settings: Settings) -> list[Lane]:
+    """The normal lane, then the urgent one unless URGENT_PRIORITY is -1."""
+    normal = Lane("normal", settings.stream, settings.subject_prefix, settings.consumer)
+    if settings.urgent_priority < 0:
+        return [normal]
+    return [normal, Lane("urgent", settings.urgent_stream, settings.urgent_subject_prefix, settings.consumer)]
+
+
+def stream_config(lane: Lane) -> StreamConfig:
     return StreamConfig(
-        name=settings.stream,
-        subjects=[f"{settings.subject_prefix}.>"],
+        name=lane.stream,
+        subjects=[lane.subjects],
         # Work-queue retention: a message is gone once a worker acks it; Postgres keeps the history.
         retention=RetentionPolicy.WORK_QUEUE,
         storage=StorageType.FILE,
@@ -78,9 +103,9 @@ def stream_config(settings: Settings) -> StreamConfig:
     )
 
 
-def consumer_config(settings: Settings) -> ConsumerConfig:
+def consumer_config(lane: Lane, settings: Settings) -> ConsumerConfig:
     return ConsumerConfig(
-        durable_name=settings.consumer,
+        durable_name=lane.consumer,
         ack_policy=AckPolicy.EXPLICIT,
         deliver_policy=DeliverPolicy.ALL,
         ack_wait=settings.ack_wait_seconds,
@@ -89,22 +114,31 @@ def consumer_config(settings: Settings) -> ConsumerConfig:
         # delivery: a limit here would drop a patient tenant's runs (app/worker/consumer.py).
         max_deliver=-1,
         max_ack_pending=max(20_000, settings.worker_concurrency * 4),
-        filter_subject=f"{settings.subject_prefix}.>",
+        filter_subject=lane.subjects,
     )
 
 
 async def ensure_stream(js: JetStreamContext, settings: Settings) -> None:
-    """Create the stream, or bring an existing one to this configuration. Safe to race."""
-    config = stream_config(settings)
-    try:
-        await js.add_stream(config)
-    except BadRequestError:
-        await js.update_stream(config)
+    """Create every lane's stream, or bring an existing one to this configuration. Safe to race."""
+    for lane in lanes(settings):
+        config = stream_config(lane)
+        try:
+            await js.add_stream(config)
+        except BadRequestError:
+            await js.update_stream(config)
+
+
+async def delete_streams(js: JetStreamContext, settings: Settings) -> None:
+    """Every lane's stream, where it exists (tests and benches clean up with it)."""
+    for lane in lanes(settings):
+        with contextlib.suppress(NotFoundError):
+            await js.delete_stream(lane.stream)
 
 
 async def ensure_consumer(js: JetStreamContext, settings: Settings) -> None:
     await ensure_stream(js, settings)
-    await js.add_consumer(settings.stream, consumer_config(settings))
+    for lane in lanes(settings):
+        await js.add_consumer(lane.stream, consumer_config(lane, settings))
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,8 +249,9 @@ class Publisher:
 
 
 class PullConsumer:
-    """Pulls from a durable JetStream consumer with the plain pull protocol: a request for up to N
+    """Pulls from one lane's durable consumer with the plain pull protocol: a request for up to N
     messages (lingering until `expires`) answered to a private inbox whose callback queues them.
+    A worker runs one per lane, each in its own fetch loop (app/worker/consumer.py).
 
     nats-py's PullSubscription.fetch waits for every single message with a fresh task, a uuid4 and
     asyncio.wait_for: 27% of the worker's CPU (measured with py-spy while draining 20k noop runs).
@@ -226,9 +261,10 @@ class PullConsumer:
     out its own timeout instead left new messages without a request for up to a second (the
     `steady` bench's due lag to start, p95 0.93 s, found it)."""
 
-    def __init__(self, nc: NATS, stream: str, consumer: str):
+    def __init__(self, nc: NATS, lane: Lane):
         self.nc = nc
-        self.subject = f"$JS.API.CONSUMER.MSG.NEXT.{stream}.{consumer}"
+        self.lane = lane
+        self.subject = f"$JS.API.CONSUMER.MSG.NEXT.{lane.stream}.{lane.consumer}"
         self.inbox = nc.new_inbox()
         # Messages, and None where a request ended.
         self.queue: asyncio.Queue[Msg | None] = asyncio.Queue()
@@ -278,9 +314,11 @@ class PullConsumer:
                 self._outstanding = batch
                 self._request_ends = now + timeout
             try:
-                first = await asyncio.wait_for(self.queue.get(), deadline - now)
+                # Not past the request's own end: should its expiry not be answered (the 408), the
+                # loop asks again instead of leaving the consumer without a request until `deadline`.
+                first = await asyncio.wait_for(self.queue.get(), min(deadline, self._request_ends) - now)
             except TimeoutError:
-                break
+                continue
             if first is not None:
                 msgs.append(first)
             self._take(batch, msgs)

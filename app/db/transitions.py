@@ -12,7 +12,7 @@ import asyncpg
 
 from app.db import queries as q
 from app.db.run_ids import bounds_of
-from app.domain import AttemptOutcome
+from app.domain import LEAST_URGENT, AttemptOutcome
 
 
 class Fence:
@@ -42,6 +42,8 @@ async def claim_due_runs(
     batch_size: int,
     owner: str,
     lease_seconds: float,
+    min_priority: int = 0,
+    max_priority: int = LEAST_URGENT,
 ) -> list[asyncpg.Record]:
     return await q.fetch(
         conn,
@@ -52,6 +54,8 @@ async def claim_due_runs(
         batch_size=batch_size,
         owner=owner,
         lease_seconds=lease_seconds,
+        min_priority=min_priority,
+        max_priority=max_priority,
     )
 
 

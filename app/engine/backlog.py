@@ -1,12 +1,16 @@
-"""What the workers' JetStream consumer holds, as the engine needs to know it.
+"""What the workers' JetStream consumers hold, as the engine needs to know it.
 
 Two decisions depend on it. Backpressure (the dispatcher): how many more runs may be claimed into
 the stream — a count cap for the stream's memory, and a time bound: what waits undelivered must be
 taken by the workers within `max_queue_seconds` at the rate they are measured to take messages.
 Rescue (the reaper): a dispatched run whose lease lapsed is put back to pending only once its
 message can no longer be waiting in the stream, i.e. once it was claimed before the publish time of
-the oldest message no worker has received yet. Both read the one durable consumer that every worker
-shares, so any number of engines and workers see the same numbers.
+the oldest message no worker has received yet. Both read the durable consumers every worker shares,
+so any number of engines and workers see the same numbers.
+
+Two lanes (app/bus/jetstream.py): workers read the urgent one first, so the bounds apply to the
+whole (what the workers have queued) and, separately, to the urgent lane alone (what an urgent run
+waits behind). While the whole is full, urgent runs are still claimed as long as their lane has room.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from nats.aio.client import Client as NATS
 from nats.js import JetStreamContext
 from nats.js.errors import NotFoundError
 
+from app.bus.jetstream import Lane, lanes
 from app.config import Settings
 from app.telemetry import metrics
 
@@ -33,9 +38,14 @@ class Backlog:
     in_flight: int  # delivered, not yet acked: being started or executed (acked after the outcome)
     delivered: int  # deliveries so far (the consumer's sequence): a counter, for the delivery rate
 
+    def __add__(self, other: Backlog) -> Backlog:
+        return Backlog(
+            self.waiting + other.waiting, self.in_flight + other.in_flight, self.delivered + other.delivered
+        )
 
-async def read_backlog(js: JetStreamContext, settings: Settings) -> Backlog | None:
-    """None when the consumer does not exist yet (no worker ever started).
+
+async def read_lane(js: JetStreamContext, lane: Lane) -> Backlog | None:
+    """None when the lane's consumer does not exist yet (no worker ever started).
 
     What waits is read from the stream, not from the consumer's num_pending: the stream stores a
     message before it acks the publish, while the consumer counts it a moment later, and in that
@@ -43,8 +53,8 @@ async def read_backlog(js: JetStreamContext, settings: Settings) -> Backlog | No
     every stored message is unacked, so waiting = stored - delivered-unacked."""
     try:
         info, stream = await asyncio.gather(
-            js.consumer_info(settings.stream, settings.consumer, timeout=1),
-            js.stream_info(settings.stream),
+            js.consumer_info(lane.stream, lane.consumer, timeout=1),
+            js.stream_info(lane.stream),
         )
     except NotFoundError:
         return None
@@ -52,21 +62,32 @@ async def read_backlog(js: JetStreamContext, settings: Settings) -> Backlog | No
     return Backlog(waiting, int(info.num_ack_pending), int(info.delivered.consumer_seq))
 
 
+async def read_backlog(js: JetStreamContext, settings: Settings) -> dict[str, Backlog]:
+    """Each lane's backlog, by lane name; a lane without a consumer (no worker ever started) is left out."""
+    all_lanes = lanes(settings)
+    read = await asyncio.gather(*(read_lane(js, lane) for lane in all_lanes))
+    return {lane.name: b for lane, b in zip(all_lanes, read, strict=True) if b is not None}
+
+
 async def oldest_waiting_since(js: JetStreamContext, settings: Settings) -> datetime | None:
-    """Publish time (NATS server clock) of the oldest message no worker has received yet; None when
-    none waits. Messages are delivered in stream order, so that is the first one past the consumer's
-    delivered sequence (or the stream's first, when no worker ever created the consumer)."""
+    """Publish time (NATS server clock) of the oldest message no worker has received yet, in any
+    lane; None when none waits."""
+    times = [t for t in await asyncio.gather(*(_oldest_waiting(js, lane) for lane in lanes(settings))) if t]
+    return min(times, default=None)
+
+
+async def _oldest_waiting(js: JetStreamContext, lane: Lane) -> datetime | None:
+    """Messages are delivered in stream order, so the oldest waiting is the first one past the
+    consumer's delivered sequence (or the stream's first, when no worker ever created the consumer)."""
     try:
-        info = await js.consumer_info(settings.stream, settings.consumer, timeout=1)
+        info = await js.consumer_info(lane.stream, lane.consumer, timeout=1)
         if info.num_pending == 0:
             return None
         after = int(info.delivered.stream_seq)
     except NotFoundError:
         after = 0
     try:
-        msg = await js.get_msg(
-            settings.stream, seq=after + 1, subject=f"{settings.subject_prefix}.>", next=True
-        )
+        msg = await js.get_msg(lane.stream, seq=after + 1, subject=lane.subjects, next=True)
     except NotFoundError:  # no stream, or nothing stored past that sequence
         return None
     return msg.time
@@ -109,8 +130,8 @@ class DeliveryRate:
 
 
 class Backpressure:
-    """One engine's view of the workers' queue: whether to pause claiming, and the gauges that tell
-    the autoscalers which tier binds."""
+    """One engine's view of the workers' queue: which runs it may claim now, and the gauges that
+    tell the autoscalers which tier binds."""
 
     def __init__(self, nc: NATS, settings: Settings):
         # Its JetStream context is taken when the queue is read, not here: a dispatcher that only
@@ -118,54 +139,82 @@ class Backpressure:
         self.nc = nc
         self.settings = settings
         self._queue_checked_at = 0.0
-        self._room = 0  # messages this engine may still add to the workers' queue before asking again
-        self._publishing = 0  # runs claimed whose PubAcks are not all in: the stream may not count them yet
+        # Messages this engine may still add before asking again: to the whole queue, to the urgent lane.
+        self._room = 0
+        self._urgent_room = 0
+        # Runs claimed whose PubAcks are not all in: the stream may not count them yet (all, urgent).
+        self._publishing = 0
+        self._urgent_publishing = 0
         self._rate = DeliveryRate()
         self._paused = False
 
-    def publishing(self, runs: int) -> None:
-        """A batch was claimed and sent; its PubAcks are on their way."""
-        self._room -= runs
-        self._publishing += runs
+    @property
+    def urgent_room(self) -> int:
+        """Urgent messages this engine may still add, as of the last read (`workers_behind` reads)."""
+        return self._urgent_room
 
-    def settled(self, runs: int) -> None:
+    def publishing(self, runs: int, urgent: int) -> None:
+        """A batch of `runs` was claimed and sent, `urgent` of them in the urgent lane; its PubAcks
+        are on their way."""
+        self._room -= runs
+        self._urgent_room -= urgent
+        self._publishing += runs
+        self._urgent_publishing += urgent
+
+    def settled(self, runs: int, urgent: int) -> None:
         self._publishing -= runs
+        self._urgent_publishing -= urgent
 
     async def workers_behind(self) -> bool:
-        """Backpressure: pause claiming while the workers' queue is full (see app/engine/backlog.py
-        for the two bounds). Runs left pending stay in the fair per-tenant claim, keep their due lag
-        visible in the database, and show as the *workers'* backlog: a paused engine exports
+        """Backpressure: pause claiming while the workers' queue is full (see the module docstring for
+        the bounds). Runs left pending stay in the fair per-tenant claim, keep their due lag visible in
+        the database, and show as the *workers'* backlog: a paused engine exports
         `scheduler_dispatch_paused` 1, which tells the autoscalers that workers bind, not engines.
-        The stream is asked once a second, or at once when this engine used up the room it had."""
-        now = time.monotonic()
-        if self._room > 0 and now - self._queue_checked_at < 1.0:
+        The queue is read once a second, or at once when this engine used up the room it had; each
+        read also renews the urgent lane's room (`urgent_room`)."""
+        if self._room > 0 and time.monotonic() - self._queue_checked_at < 1.0:
             return False
+        await self._read()
+        return self._room <= 0
+
+    async def _read(self) -> None:
+        s = self.settings
+        now = time.monotonic()
         self._queue_checked_at = now
         try:
-            backlog = await read_backlog(self.nc.jetstream(), self.settings)
+            by_lane = await read_backlog(self.nc.jetstream(), s)
         except Exception as exc:  # NATS away: publishes fail and release their runs anyway
-            log.debug("backpressure: cannot read the workers' consumer: %s", exc)
-            backlog = None
-        if backlog is None:  # no consumer yet (no worker ever started), or NATS away: do not block on it
-            self._room = self.settings.max_queued_messages - self._publishing
+            log.debug("backpressure: cannot read the workers' consumers: %s", exc)
+            by_lane = {}
+        if not by_lane:  # no consumer yet (no worker ever started), or NATS away: do not block on it
+            self._room = s.max_queued_messages - self._publishing
+            self._urgent_room = s.max_queued_messages - self._urgent_publishing
             self._paused = False
             metrics.dispatch_paused.set(0)
-            return False
+            return
+        backlog = sum(by_lane.values(), Backlog(0, 0, 0))
         rate = self._rate.update(backlog.delivered, now)
         metrics.worker_backlog_messages.labels("waiting").set(backlog.waiting)
         metrics.worker_backlog_messages.labels("in_flight").set(backlog.in_flight)
         metrics.worker_delivery_rate.set(rate)
-        self._room = queue_room(backlog, rate, self.settings, self._publishing)
+        self._room = queue_room(backlog, rate, s, self._publishing)
+        urgent = by_lane.get("urgent")
+        # The urgent lane drains at the whole rate (workers fetch from it in a loop of its own, and
+        # it is small); without a consumer on it, as the whole without one, it does not block.
+        if urgent is None:
+            self._urgent_room = s.max_queued_messages - self._urgent_publishing
+        else:
+            self._urgent_room = queue_room(urgent, rate, s, self._urgent_publishing)
         paused = self._room <= 0
         if paused != self._paused:  # log the transitions, not every check
             log.info(
-                "workers are %s (%d waiting, %d in flight, %.0f/s): %s claims",
+                "workers are %s (%d waiting, %d in flight, %.0f/s): %s claims%s",
                 "behind" if paused else "catching up",
                 backlog.waiting,
                 backlog.in_flight,
                 rate,
                 "pausing" if paused else "resuming",
+                " but urgent ones" if paused and self._urgent_room > 0 else "",
             )
         self._paused = paused
         metrics.dispatch_paused.set(int(paused))
-        return paused

@@ -33,7 +33,7 @@ from app.config import Settings
 from app.db import transitions
 from app.db.errors import DB_ERRORS
 from app.db.transitions import Fence
-from app.domain import RunStatus, on_pending
+from app.domain import LEAST_URGENT, RunStatus, on_pending
 from app.engine.backlog import Backpressure
 from app.engine.floor import ClaimBounds
 from app.engine.loop import sleep_or_stop
@@ -43,6 +43,8 @@ from app.telemetry import metrics
 
 log = logging.getLogger(__name__)
 SCAN_EVERY_SECONDS = 1.0
+Priorities = tuple[int, int]  # the most and the least urgent priority a claim takes
+EVERY_PRIORITY: Priorities = (0, LEAST_URGENT)
 # While paused, the queue is asked this often: the workers may empty the room in well under a poll.
 PAUSED_RECHECK_SECONDS = 0.25
 
@@ -60,6 +62,12 @@ class Dispatcher:
         self.backpressure = Backpressure(nc, settings)
         self.listener = DueListener(pool, self.bounds)
         self.wake = self.listener.wake
+        # With the urgent lane on, urgent runs are the urgent loop's (run_urgent) and the main loop
+        # claims the rest: claimed in the main loop's batches of BATCH_SIZE, an urgent run waited
+        # for the whole batch to be claimed and sent.
+        urgent = settings.urgent_priority
+        self.main_priorities: Priorities = (urgent + 1, LEAST_URGENT) if urgent >= 0 else EVERY_PRIORITY
+        self.urgent_priorities: Priorities = (0, urgent)
         # Busy time of each phase, read by the bench: claim SQL, publish (send + PubAcks), and
         # settle (releasing what was not acked).
         self.phase_seconds = {"claim": 0.0, "publish": 0.0, "settle": 0.0}
@@ -73,16 +81,20 @@ class Dispatcher:
     async def run(self, stop: asyncio.Event) -> None:
         slots = asyncio.Semaphore(self.settings.dispatch_batches_in_flight)
         settling: set[asyncio.Task[None]] = set()
+        urgent_loop = None
+        if self.main_priorities != EVERY_PRIORITY:
+            urgent_loop = asyncio.create_task(self.run_urgent(stop), name="urgent claims")
         try:
             while not stop.is_set():
                 if not await self.listener.listening(stop):
                     continue
                 if await self.backpressure.workers_behind():
+                    self.wake.clear()  # nothing can be claimed: a wake-up now would only spin
                     await first_of((stop, self.wake), PAUSED_RECHECK_SECONDS)
                     continue
                 await slots.acquire()
                 try:
-                    claimed, sent = await self.claim_and_send()
+                    claimed, sent = await self.claim_and_send(self.main_priorities)
                 except DB_ERRORS as exc:
                     slots.release()
                     log.warning("dispatch: %s; retrying", exc)
@@ -98,11 +110,12 @@ class Dispatcher:
                     await sleep_or_stop(stop, 1.0)
                     continue
                 if claimed:
-                    self.backpressure.publishing(len(claimed))
+                    urgent = sum(1 for r in claimed if r["priority"] <= self.settings.urgent_priority)
+                    self.backpressure.publishing(len(claimed), urgent)
                     task = asyncio.create_task(self.settle(claimed, sent))
                     settling.add(task)
                     task.add_done_callback(settling.discard)
-                    task.add_done_callback(functools.partial(self._settled, len(claimed), slots))
+                    task.add_done_callback(functools.partial(self._settled, len(claimed), urgent, slots))
                     task.add_done_callback(_log_settle_failure)
                     # More may be due, so no sleep: a short batch is no proof that the due set is
                     # empty. The per-tenant cap cuts a batch that one tenant crowds to `cap` runs,
@@ -119,11 +132,41 @@ class Dispatcher:
             # the rest released to pending), so no lease is left to lapse.
             if settling:
                 await asyncio.gather(*settling, return_exceptions=True)
+            if urgent_loop is not None:
+                await asyncio.gather(urgent_loop, return_exceptions=True)
             await self.listener.close()
             await self.publisher.stop()
 
-    def _settled(self, runs: int, slots: asyncio.Semaphore, _task: asyncio.Task[None]) -> None:
-        self.backpressure.settled(runs)
+    async def run_urgent(self, stop: asyncio.Event) -> None:
+        """Claims the urgent runs, beside the main loop, whenever their lane has room: an urgent run
+        due now is claimed at once instead of after the batch the main loop is claiming or sending
+        (dispatch lag behind a standing backlog, p99: 0.05-0.10 s in one loop, 0.009 s idle;
+        docs/bench.md 23). A batch is sent and settled before the next claim: urgent runs come a
+        few at a time. It needs no listener of its own: the main loop keeps the one connection
+        listening, and every notification wakes both loops."""
+        wake = self.listener.another_wake()
+        while not stop.is_set():
+            wake.clear()
+            claimed: list[asyncpg.Record] = []
+            if self.backpressure.urgent_room > 0:
+                try:
+                    claimed, sent = await self.claim_and_send(self.urgent_priorities)
+                    if claimed:
+                        self.backpressure.publishing(len(claimed), len(claimed))
+                        try:
+                            await self.settle(claimed, sent)
+                        finally:
+                            self.backpressure.settled(len(claimed), len(claimed))
+                except DB_ERRORS as exc:
+                    log.warning("dispatch (urgent): %s; retrying", exc)
+                except Exception:
+                    log.exception("dispatch (urgent): unexpected error; this batch is left to the reaper")
+                    metrics.unexpected_errors_total.labels("dispatch").inc()
+            if not claimed:
+                await first_of((stop, wake), self.settings.poll_interval_seconds * random.uniform(0.8, 1.2))
+
+    def _settled(self, runs: int, urgent: int, slots: asyncio.Semaphore, _task: asyncio.Task[None]) -> None:
+        self.backpressure.settled(runs, urgent)
         slots.release()
 
     async def dispatch_once(self) -> int:
@@ -135,10 +178,12 @@ class Dispatcher:
 
     # ── phases ──
 
-    async def claim_and_send(self) -> tuple[list[asyncpg.Record], Sent]:
+    async def claim_and_send(
+        self, priorities: Priorities = EVERY_PRIORITY
+    ) -> tuple[list[asyncpg.Record], Sent]:
         t0 = time.perf_counter()
         async with self.pool.acquire() as conn:
-            claimed = await self.claim(conn)
+            claimed = await self.claim(conn, priorities)
         t1 = time.perf_counter()
         self._spent("claim", t1 - t0)
         if not claimed:
@@ -167,17 +212,25 @@ class Dispatcher:
         except DB_ERRORS as exc:
             log.warning("failing %d unbuildable runs: %s; their lease will lapse", len(unbuildable), exc)
 
-    async def claim(self, conn: asyncpg.Connection) -> list[asyncpg.Record]:
-        s = self.settings
+    async def claim(
+        self, conn: asyncpg.Connection, priorities: Priorities = EVERY_PRIORITY
+    ) -> list[asyncpg.Record]:
+        """Due runs whose priority is within `priorities`, most urgent first."""
         # With the hot index on, the scan still runs once a second: runs whose hint was lost (Redis
-        # down or wiped when they were submitted) would otherwise wait until the index ran dry.
-        if self.hot_index is not None and time.monotonic() - self._last_scan < SCAN_EVERY_SECONDS:
+        # down or wiped when they were submitted) would otherwise wait until the index ran dry. The
+        # index knows no priority: the urgent loop always scans, and the main loop's hinted claims
+        # may take an urgent run too (it is sent to the urgent lane all the same).
+        if (
+            self.hot_index is not None
+            and priorities[1] == LEAST_URGENT
+            and time.monotonic() - self._last_scan < SCAN_EVERY_SECONDS
+        ):
             claimed = await self._claim_hinted(conn)
             if claimed is not None:
                 return claimed
         self._last_scan = time.monotonic()
         started = time.perf_counter()
-        rows = await claim_scan(conn, s, self.bounds)
+        rows = await claim_scan(conn, self.settings, self.bounds, priorities)
         metrics.claim_duration_seconds.labels("scan").observe(time.perf_counter() - started)
         if self.hot_index is not None:
             await self.hot_index.discard(r["id"] for r in rows)
@@ -254,7 +307,7 @@ def _log_settle_failure(task: asyncio.Task[None]) -> None:
 
 
 async def claim_scan(
-    conn: asyncpg.Connection, settings: Settings, bounds: ClaimBounds
+    conn: asyncpg.Connection, settings: Settings, bounds: ClaimBounds, priorities: Priorities = EVERY_PRIORITY
 ) -> list[asyncpg.Record]:
     """The scan claim with this engine's settings and partition bounds (the bench calls it too)."""
     floor, ceiling = await bounds.get(conn)
@@ -266,4 +319,6 @@ async def claim_scan(
         batch_size=settings.batch_size,
         owner=settings.owner,
         lease_seconds=settings.dispatch_lease_seconds,
+        min_priority=priorities[0],
+        max_priority=priorities[1],
     )

@@ -25,12 +25,21 @@ class DueListener:
         self.pool = pool
         self.bounds = bounds
         self.wake = asyncio.Event()
+        self._also_wake: list[asyncio.Event] = []
         self._conn: asyncpg.Connection | None = None
+
+    def another_wake(self) -> asyncio.Event:
+        """One more event set by every notification, for a second loop that clears it on its own."""
+        event = asyncio.Event()
+        self._also_wake.append(event)
+        return event
 
     def _on_notify(self, _conn: Any, _pid: int, _channel: str, payload: str) -> None:
         with contextlib.suppress(ValueError):
             self.bounds.include(datetime.fromisoformat(payload))
         self.wake.set()
+        for event in self._also_wake:
+            event.set()
 
     async def listening(self, stop: asyncio.Event) -> bool:
         """True while the connection listens. Otherwise (re)connects and answers False, so the

@@ -28,7 +28,7 @@ from nats.aio.msg import Msg
 
 from app.aio import first_of, supervise
 from app.bus.hot_index import HotIndex
-from app.bus.jetstream import PullConsumer, ensure_consumer
+from app.bus.jetstream import PullConsumer, ensure_consumer, lanes
 from app.config import Settings
 from app.db import transitions
 from app.db.errors import DB_ERRORS, is_transient
@@ -73,7 +73,6 @@ class Worker:
         self.executing: dict[asyncio.Task[None], Delivery] = {}
         self.stopping = asyncio.Event()
         self._slot_freed = asyncio.Event()
-        self._last_peek = 0.0
         self._succeeded_inline = metrics.run_outcomes_total.labels(RunStatus.SUCCEEDED)
         # A run handed back returns at half its renewed dispatch lease, and is renewed again when it
         # does. Meanwhile the worker peeks at least eight times: each peek looks a fetch batch further
@@ -87,14 +86,20 @@ class Worker:
     async def run(self, stop: asyncio.Event) -> None:
         s = self.settings
         await ensure_consumer(self.js, s)
-        sub = PullConsumer(self.nc, s.stream, s.consumer)
-        await sub.start()
-        starts: set[asyncio.Task[None]] = set()
-        # The fetch loop ends on `halt`: at `stop`, or when another part died. Without its completer
+        # One fetch loop per lane, each with its own start batches in flight: an urgent run is
+        # fetched and started beside the other lane's batches, not after them (app/bus/jetstream.py).
+        subs = [PullConsumer(self.nc, lane) for lane in lanes(s)]
+        starts: list[set[asyncio.Task[None]]] = [set() for _ in subs]
+        for sub in subs:
+            await sub.start()
+        # The fetch loops end on `halt`: at `stop`, or when another part died. Without its completer
         # the worker would take work it never records, without heartbeats every lease would lapse:
         # stop, and let the process be restarted.
         halt = asyncio.Event()
-        fetcher = asyncio.create_task(self._fetch(sub, starts, halt), name="fetcher")
+        fetchers = {
+            asyncio.create_task(self._fetch(sub, lane_starts, halt), name=f"fetcher {sub.lane.name}")
+            for sub, lane_starts in zip(subs, starts, strict=True)
+        }
         completer = asyncio.create_task(self.completer.run(), name="completer")
         heartbeat = asyncio.create_task(
             self.completer.heartbeat(lambda: list(self.executing.values()), lambda: list(self.held)),
@@ -102,22 +107,26 @@ class Worker:
         )
         callbacks = asyncio.create_task(self.callbacks.run(), name="callbacks")
         try:
-            died = await supervise({fetcher, completer, heartbeat, callbacks}, stop, "worker")
+            died = await supervise({*fetchers, completer, heartbeat, callbacks}, stop, "worker")
         finally:
             halt.set()
-            # The fetch in flight settles (what it brought is held, then handed back below).
-            await asyncio.gather(fetcher, return_exceptions=True)
+            # The fetches in flight settle (what they brought is held, then handed back below).
+            await asyncio.gather(*fetchers, return_exceptions=True)
             callbacks.cancel()  # deliveries in flight are left to their claims' lapse
             await asyncio.gather(callbacks, return_exceptions=True)
             await self.callbacks.close()
-            await self._shut_down(sub, starts, completer, heartbeat)
+            await self._shut_down(subs, set().union(*starts), completer, heartbeat)
         if died is not None:
             raise died
 
     async def _fetch(self, sub: PullConsumer, starts: set[asyncio.Task[None]], halt: asyncio.Event) -> None:
+        last_peek = 0.0
         while not halt.is_set():
             self._admit(starts)
-            size = self._fetch_size()
+            size = self._free()
+            if size <= 0 and time.monotonic() - last_peek >= self.peek_interval:
+                # Every slot taken: peek now and then for tenants under their share.
+                size, last_peek = self.settings.worker_fetch_batch, time.monotonic()
             if size <= 0 or len(starts) >= START_BATCHES_IN_FLIGHT:
                 await self._wait_for_change(starts, halt)
                 continue
@@ -130,15 +139,10 @@ class Worker:
             if msgs:
                 await self._receive(msgs, starts)
 
-    def _fetch_size(self) -> int:
-        """Fetch for the free slots; with none free, peek now and then for tenants under their share."""
+    def _free(self) -> int:
+        """How many to fetch for the free slots (a fetch batch at most)."""
         free = self.settings.worker_concurrency - self.slots.total - len(self.held)
-        if free > 0:
-            return min(free, self.settings.worker_fetch_batch)
-        if time.monotonic() - self._last_peek < self.peek_interval:
-            return 0
-        self._last_peek = time.monotonic()
-        return self.settings.worker_fetch_batch
+        return min(free, self.settings.worker_fetch_batch)
 
     async def _wait_for_change(self, starts: set[asyncio.Task[None]], stop: asyncio.Event) -> None:
         self._slot_freed.clear()
@@ -146,7 +150,7 @@ class Worker:
 
     async def _shut_down(
         self,
-        sub: PullConsumer,
+        subs: list[PullConsumer],
         starts: set[asyncio.Task[None]],
         completer: asyncio.Task[None],
         heartbeat: asyncio.Task[None],
@@ -161,9 +165,10 @@ class Worker:
             await asyncio.wait(list(starts), timeout=max(0.1, deadline - time.monotonic()))
             for start in starts:  # still blocked: their messages are redelivered, their runs reaped
                 start.cancel()
-        await quietly(sub.stop())
-        for msg in sub.drain_local():  # delivered to this worker, never started: hand them back
-            await quietly(msg.nak())
+        for sub in subs:
+            await quietly(sub.stop())
+            for msg in sub.drain_local():  # delivered to this worker, never started: hand them back
+                await quietly(msg.nak())
         for d in self.held:
             await quietly(d.msg.nak())
         self.held.clear()

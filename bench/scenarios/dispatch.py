@@ -64,7 +64,7 @@ class Variants:
     ):
         self.bench, self.pool, self.nc, self.url = bench, pool, nc, url
         self.n, self.tenants, self.timeout = n, tenants, timeout
-        self.streams: list[str] = []
+        self.streams: list[Settings] = []
 
     async def fresh(self) -> tuple[Settings, JetStreamContext]:
         """The same standing backlog again, and a new empty stream for it."""
@@ -72,7 +72,7 @@ class Variants:
         async with self.pool.acquire() as conn:
             await workload.standing_backlog(conn, self.n, self.tenants)
         js = self.nc.jetstream()
-        self.streams.append(s.stream)
+        self.streams.append(s)
         await ensure_stream(js, s)
         return s, js
 
@@ -84,7 +84,7 @@ class Variants:
             report.notes.append(
                 f"{variant}: stream holds {stored}, runs by status {counts} (expected {self.n})"
             )
-        await delete_stream(self.nc, s.stream)
+        await delete_stream(self.nc, s)
 
     async def raw(self) -> dict[str, Any]:
         s, js = await self.fresh()
@@ -103,7 +103,7 @@ class Variants:
         results = await asyncio.gather(*futures, return_exceptions=True)
         elapsed = time.perf_counter() - t0
         ok = sum(1 for r in results if not isinstance(r, BaseException))
-        await delete_stream(self.nc, s.stream)
+        await delete_stream(self.nc, s)
         return {
             "runs": ok,
             "seconds": elapsed,
@@ -210,8 +210,8 @@ async def run(bench: Bench, args: argparse.Namespace) -> Report:
                 for name in order:
                     per[name].append(await steps[name]())
         finally:
-            for stream in v.streams:
-                await delete_stream(nc, stream)
+            for used in v.streams:
+                await delete_stream(nc, used)
             await nc.close()
             await pool.close()
     _figures(report, per)

@@ -74,7 +74,7 @@ class Runner:
                 counts = await workload.status_counts(conn)
                 db_span = float(await workload.fetchval(conn, "dispatch_span"))
         finally:
-            await delete_stream(self.nc, base.stream)
+            await delete_stream(self.nc, base)
             await self.redis.delete(key)
         diffs = [a - b for a, b in zip(after, before, strict=True)]
         total = sum(diffs, Metrics())

@@ -17,6 +17,7 @@ from nats.js import JetStreamContext
 from app.bus.jetstream import Outgoing, Publisher, ensure_stream
 from app.bus.message import RunMessage
 from app.config import Settings
+from app.domain import DEFAULT_PRIORITY
 from bench.measure import rate
 from bench.progress import tqdm
 from bench.report import Report
@@ -47,7 +48,7 @@ def messages(n: int, settings: Settings, tenants: int = 50) -> list[Outgoing]:
             "Nats-Msg-Id": m.msg_id,
             "traceparent": f"00-{uuid.uuid4().hex}-{uuid.uuid4().hex[:16]}-01",
         }
-        out.append(Outgoing(settings.subject_for(m.tenant_id), m.encode(), headers))
+        out.append(Outgoing(settings.subject_for(m.tenant_id, DEFAULT_PRIORITY), m.encode(), headers))
     return out
 
 
@@ -98,15 +99,18 @@ async def run(bench: Bench, args: argparse.Namespace) -> Report:
     publisher = Publisher(nc)
     rates: dict[str, list[float]] = {v: [] for v in VARIANTS}
     failures: dict[str, int] = dict.fromkeys(VARIANTS, 0)
-    streams: list[str] = []
+    streams: list[Settings] = []
     try:
         for r in range(rounds):
             for variant in VARIANTS:
                 s = bench.settings()
-                streams.append(s.stream)
+                streams.append(s)
                 # Same subjects on a stream of its own (subject prefixes may not overlap between streams).
                 batch = [
-                    Outgoing(s.subject_for(m.subject.rsplit(".", 1)[1]), m.payload, m.headers) for m in msgs
+                    Outgoing(
+                        s.subject_for(m.subject.rsplit(".", 1)[1], DEFAULT_PRIORITY), m.payload, m.headers
+                    )
+                    for m in msgs
                 ]
                 await ensure_stream(js, s)
                 with tqdm(
@@ -129,10 +133,10 @@ async def run(bench: Bench, args: argparse.Namespace) -> Report:
                     )
                 failures[variant] += failed
                 rates[variant].append(rate(n - failed, elapsed))
-                await delete_stream(nc, s.stream)
+                await delete_stream(nc, s)
     finally:
-        for stream in streams:
-            await delete_stream(nc, stream)
+        for used in streams:
+            await delete_stream(nc, used)
         await nc.close()
 
     med = {v: statistics.median(rs) for v, rs in rates.items()}

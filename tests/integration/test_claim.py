@@ -16,6 +16,7 @@ from app.config import Settings
 from app.db import transitions as repo
 from app.db.connection import create_pool
 from app.db.queries import QUERIES
+from app.domain import LEAST_URGENT
 from app.engine.dispatcher import Dispatcher
 from stack.eventually import eventually
 from stack.reference import claim_due_runs_ranked
@@ -182,6 +183,8 @@ async def test_claim_plan_uses_the_partial_index_and_prunes_partitions(pool: asy
                 "batch_size": 100,
                 "owner": "t",
                 "lease_seconds": 30,
+                "min_priority": 0,
+                "max_priority": LEAST_URGENT,
             }
             plan = (await conn.fetchval("EXPLAIN (FORMAT JSON) " + q.sql, *q.args(args)))[0]["Plan"]
         partitions = await conn.fetch(
@@ -226,6 +229,8 @@ async def test_claim_sorts_no_more_than_one_batch_of_a_backlog(pool: asyncpg.Poo
             "batch_size": 100,
             "owner": "t",
             "lease_seconds": 30,
+            "min_priority": 0,
+            "max_priority": LEAST_URGENT,
         }
         tr = conn.transaction()
         await tr.start()
@@ -235,6 +240,41 @@ async def test_claim_sorts_no_more_than_one_batch_of_a_backlog(pool: asyncpg.Poo
     _sorts(plan, sorted_rows)
     # Uncrowded (cap 1000): nothing sorted at all. Crowded: the shares and the leftover only.
     assert sum(sorted_rows) <= (0 if cap >= 100 else 3 * cap + 100), sorted_rows
+
+
+def _buffers(node: dict) -> int:
+    """Shared buffers the plan's nodes touched (hit or read), summed over the tree."""
+    own = int(node.get("Shared Hit Blocks", 0)) + int(node.get("Shared Read Blocks", 0))
+    return max(own, sum(_buffers(child) for child in node.get("Plans", [])))
+
+
+async def test_an_urgent_only_claim_does_not_read_the_bulk_backlog(pool: asyncpg.Pool) -> None:
+    """The engine's urgent loop claims with max_priority while bulk runs wait: 6,000 due runs of
+    priority 9 must cost it an index descent, not a walk (it runs at every submission's wake-up)."""
+    async with pool.acquire() as conn:
+        for t in range(3):
+            await factories.runs(conn, 2000, tenant_id=f"t{t}", priority=9)
+        [urgent] = await factories.runs(conn, 1, tenant_id="u", priority=0)
+        await conn.execute("ANALYZE job_runs")
+        floor, ceiling = await bounds(conn)
+        q = QUERIES["claim_due_runs"]
+        args = {
+            "floor": floor,
+            "ceiling": ceiling,
+            "per_tenant_cap": 10,
+            "batch_size": 100,
+            "owner": "t",
+            "lease_seconds": 30,
+            "min_priority": 0,
+            "max_priority": 4,
+        }
+        tr = conn.transaction()
+        await tr.start()
+        plan = (await conn.fetchval("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + q.sql, *q.args(args)))[0]
+        claimed = await conn.fetch("SELECT id FROM job_runs WHERE status = 'dispatched'")
+        await tr.rollback()
+    assert [r["id"] for r in claimed] == [urgent["id"]]
+    assert _buffers(plan["Plan"]) < 50, _buffers(plan["Plan"])
 
 
 async def test_two_engines_publish_every_run_exactly_once(settings: Settings, pool: asyncpg.Pool) -> None:

@@ -9,13 +9,18 @@ import time
 
 import nats
 
-from app.bus.jetstream import Outgoing, Publisher, PullConsumer, ensure_consumer, ensure_stream
+from app.bus.jetstream import Outgoing, Publisher, PullConsumer, ensure_consumer, ensure_stream, lanes
 from app.config import Settings
+from app.domain import DEFAULT_PRIORITY
 
 
 def batch(settings: Settings, n: int, prefix: str = "m") -> list[Outgoing]:
     return [
-        Outgoing(settings.subject_for(f"t{i % 3}"), b'{"i": %d}' % i, {"Nats-Msg-Id": f"{prefix}{i}"})
+        Outgoing(
+            settings.subject_for(f"t{i % 3}", DEFAULT_PRIORITY),
+            b'{"i": %d}' % i,
+            {"Nats-Msg-Id": f"{prefix}{i}"},
+        )
         for i in range(n)
     ]
 
@@ -49,7 +54,9 @@ async def test_refusals_and_missing_stream_are_not_acked(settings: Settings) -> 
         no_stream = Outgoing(f"{settings.subject_prefix}-nowhere.x", b"{}", {"Nats-Msg-Id": "n1"})
         # JetStream answers an error for a message that expects another stream than the one it hits.
         refused = Outgoing(
-            settings.subject_for("t0"), b"{}", {"Nats-Msg-Id": "r1", "Nats-Expected-Stream": "OTHER"}
+            settings.subject_for("t0", DEFAULT_PRIORITY),
+            b"{}",
+            {"Nats-Msg-Id": "r1", "Nats-Expected-Stream": "OTHER"},
         )
         good = batch(settings, 1, "g")[0]
         assert await publisher.publish([no_stream, refused, good], 5.0) == [False, False, True]
@@ -81,18 +88,18 @@ async def test_a_pull_request_that_expires_mid_fetch_is_renewed_at_once(settings
     nc = await nats.connect(settings.nats_url)
     js = nc.jetstream()
     await ensure_consumer(js, settings)
-    consumer = PullConsumer(nc, settings.stream, settings.consumer)
+    consumer = PullConsumer(nc, lanes(settings)[0])
     await consumer.start()
     try:
         # The first fetch's request (expires after 1 s) is answered at once, so it stays open...
-        await js.publish(settings.subject_for("t0"), b"1")
+        await js.publish(settings.subject_for("t0", DEFAULT_PRIORITY), b"1")
         assert len(await consumer.fetch(10, timeout=1.0)) == 1
         # ...and expires while the next fetch waits; a message published after that must still
         # arrive long before this fetch's own 4 s timeout.
         started = time.monotonic()
         second = asyncio.create_task(consumer.fetch(10, timeout=4.0))
         await asyncio.sleep(1.5)
-        await js.publish(settings.subject_for("t0"), b"2")
+        await js.publish(settings.subject_for("t0", DEFAULT_PRIORITY), b"2")
         msgs = await second
         assert [m.data for m in msgs] == [b"2"]
         assert time.monotonic() - started < 2.5

@@ -8,9 +8,10 @@ import asyncio
 import asyncpg
 import nats
 
-from app.bus.jetstream import PullConsumer, ensure_consumer
+from app.bus.jetstream import PullConsumer, ensure_consumer, lanes
 from app.bus.message import RunMessage
 from app.config import Settings
+from app.domain import DEFAULT_PRIORITY
 from app.worker.completer import Completer
 from app.worker.delivery import Delivery
 from stack.eventually import eventually
@@ -33,8 +34,8 @@ async def test_a_refused_outcome_is_isolated_and_the_rest_commit(
         js = nc.jetstream()
         await ensure_consumer(js, settings)
         for row in rows:
-            await js.publish(settings.subject_for(row["tenant_id"]), b"{}")
-        sub = PullConsumer(nc, settings.stream, settings.consumer)
+            await js.publish(settings.subject_for(row["tenant_id"], DEFAULT_PRIORITY), b"{}")
+        sub = PullConsumer(nc, lanes(settings)[0])
         await sub.start()
         msgs: list = []
         while len(msgs) < len(rows):

@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.api.schemas.common import PAYLOAD_RULE, Priority, Strict
-from app.domain import JOB_FIELDS, JobRecord
+from app.domain import DEFAULT_PRIORITY, JOB_FIELDS, JobRecord
 from app.services.callbacks import Callback
 from app.services.targets import Target
 
@@ -82,7 +82,7 @@ class JobPut(Strict):
         default=False,
         description="Holds every pending run of the job and its cron (as POST …/pause); false resumes.",
     )
-    priority: Priority = 5
+    priority: Priority = DEFAULT_PRIORITY
     callback: Callback | None = Field(
         default=None, description="Told when each run ends (see Run.callback); a run may name its own."
     )

@@ -803,6 +803,8 @@ WHERE (SELECT count(*) FROM notified) >= 0;
 -- (due_at <= now() decides what is due): a run rescheduled or retried to a due_at before its
 -- scheduled_at raises the ceiling to its scheduled_at (claim_floor reads them from
 -- job_runs_pulled_forward), so it is claimed like any due run.
+-- `:min_priority`..`:max_priority` (0..9: every run) split the claim between the engine's two loops:
+-- urgent runs are claimed by a loop of their own in small batches (app/engine/dispatcher.py).
 -- Payload and target come back as JSON text: the dispatcher decodes them run by run, so one value
 -- it cannot decode fails that run alone instead of the fetch of the whole batch.
 WITH RECURSIVE oldest AS (
@@ -811,6 +813,7 @@ WITH RECURSIVE oldest AS (
     -- after `batch_size` rows.
     SELECT id, scheduled_at, tenant_id, priority, due_at FROM job_runs
     WHERE status = 'pending' AND held IS NULL AND due_at <= now()
+      AND priority >= :min_priority AND priority <= :max_priority
       AND scheduled_at >= :floor AND scheduled_at <= :ceiling
     ORDER BY priority, due_at
     LIMIT :batch_size
@@ -840,6 +843,7 @@ fair AS (
     CROSS JOIN LATERAL (
         SELECT r.id, r.scheduled_at, r.priority, r.due_at FROM job_runs r
         WHERE r.tenant_id = d.tenant_id AND r.status = 'pending' AND r.held IS NULL AND r.due_at <= now()
+          AND r.priority >= :min_priority AND r.priority <= :max_priority
           AND r.scheduled_at >= :floor AND r.scheduled_at <= :ceiling
         ORDER BY r.priority, r.due_at
         LIMIT :per_tenant_cap
@@ -854,6 +858,7 @@ fair_locked AS (
     SELECT r.id, r.scheduled_at FROM job_runs r
     JOIN fair f ON r.id = f.id AND r.scheduled_at = f.scheduled_at
     WHERE r.status = 'pending' AND r.held IS NULL AND r.due_at <= now()
+      AND r.priority >= :min_priority AND r.priority <= :max_priority
       AND r.scheduled_at >= :floor AND r.scheduled_at <= :ceiling
     FOR UPDATE OF r SKIP LOCKED
 ),

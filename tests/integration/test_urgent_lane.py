@@ -1,0 +1,120 @@
+"""The urgent lane (issue 17, priority): runs of priority <= URGENT_PRIORITY travel in a stream of
+their own that workers read first, so an urgent run waits behind urgent work only — not behind what
+backpressure already let into the workers' queue. Real Postgres and NATS."""
+
+from __future__ import annotations
+
+import asyncio
+
+import asyncpg
+import nats
+
+from app.bus.jetstream import ensure_consumer
+from app.config import Settings
+from app.engine.dispatcher import Dispatcher
+from app.engine.reaper import Reaper
+from app.worker.consumer import Worker
+from stack.eventually import eventually
+from tests import factories
+from tests.integration.test_engine_faults import statuses
+from tests.integration.test_slow_workers import reap_twice, take_and_ack_everything
+
+BULK = 9
+URGENT = 0
+
+
+async def test_a_worker_starts_an_urgent_run_before_what_the_stream_already_holds(
+    settings: Settings, pool: asyncpg.Pool
+) -> None:
+    """A worker taking 5 runs at a time is busy with 4,000 bulk runs already in the stream when an
+    urgent run is dispatched: it starts the urgent run within a few batches, while most of the bulk
+    still waits. In one lane the urgent run waited for every bulk run queued before it."""
+    s = settings.model_copy(update={"worker_fetch_batch": 5, "worker_concurrency": 5})
+    async with pool.acquire() as conn:
+        await factories.runs(conn, 4000, tenant_id="bulk", priority=BULK)
+    nc = await nats.connect(s.nats_url)
+    stop = asyncio.Event()
+    try:
+        await ensure_consumer(nc.jetstream(), s)
+        dispatcher = Dispatcher(s, pool, nc)
+        while await dispatcher.dispatch_once():
+            pass
+        worker = asyncio.create_task(Worker(s, pool, nc).run(stop))
+        await eventually(lambda: statuses(pool), until=lambda c: c.get("succeeded", 0) >= 100, timeout=30)
+        async with pool.acquire() as conn:
+            [urgent] = await factories.runs(conn, 1, tenant_id="interactive", priority=URGENT)
+        assert await dispatcher.dispatch_once() == 1
+        await eventually(lambda: statuses(pool), until=lambda c: c == {"succeeded": 4001}, timeout=60)
+    finally:
+        stop.set()
+        await asyncio.gather(worker, return_exceptions=True)
+        await nc.close()
+    async with pool.acquire() as conn:
+        overtaken, ahead = await conn.fetchrow(
+            "SELECT count(*) FILTER (WHERE r.started_at > u.dispatched_at AND r.started_at < u.started_at),"
+            "       count(*) FILTER (WHERE r.started_at > u.started_at)"
+            " FROM job_runs r, job_runs u WHERE r.tenant_id = 'bulk' AND u.id = $1",
+            urgent["id"],
+        )
+    assert ahead >= 1000, f"only {ahead} bulk runs were still waiting: the worker was not busy"
+    assert overtaken <= 20, f"{overtaken} bulk runs started between the urgent run's dispatch and its start"
+
+
+async def test_a_full_queue_still_takes_urgent_runs(settings: Settings, pool: asyncpg.Pool) -> None:
+    """Backpressure holds bulk runs pending once the workers' queue is full, but the urgent lane has
+    room of its own: an urgent run submitted then is claimed at once, the bulk ones stay pending."""
+    s = settings.model_copy(update={"batch_size": 50, "max_queued_messages": 100})
+    async with pool.acquire() as conn:
+        await factories.runs(conn, 1000, tenant_id="bulk", priority=BULK)
+    nc = await nats.connect(s.nats_url)
+    await ensure_consumer(nc.jetstream(), s)  # a consumer exists, but no worker drains it
+    stop = asyncio.Event()
+    engine = asyncio.create_task(Dispatcher(s, pool, nc).run(stop))
+    try:
+        full = await eventually(
+            lambda: statuses(pool), until=lambda c: c.get("dispatched", 0) >= 100, timeout=10
+        )
+        await asyncio.sleep(1.0)  # paused: nothing more of the bulk goes out
+        assert await statuses(pool) == full
+        async with pool.acquire() as conn:
+            urgent = await factories.runs(conn, 20, tenant_id="interactive", priority=URGENT)
+
+        async def urgent_statuses() -> set[str]:
+            async with pool.acquire() as conn:
+                rows = await conn.fetch(
+                    "SELECT DISTINCT status FROM job_runs WHERE id = ANY($1)", [r["id"] for r in urgent]
+                )
+            return {r["status"] for r in rows}
+
+        await eventually(urgent_statuses, until=lambda st: st == {"dispatched"}, timeout=5)
+    finally:
+        stop.set()
+        await engine
+        await nc.close()
+    counts = await statuses(pool)
+    assert counts["dispatched"] == full["dispatched"] + 20 and counts["pending"] == full["pending"]
+
+
+async def test_a_run_waiting_in_the_urgent_lane_is_not_re_dispatched(
+    settings: Settings, pool: asyncpg.Pool
+) -> None:
+    """The reaper asks every lane what still waits: urgent runs queued behind busy workers keep their
+    dispatch, and are rescued once nothing waits for them any more."""
+    s = settings.model_copy(update={"dispatch_lease_seconds": 1.0, "publish_timeout_seconds": 0.5})
+    async with pool.acquire() as conn:
+        await factories.runs(conn, 20, tenant_id="queued", priority=URGENT)
+    nc = await nats.connect(s.nats_url)
+    try:
+        await ensure_consumer(nc.jetstream(), s)
+        assert await Dispatcher(s, pool, nc).dispatch_once() == 20
+        await asyncio.sleep(1.3)  # every lease has lapsed
+        reaper = Reaper(s, pool, nc=nc)
+        assert await reap_twice(reaper) == 0
+        assert await statuses(pool) == {"dispatched": 20}
+        urgent_lane = s.model_copy(
+            update={"stream": s.urgent_stream, "subject_prefix": s.urgent_subject_prefix}
+        )
+        assert await take_and_ack_everything(nc, urgent_lane) == 20
+        assert await reap_twice(reaper) == 20
+    finally:
+        await nc.close()
