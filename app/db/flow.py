@@ -95,6 +95,23 @@ async def grant(
         return await q.fetch(conn, GRANTS[held], **_columns(locked), locked_tenants=tenants, **binds)
 
 
+async def sweep_rate_limit_starts(conn: asyncpg.Connection, margin_seconds: float, limit: int) -> int:
+    """Deletes up to `limit` window rows that left their window; how many."""
+    rows = await q.fetch(conn, "sweep_rate_limit_starts", margin_seconds=margin_seconds, limit=limit)
+    return len(rows)
+
+
+async def sweep_concurrency_slots(conn: asyncpg.Connection, after: Key, limit: int) -> tuple[int, Key | None]:
+    """Deletes the lock rows of unused keys among the next `limit` after `after`: (how many, the
+    last key looked at; None once past the last)."""
+    row = await q.fetchrow(
+        conn, "sweep_concurrency_slots", tenant_id=after.tenant_id, job=after.job, key=after.key, limit=limit
+    )
+    if row is None:
+        return 0, None
+    return int(row["swept"]), Key(row["tenant_id"], row["job"], row["key"])
+
+
 async def lock_tenant_slot(conn: asyncpg.Connection, tenant_id: str) -> None:
     """Waits for, then holds until the transaction ends, the tenant slot's row (keepers skip it)."""
     await q.execute(conn, "ensure_tenant_slot", tenant_id=tenant_id)

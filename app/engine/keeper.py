@@ -11,11 +11,16 @@ skipped by the others, and none can grant more than the key's limit. Slots are f
 fenced statements that end an attempt (the trigger of migration 0010), never here; a rate-limited
 key's window is counted from its grants and their starts (migration 0013), and a key without room
 is not looked at again before it can have some.
+
+Once a minute it also sweeps the bookkeeping of keys nothing uses any more (a key's lock row, a
+window's old starts): a tenant whose key is a customer id names a new key per customer, and without
+the sweep each left a row behind for good.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 
 import asyncpg
 
@@ -33,6 +38,11 @@ KEYS_PER_PASS = 500
 FIRST = Key("", "", "")  # before every key: tenant ids are never empty
 # What a keyed run waits for; each has its own grant (app.db.flow.GRANTS) and its own key cursor.
 WAITING = (HeldReason.CONCURRENCY, HeldReason.RATE_LIMIT)
+SWEEP_EVERY_SECONDS = 60.0
+SWEEP_BATCH = 1000  # rows deleted, or lock rows looked at, per statement
+# Lock rows looked at per sweep at most (each costs an index probe per table that may use its key);
+# the next sweep goes on from there: 600,000 rows an hour.
+SWEEP_SLOT_BATCHES = 10
 GRANTED = {
     HeldReason.CONCURRENCY: metrics.concurrency_slots_granted_total,
     HeldReason.RATE_LIMIT: metrics.rate_limit_grants_total,
@@ -49,6 +59,8 @@ class FlowKeeper:
             HeldReason.CONCURRENCY: {},
             HeldReason.RATE_LIMIT: {"margin_seconds": settings.rate_limit_margin_seconds},
         }
+        self._swept_at = time.monotonic()  # the first sweep a minute after start
+        self._sweep_after = FIRST
 
     async def run_once(self) -> int:
         """One pass; returns how many runs were granted a slot or room."""
@@ -66,7 +78,26 @@ class FlowKeeper:
                 await wakeups.notify_runs_due(conn, min(r["scheduled_at"] for r in granted))
         metrics.runs_reheld_total.inc(reheld)
         await self.on_pending(granted)
+        if time.monotonic() - self._swept_at >= SWEEP_EVERY_SECONDS:
+            await self.sweep()
         return len(granted)
+
+    async def sweep(self) -> None:
+        """Deletes every window row that left its window, then the lock rows of unused keys among
+        the next SWEEP_SLOT_BATCHES batches (the following sweep goes on after them)."""
+        self._swept_at = time.monotonic()
+        async with self.pool.acquire() as conn:
+            margin = self.settings.rate_limit_margin_seconds
+            while (n := await flow_repo.sweep_rate_limit_starts(conn, margin, SWEEP_BATCH)) > 0:
+                metrics.flow_rows_swept_total.labels("rate_limit_starts").inc(n)
+                if n < SWEEP_BATCH:
+                    break
+            for _ in range(SWEEP_SLOT_BATCHES):
+                n, after = await flow_repo.sweep_concurrency_slots(conn, self._sweep_after, SWEEP_BATCH)
+                metrics.flow_rows_swept_total.labels("concurrency_slots").inc(n)
+                self._sweep_after = after or FIRST
+                if after is None:
+                    break
 
     async def run(self, stop: asyncio.Event) -> None:
         await every(stop, self.settings.keeper_interval_seconds, self.run_once, "keeper")

@@ -159,6 +159,12 @@ concurrency_slots_granted_total = Counter(
 rate_limit_grants_total = Counter(
     "scheduler_rate_limit_grants_total", "Runs the keeper made due within their key's rate limit."
 )
+flow_rows_swept_total = Counter(
+    "scheduler_flow_rows_swept_total",
+    "Flow-control bookkeeping the keeper deleted once unused: concurrency_slots (a key's lock row) or "
+    "rate_limit_starts (a start that left its window).",
+    ("table",),
+)
 runs_reheld_total = Counter(
     "scheduler_runs_reheld_total",
     "Runs the keeper held after the fact: of a paused job or tenant that became pending again (a retry, "

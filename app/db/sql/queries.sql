@@ -366,6 +366,61 @@ paced AS (
 )
 SELECT id, scheduled_at, due_at FROM granted;
 
+-- name: sweep_rate_limit_starts
+-- Window rows that left their window: started more than the job's period (+ :margin_seconds) ago,
+-- or of a job that has no rate limit any more (counted nowhere). A grant deletes its key's expired
+-- rows as it grants; these are the rows of keys nothing is granted to any more, which a tenant with
+-- a key per customer would otherwise leave behind forever. A row not started yet counts as starting
+-- now: it stays. At most :limit per call.
+WITH gone AS (
+    SELECT s.run_id, s.granted_at FROM rate_limit_starts s
+    LEFT JOIN jobs j ON j.tenant_id = s.tenant_id AND j.name = s.job
+    WHERE s.started_at IS NOT NULL
+      AND (j.rate_limit IS NULL OR s.started_at <= now() - make_interval(
+               secs => CAST(j.rate_limit->>'period_seconds' AS float8) + :margin_seconds))
+    LIMIT :limit
+)
+DELETE FROM rate_limit_starts s USING gone
+WHERE s.run_id = gone.run_id AND s.granted_at = gone.granted_at
+RETURNING s.run_id;
+
+-- name: sweep_concurrency_slots
+-- The lock rows of keys that no run holds, waits for or counts in a window any more, among the next
+-- :limit rows after the cursor (so every row is looked at in turn, however many are in use). A row
+-- is only the lock its key's grants serialize on (and a rate-limited key's next_at): the keeper makes
+-- it again (ensure_concurrency_slots) the moment a run waits for its key. A row another engine is
+-- granting under is skipped, and a row is locked before it goes, so no grant loses the row it holds.
+-- Tenant slot rows (job '') stay: there is one per limited tenant. Returns how many went and the
+-- last row looked at (no row: the end was reached).
+WITH examined AS (
+    SELECT tenant_id, job, key FROM concurrency_slots
+    WHERE (tenant_id, job, key) > (:tenant_id, :job, :key)
+    ORDER BY tenant_id, job, key
+    LIMIT :limit
+),
+idle AS (
+    SELECT s.tenant_id, s.job, s.key FROM concurrency_slots s
+    JOIN examined e ON e.tenant_id = s.tenant_id AND e.job = s.job AND e.key = s.key
+    WHERE s.job <> ''
+      AND NOT EXISTS (SELECT 1 FROM concurrency_holders h
+                      WHERE h.tenant_id = s.tenant_id AND h.job = s.job AND h.key = s.key)
+      AND NOT EXISTS (SELECT 1 FROM rate_limit_starts w
+                      WHERE w.tenant_id = s.tenant_id AND w.job = s.job AND w.key = s.key)
+      AND NOT EXISTS (SELECT 1 FROM job_runs r
+                      WHERE r.held IN ('concurrency', 'rate_limit') AND r.tenant_id = s.tenant_id
+                        AND r.job = s.job AND r.concurrency_key = s.key)
+    FOR UPDATE OF s SKIP LOCKED
+),
+swept AS (
+    DELETE FROM concurrency_slots s USING idle i
+    WHERE s.tenant_id = i.tenant_id AND s.job = i.job AND s.key = i.key
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM swept) AS swept, e.tenant_id, e.job, e.key
+FROM examined e
+ORDER BY e.tenant_id DESC, e.job DESC, e.key DESC
+LIMIT 1;
+
 -- name: ensure_tenant_slot
 INSERT INTO concurrency_slots (tenant_id, job, key) VALUES (:tenant_id, '', '') ON CONFLICT DO NOTHING;
 
