@@ -130,7 +130,13 @@ class Completer:
                 continue
             try:
                 async with self.pool.acquire() as conn:
-                    await transitions.heartbeat_runs(conn, Fence([d.fence() for d in alive]), s.lease_seconds)
+                    sent = time.monotonic()
+                    kept = await transitions.heartbeat_runs(
+                        conn, Fence([d.fence() for d in alive]), s.lease_seconds
+                    )
+                for d in alive:
+                    if d.run.run_id in kept:
+                        d.lease_until = sent + s.lease_seconds
             except DB_ERRORS as exc:
                 log.warning("heartbeat: %s", exc)
 

@@ -250,6 +250,7 @@ class Worker:
         while True:
             try:
                 async with self.pool.acquire() as conn:
+                    sent = time.monotonic()
                     started = await transitions.start_runs(
                         conn,
                         Fence([d.fence() for d in batch]),
@@ -279,6 +280,7 @@ class Worker:
                 await quietly(d.msg.ack())
                 continue
             d.attempt = attempt
+            d.lease_until = sent + self.settings.lease_seconds
             if d.inline:
                 # Started and succeeded in the one statement above: durable, so acked now. A span
                 # only if one is recorded (nothing else would see its context).

@@ -27,6 +27,10 @@ class Delivery:
     http_status: int | None = None
     retry_after: float | None = None  # seconds a 429/503 asked for, already bounded
     result: StoredResult = NO_RESULT
+    # Until when (time.monotonic) the run's lease is surely held: the lease was set by a statement
+    # sent no earlier than `lease_seconds` before this. Past it, the reaper may have given the run
+    # to another worker, so its target must not be called any more (a frozen process wakes late).
+    lease_until: float = 0.0
 
     def fence(self) -> tuple[Any, Any, int]:
         return (self.run.run_id, self.run.scheduled_at, self.run.epoch)

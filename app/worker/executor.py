@@ -98,7 +98,7 @@ class Executor:
         context = RunContext(str(run.run_id), run.tenant_id, run.job, d.attempt, run.epoch, traceparent)
         try:
             async with asyncio.timeout(run.timeout_seconds):
-                result = await self._call(run, context)
+                result = await self._call(run, context, d.lease_until)
             d.succeed(result)
             if result.truncated:
                 metrics.results_truncated_total.inc()
@@ -120,19 +120,21 @@ class Executor:
         else:
             self.observe_duration(d, time.perf_counter() - started)
 
-    async def _call(self, run: RunMessage, context: RunContext) -> StoredResult:
+    async def _call(self, run: RunMessage, context: RunContext, lease_until: float) -> StoredResult:
         kind = run.target.get("type")
         if kind == "python":
             handler = self.handlers.get(run.target["handler"])
             if handler is None:
                 name = run.target["handler"]
                 raise AttemptFailed(f"python handler {name!r} is not registered on this worker")
+            _still_leased(lease_until)
             return result_of_value(await handler(run.payload, context), self.settings.max_result_bytes)
         if kind == "http":
             try:
                 keys = await self.signing_keys.get(run.tenant_id)
             except UnknownTenant:
                 raise AttemptFailed(f"tenant {run.tenant_id!r} no longer exists") from None
+            _still_leased(lease_until)
             return await call_http(
                 self.http,
                 run.target,
@@ -144,6 +146,15 @@ class Executor:
                 self.answer_limits,
             )
         raise AttemptFailed(f"unknown target type {kind!r}")
+
+
+def _still_leased(lease_until: float) -> None:
+    """The last check before the target hears of the run: a worker frozen since its start (a stopped
+    process, a long pause) would otherwise call it after the reaper gave the run, and its
+    concurrency slot or rate-limit place, to another worker under a newer epoch. Its outcome is then
+    fenced out, or, if the reaper has not come yet, recorded as this failed attempt."""
+    if time.monotonic() >= lease_until:
+        raise AttemptFailed("the run's lease lapsed before its target was called (the worker was stalled)")
 
 
 def _describe(exc: BaseException, *, with_type: bool) -> str:
