@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import random
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import asyncpg
 import nats
@@ -166,6 +166,22 @@ def _plan_relations(node: dict, out: set[str], indexes: set[str], executed_only:
         _plan_relations(child, out, indexes, executed_only)
 
 
+def claim_args(
+    floor: datetime, ceiling: datetime, *, per_tenant_cap: int, max_priority: int = LEAST_URGENT
+) -> dict[str, object]:
+    """claim_due_runs' binds for EXPLAIN: batches of 100, every priority up to `max_priority`."""
+    return {
+        "floor": floor,
+        "ceiling": ceiling,
+        "per_tenant_cap": per_tenant_cap,
+        "batch_size": 100,
+        "owner": "t",
+        "lease_seconds": 30,
+        "min_priority": 0,
+        "max_priority": max_priority,
+    }
+
+
 async def test_claim_plan_uses_the_partial_index_and_prunes_partitions(pool: asyncpg.Pool) -> None:
     async with pool.acquire() as conn:
         await factories.runs(conn, 500, tenant_id="a")
@@ -176,16 +192,7 @@ async def test_claim_plan_uses_the_partial_index_and_prunes_partitions(pool: asy
         floor, ceiling = await bounds(conn)
         q = QUERIES["claim_due_runs"]
         async with conn.transaction():
-            args = {
-                "floor": floor,
-                "ceiling": ceiling,
-                "per_tenant_cap": 10,
-                "batch_size": 100,
-                "owner": "t",
-                "lease_seconds": 30,
-                "min_priority": 0,
-                "max_priority": LEAST_URGENT,
-            }
+            args = claim_args(floor, ceiling, per_tenant_cap=10)
             plan = (await conn.fetchval("EXPLAIN (FORMAT JSON) " + q.sql, *q.args(args)))[0]["Plan"]
         partitions = await conn.fetch(
             "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
@@ -222,16 +229,7 @@ async def test_claim_sorts_no_more_than_one_batch_of_a_backlog(pool: asyncpg.Poo
         await conn.execute("ANALYZE job_runs")
         floor, ceiling = await bounds(conn)
         q = QUERIES["claim_due_runs"]
-        args = {
-            "floor": floor,
-            "ceiling": ceiling,
-            "per_tenant_cap": cap,
-            "batch_size": 100,
-            "owner": "t",
-            "lease_seconds": 30,
-            "min_priority": 0,
-            "max_priority": LEAST_URGENT,
-        }
+        args = claim_args(floor, ceiling, per_tenant_cap=cap)
         tr = conn.transaction()
         await tr.start()
         plan = (await conn.fetchval("EXPLAIN (ANALYZE, FORMAT JSON) " + q.sql, *q.args(args)))[0]["Plan"]
@@ -258,16 +256,7 @@ async def test_an_urgent_only_claim_does_not_read_the_bulk_backlog(pool: asyncpg
         await conn.execute("ANALYZE job_runs")
         floor, ceiling = await bounds(conn)
         q = QUERIES["claim_due_runs"]
-        args = {
-            "floor": floor,
-            "ceiling": ceiling,
-            "per_tenant_cap": 10,
-            "batch_size": 100,
-            "owner": "t",
-            "lease_seconds": 30,
-            "min_priority": 0,
-            "max_priority": 4,
-        }
+        args = claim_args(floor, ceiling, per_tenant_cap=10, max_priority=4)
         tr = conn.transaction()
         await tr.start()
         plan = (await conn.fetchval("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + q.sql, *q.args(args)))[0]
