@@ -1,7 +1,8 @@
 """The victim: a well-behaved tenant whose runs must all succeed within a bounded due lag whatever
 the hostile tenant and the faults do. Its runs are webhooks answered after a short sleep, submitted
 in bulk ahead of time and, around an API kill, one by one by concurrent senders — each with an
-Idempotency-Key, retried on another API after a transport error, as a careful client would."""
+Idempotency-Key, retried on another API after a transport error, as a careful client would. A
+quarter of them are urgent (priority 0), so both lanes of the workers' queue go through the faults."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ import httpx
 TENANT = "victim"
 JOB = "hook"
 BATCH = 500
+URGENT_SHARE = 0.25
 
 
 class Victim:
@@ -41,17 +43,23 @@ class Victim:
             "callback": {"url": receiver_url},
         }
 
-    def _payload(self) -> dict[str, float]:
-        return {"sleep": round(self.rng.uniform(0.02, self.max_sleep), 3)}
+    def _run(self) -> dict[str, Any]:
+        """A run's body: the job, its payload and, for a share of them, priority 0 (the urgent lane)."""
+        body: dict[str, Any] = {
+            "job": JOB,
+            "payload": {"sleep": round(self.rng.uniform(0.02, self.max_sleep), 3)},
+        }
+        if self.rng.random() < URGENT_SHARE:
+            body["priority"] = 0
+        return body
 
     async def submit_spread(self, api: httpx.AsyncClient, n: int, start: float, end: float) -> None:
         """`n` runs due at random moments between now+start and now+end seconds."""
         now = datetime.now(UTC)
         runs = [
             {
-                "job": JOB,
+                **self._run(),
                 "scheduled_at": (now + timedelta(seconds=self.rng.uniform(start, end))).isoformat(),
-                "payload": self._payload(),
             }
             for _ in range(n)
         ]
@@ -65,7 +73,7 @@ class Victim:
     async def submit_one(self, ports: Callable[[], list[int]]) -> None:
         """One run due now, to a live API; a transport error is retried (same key) on another."""
         key = f"victim-{next(self._keys)}"
-        body = {"job": JOB, "payload": self._payload()}
+        body = self._run()
         for attempt in range(20):
             live = ports()
             if not live:
