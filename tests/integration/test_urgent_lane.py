@@ -118,3 +118,40 @@ async def test_a_run_waiting_in_the_urgent_lane_is_not_re_dispatched(
         assert await reap_twice(reaper) == 20
     finally:
         await nc.close()
+
+
+async def test_a_tenant_flooding_the_urgent_lane_does_not_hold_back_another_tenants_runs(
+    settings: Settings, pool: asyncpg.Pool
+) -> None:
+    """Priority is the tenant's to set: a hostile tenant marking 3,000 runs priority 0 gets the
+    urgent lane, not the others' work. A well-behaved tenant's 50 runs of the default priority,
+    due after the flood, all end while most of the flood still waits."""
+    s = settings.model_copy(update={"worker_fetch_batch": 20, "worker_concurrency": 20})
+    async with pool.acquire() as conn:
+        await factories.runs(conn, 3000, tenant_id="flood", priority=URGENT)
+        behaved = await factories.runs(
+            conn, 50, tenant_id="behaved", start=await conn.fetchval("SELECT now()")
+        )
+    nc = await nats.connect(s.nats_url)
+    stop = asyncio.Event()
+    engine = asyncio.create_task(Dispatcher(s, pool, nc).run(stop))
+    worker = asyncio.create_task(Worker(s, pool, nc).run(stop))
+    try:
+
+        async def behaved_done() -> int:
+            return int(
+                await pool.fetchval(
+                    "SELECT count(*) FROM job_runs WHERE id = ANY($1) AND status = 'succeeded'",
+                    [r["id"] for r in behaved],
+                )
+            )
+
+        await eventually(behaved_done, until=lambda n: n == 50, timeout=30)
+        flood_left = await pool.fetchval(
+            "SELECT count(*) FROM job_runs WHERE tenant_id = 'flood' AND status <> 'succeeded'"
+        )
+    finally:
+        stop.set()
+        await asyncio.gather(engine, worker)
+        await nc.close()
+    assert flood_left >= 1500, f"only {flood_left} flood runs were left: the test did not overlap them"
