@@ -71,9 +71,9 @@ class Settings(BaseSettings):
     subject_prefix: str = "runs"
     consumer: str = "workers"
     # Runs of priority <= this travel in the urgent lane: a second stream (`{stream}_URGENT`, subjects
-    # `{subject_prefix}_urgent.<tenant>`) that workers read before the other, and that the engine
-    # keeps claiming into while backpressure holds the other lane back. Without it an urgent run
-    # waited behind everything backpressure had already let into the stream (docs/bench.md 23).
+    # `{subject_prefix}_urgent.<tenant>`), claimed by an engine loop and fetched by a worker loop of
+    # their own, with its own room in backpressure. Without it an urgent run waited behind everything
+    # backpressure had already let into the stream (docs/bench.md 23).
     # -1: no urgent lane, every run in one stream in the order it was claimed.
     urgent_priority: int = Field(default=4, ge=-1, le=9)
     ack_wait_seconds: float = Field(default=30.0, gt=0)

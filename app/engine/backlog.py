@@ -8,9 +8,10 @@ message can no longer be waiting in the stream, i.e. once it was claimed before 
 the oldest message no worker has received yet. Both read the durable consumers every worker shares,
 so any number of engines and workers see the same numbers.
 
-Two lanes (app/bus/jetstream.py): workers read the urgent one first, so the bounds apply to the
-whole (what the workers have queued) and, separately, to the urgent lane alone (what an urgent run
-waits behind). While the whole is full, urgent runs are still claimed as long as their lane has room.
+Two lanes (app/bus/jetstream.py), each fetched by a loop of its own in every worker: the bounds apply
+to the whole (what the workers have queued) and, separately, to the urgent lane alone (what an urgent
+run waits behind). While the whole is full, the engine's urgent loop still claims as long as the
+urgent lane has room.
 """
 
 from __future__ import annotations
@@ -130,8 +131,8 @@ class DeliveryRate:
 
 
 class Backpressure:
-    """One engine's view of the workers' queue: which runs it may claim now, and the gauges that
-    tell the autoscalers which tier binds."""
+    """One engine's view of the workers' queue: whether to pause claiming, the urgent lane's room,
+    and the gauges that tell the autoscalers which tier binds."""
 
     def __init__(self, nc: NATS, settings: Settings):
         # Its JetStream context is taken when the queue is read, not here: a dispatcher that only

@@ -228,7 +228,8 @@ class Dispatcher:
             claimed = await self._claim_hinted(conn)
             if claimed is not None:
                 return claimed
-        self._last_scan = time.monotonic()
+        if priorities[1] == LEAST_URGENT:  # the urgent loop's scans find no lost hint of the rest
+            self._last_scan = time.monotonic()
         started = time.perf_counter()
         rows = await claim_scan(conn, self.settings, self.bounds, priorities)
         metrics.claim_duration_seconds.labels("scan").observe(time.perf_counter() - started)
