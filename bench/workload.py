@@ -91,7 +91,7 @@ SELECT id, due_at FROM job_runs WHERE status = 'pending';
 -- The pending backlog shaped like claim_due_runs' RETURNING (epoch as the claim would make it),
 -- so the publish-only figures send exactly the bytes the dispatcher sends.
 SELECT id, scheduled_at, tenant_id, job, payload::text AS payload_json, target::text AS target_json,
-       attempt, max_attempts, timeout_seconds, epoch + 1 AS epoch, due_at, traceparent, 0.0 AS lag
+       attempt, max_attempts, timeout_seconds, epoch + 1 AS epoch, due_at, priority, traceparent, 0.0 AS lag
 FROM job_runs WHERE status = 'pending' ORDER BY due_at;
 
 -- name: status_counts
