@@ -28,7 +28,7 @@ from nats.aio.client import Client as NATS
 
 from app.aio import first_of
 from app.bus.hot_index import HotIndex
-from app.bus.jetstream import Publisher, Sent
+from app.bus.publisher import Publisher, Sent
 from app.config import Settings
 from app.db import transitions
 from app.db.errors import DB_ERRORS

@@ -13,8 +13,8 @@ import asyncpg
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind
 
-from app.bus.jetstream import Outgoing
 from app.bus.message import RunMessage
+from app.bus.publisher import Outgoing
 from app.config import Settings
 from app.services.validation import MAX_ERROR_CHARS, storable_text
 from app.telemetry.tracing import inject, link_to, recording, tracer, unsampled_traceparent

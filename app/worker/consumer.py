@@ -28,7 +28,8 @@ from nats.aio.msg import Msg
 
 from app.aio import first_of, supervise
 from app.bus.hot_index import HotIndex
-from app.bus.jetstream import PullConsumer, ensure_consumer, lanes
+from app.bus.jetstream import ensure_consumer, lanes
+from app.bus.pull import PullConsumer
 from app.config import Settings
 from app.db import transitions
 from app.db.errors import DB_ERRORS, is_transient

@@ -14,8 +14,9 @@ from typing import Any
 
 from nats.js import JetStreamContext
 
-from app.bus.jetstream import Outgoing, Publisher, ensure_stream
+from app.bus.jetstream import ensure_stream
 from app.bus.message import RunMessage
+from app.bus.publisher import Outgoing, Publisher
 from app.config import Settings
 from app.domain import DEFAULT_PRIORITY
 from bench.measure import rate

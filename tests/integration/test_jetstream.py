@@ -9,7 +9,9 @@ import time
 
 import nats
 
-from app.bus.jetstream import Outgoing, Publisher, PullConsumer, ensure_consumer, ensure_stream, lanes
+from app.bus.jetstream import ensure_consumer, ensure_stream, lanes
+from app.bus.publisher import Outgoing, Publisher
+from app.bus.pull import PullConsumer
 from app.config import Settings
 from app.domain import DEFAULT_PRIORITY
 

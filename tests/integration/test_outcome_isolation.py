@@ -8,8 +8,9 @@ import asyncio
 import asyncpg
 import nats
 
-from app.bus.jetstream import PullConsumer, ensure_consumer, lanes
+from app.bus.jetstream import ensure_consumer, lanes
 from app.bus.message import RunMessage
+from app.bus.pull import PullConsumer
 from app.config import Settings
 from app.domain import DEFAULT_PRIORITY
 from app.worker.completer import Completer
