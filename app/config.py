@@ -147,9 +147,13 @@ class Settings(BaseSettings):
             return "postgresql://" + value.removeprefix("postgresql+asyncpg://")
         return value
 
+    def is_urgent(self, priority: int) -> bool:
+        """Whether a run of this priority travels in the urgent lane."""
+        return priority <= self.urgent_priority
+
     def subject_for(self, tenant_id: str, priority: int) -> str:
         """The run's subject: its lane's prefix, then its tenant."""
-        if priority <= self.urgent_priority:
+        if self.is_urgent(priority):
             return f"{self.urgent_subject_prefix}.{tenant_id}"
         return f"{self.subject_prefix}.{tenant_id}"
 

@@ -110,7 +110,7 @@ class Dispatcher:
                     await sleep_or_stop(stop, 1.0)
                     continue
                 if claimed:
-                    urgent = sum(1 for r in claimed if r["priority"] <= self.settings.urgent_priority)
+                    urgent = sum(1 for r in claimed if self.settings.is_urgent(r["priority"]))
                     self.backpressure.publishing(len(claimed), urgent)
                     task = asyncio.create_task(self.settle(claimed, sent))
                     settling.add(task)
