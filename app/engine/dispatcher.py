@@ -1,5 +1,6 @@
-"""The claim loop: claim a batch, send it to JetStream, and while its PubAcks come back claim the
-next one; a settler releases to pending whatever JetStream did not ack.
+"""The claim loops: claim a batch (claims.py picks the claim), send it to JetStream, and while its
+PubAcks come back claim the next one; a settler releases to pending whatever JetStream did not ack.
+A second loop claims the urgent runs alone and sends them to their own lane.
 
 The claim itself gives each run its dispatch lease, so an acked batch needs no second write: a
 separate "mark published" UPDATE was a fifth of the loop's time (measured; see docs/bench.md), and
@@ -35,6 +36,7 @@ from app.db.errors import DB_ERRORS
 from app.db.transitions import Fence
 from app.domain import LEAST_URGENT, RunStatus, on_pending
 from app.engine.backlog import Backpressure
+from app.engine.claims import EVERY_PRIORITY, Claims, Priorities
 from app.engine.floor import ClaimBounds
 from app.engine.loop import sleep_or_stop
 from app.engine.messages import Built, build_messages
@@ -42,9 +44,6 @@ from app.engine.wakeups import DueListener
 from app.telemetry import metrics
 
 log = logging.getLogger(__name__)
-SCAN_EVERY_SECONDS = 1.0
-Priorities = tuple[int, int]  # the most and the least urgent priority a claim takes
-EVERY_PRIORITY: Priorities = (0, LEAST_URGENT)
 # While paused, the queue is asked this often: the workers may empty the room in well under a poll.
 PAUSED_RECHECK_SECONDS = 0.25
 
@@ -55,12 +54,11 @@ class Dispatcher:
         self.pool = pool
         self.nc = nc
         self.publisher = Publisher(nc)
-        self.hot_index = hot_index
         self.on_pending = on_pending(hot_index)
-        self.bounds = ClaimBounds()
-        self._last_scan = 0.0
+        bounds = ClaimBounds()
+        self.claims = Claims(settings, bounds, hot_index)
         self.backpressure = Backpressure(nc, settings)
-        self.listener = DueListener(pool, self.bounds)
+        self.listener = DueListener(pool, bounds)
         self.wake = self.listener.wake
         # With the urgent lane on, urgent runs are the urgent loop's (run_urgent) and the main loop
         # claims the rest: claimed in the main loop's batches of BATCH_SIZE, an urgent run waited
@@ -183,7 +181,7 @@ class Dispatcher:
     ) -> tuple[list[asyncpg.Record], Sent]:
         t0 = time.perf_counter()
         async with self.pool.acquire() as conn:
-            claimed = await self.claim(conn, priorities)
+            claimed = await self.claims.claim(conn, priorities)
         t1 = time.perf_counter()
         self._spent("claim", t1 - t0)
         if not claimed:
@@ -211,65 +209,6 @@ class Dispatcher:
             metrics.run_outcomes_total.labels(RunStatus.FAILED).inc(len(failed))
         except DB_ERRORS as exc:
             log.warning("failing %d unbuildable runs: %s; their lease will lapse", len(unbuildable), exc)
-
-    async def claim(
-        self, conn: asyncpg.Connection, priorities: Priorities = EVERY_PRIORITY
-    ) -> list[asyncpg.Record]:
-        """Due runs whose priority is within `priorities`, most urgent first."""
-        # With the hot index on, the scan still runs once a second: runs whose hint was lost (Redis
-        # down or wiped when they were submitted) would otherwise wait until the index ran dry. The
-        # index knows no priority: the urgent loop always scans, and the main loop's hinted claims
-        # may take an urgent run too (it is sent to the urgent lane all the same).
-        if (
-            self.hot_index is not None
-            and priorities[1] == LEAST_URGENT
-            and time.monotonic() - self._last_scan < SCAN_EVERY_SECONDS
-        ):
-            claimed = await self._claim_hinted(conn)
-            if claimed is not None:
-                return claimed
-        if priorities[1] == LEAST_URGENT:  # the urgent loop's scans find no lost hint of the rest
-            self._last_scan = time.monotonic()
-        started = time.perf_counter()
-        rows = await claim_scan(conn, self.settings, self.bounds, priorities)
-        metrics.claim_duration_seconds.labels("scan").observe(time.perf_counter() - started)
-        if self.hot_index is not None:
-            await self.hot_index.discard(r["id"] for r in rows)
-        return rows
-
-    async def _claim_hinted(self, conn: asyncpg.Connection) -> list[asyncpg.Record] | None:
-        """The hot path. None sends the caller to the scan: the index is empty, wiped or unreachable,
-        one tenant crowds the hinted batch (the scan's fair path then applies the cap), or a more
-        urgent due run was not hinted (the scan takes it first)."""
-        assert self.hot_index is not None
-        s = self.settings
-        started = time.perf_counter()
-        ids = await self.hot_index.pop_due(time.time(), s.batch_size)
-        if not ids:
-            metrics.hot_index_events_total.labels("empty" if ids is not None else "fallback").inc()
-            return None
-        floor, ceiling = await self.bounds.get(conn)
-        rows = await transitions.claim_hinted_runs(
-            conn,
-            ids,
-            floor=floor,
-            ceiling=ceiling,
-            per_tenant_cap=s.per_tenant_cap,
-            owner=s.owner,
-            lease_seconds=s.dispatch_lease_seconds,
-        )
-        metrics.claim_duration_seconds.labels("hot").observe(time.perf_counter() - started)
-        metrics.hot_index_events_total.labels("hit").inc(len(rows))
-        if len(rows) == len(ids):
-            return rows
-        # Hints not claimed: stale ones (no longer pending) are forgotten, live ones go back.
-        taken = {r["id"] for r in rows}
-        still_pending = await transitions.pending_among(conn, [i for i in ids if i not in taken])
-        metrics.hot_index_events_total.labels("stale").inc(len(ids) - len(rows) - len(still_pending))
-        await self.on_pending(still_pending)
-        if not rows:  # all stale, or one tenant crowds the batch: the scan decides this turn
-            return None
-        return rows
 
     def outgoing(self, claimed: Sequence[asyncpg.Record]) -> Built:
         return build_messages(claimed, self.settings)
@@ -305,21 +244,3 @@ def _log_settle_failure(task: asyncio.Task[None]) -> None:
     if not task.cancelled() and task.exception() is not None:
         log.error("dispatch: settling a batch failed", exc_info=task.exception())
         metrics.unexpected_errors_total.labels("settle").inc()
-
-
-async def claim_scan(
-    conn: asyncpg.Connection, settings: Settings, bounds: ClaimBounds, priorities: Priorities = EVERY_PRIORITY
-) -> list[asyncpg.Record]:
-    """The scan claim with this engine's settings and partition bounds (the bench calls it too)."""
-    floor, ceiling = await bounds.get(conn)
-    return await transitions.claim_due_runs(
-        conn,
-        floor=floor,
-        ceiling=ceiling,
-        per_tenant_cap=settings.per_tenant_cap,
-        batch_size=settings.batch_size,
-        owner=settings.owner,
-        lease_seconds=settings.dispatch_lease_seconds,
-        min_priority=priorities[0],
-        max_priority=priorities[1],
-    )

@@ -21,7 +21,7 @@ from app.bus.hot_index import HotIndex
 from app.config import Settings
 from app.db import transitions as repo
 from app.db.connection import create_pool
-from app.engine.dispatcher import claim_scan
+from app.engine.claims import claim_scan
 from app.engine.floor import ClaimBounds
 from bench import workload
 from bench.measure import latency_ms

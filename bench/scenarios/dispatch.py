@@ -28,7 +28,8 @@ from app.bus.jetstream import ensure_stream
 from app.bus.message import RunMessage
 from app.config import Settings
 from app.db.connection import create_pool
-from app.engine.dispatcher import Dispatcher, claim_scan
+from app.engine.claims import claim_scan
+from app.engine.dispatcher import Dispatcher
 from app.engine.floor import ClaimBounds
 from app.telemetry.tracing import setup_tracing
 from bench import workload

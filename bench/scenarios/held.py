@@ -25,7 +25,7 @@ import asyncpg
 
 from app.config import Settings
 from app.db.connection import create_pool
-from app.engine.dispatcher import claim_scan
+from app.engine.claims import claim_scan
 from app.engine.floor import ClaimBounds
 from app.engine.keeper import FlowKeeper
 from bench import workload

@@ -24,7 +24,7 @@ import httpx
 from app.db import transitions as repo
 from app.db.connection import create_pool
 from app.dev import free_port
-from app.engine.dispatcher import claim_scan
+from app.engine.claims import claim_scan
 from app.engine.floor import ClaimBounds
 from bench import history_data, workload
 from bench.measure import latency_ms

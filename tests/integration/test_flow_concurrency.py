@@ -16,7 +16,7 @@ import nats
 from app.config import Settings
 from app.db import transitions
 from app.db.transitions import Fence
-from app.engine.dispatcher import claim_scan
+from app.engine.claims import claim_scan
 from app.engine.engine import Engine
 from app.engine.floor import ClaimBounds
 from app.engine.keeper import FlowKeeper

@@ -9,7 +9,7 @@ import asyncpg
 import httpx
 
 from app.config import Settings
-from app.engine.dispatcher import claim_scan
+from app.engine.claims import claim_scan
 from app.engine.floor import ClaimBounds
 from app.engine.keeper import FlowKeeper
 from tests.support import create_tenant, put_job, submit_run

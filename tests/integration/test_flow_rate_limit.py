@@ -17,7 +17,7 @@ from app.config import Settings
 from app.db import flow as flow_repo
 from app.db import transitions
 from app.db.transitions import Fence
-from app.engine.dispatcher import claim_scan
+from app.engine.claims import claim_scan
 from app.engine.floor import ClaimBounds
 from app.engine.keeper import FlowKeeper
 from tests.integration.test_flow_concurrency import engines_and_workers

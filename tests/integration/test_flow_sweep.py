@@ -10,7 +10,7 @@ import httpx
 from app.config import Settings
 from app.db import transitions
 from app.db.transitions import Fence
-from app.engine.dispatcher import claim_scan
+from app.engine.claims import claim_scan
 from app.engine.floor import ClaimBounds
 from app.engine.keeper import FlowKeeper
 from tests.support import put_job, submit_run

@@ -73,8 +73,8 @@ async def test_hot_path_claims_the_same_set_as_the_scan(settings: Settings, pool
                     lease_seconds=30,
                 )
                 await tr.rollback()
-                dispatcher._last_scan = time.monotonic()  # the hot path's turn, not the periodic scan's
-                hot = await dispatcher.claim(conn)
+                dispatcher.claims.last_scan = time.monotonic()  # the hot path's turn, not the periodic scan's
+                hot = await dispatcher.claims.claim(conn)
             # The hot path takes the oldest due runs it was hinted: a prefix, oldest first, of what the
             # scan takes. Stale hints (runs the scan already took) only make its batch shorter.
             oldest_of_scan = sorted(scan, key=lambda r: (r["due_at"], r["id"]))[: len(hot)]
@@ -99,8 +99,8 @@ async def test_an_unhinted_more_urgent_run_sends_the_hot_path_to_the_scan(
     dispatcher = Dispatcher(s, pool, None, index)  # type: ignore[arg-type]  # claims only, no publish
     try:
         async with pool.acquire() as conn:
-            dispatcher._last_scan = time.monotonic()  # the hot path's turn
-            claimed = await dispatcher.claim(conn)
+            dispatcher.claims.last_scan = time.monotonic()  # the hot path's turn
+            claimed = await dispatcher.claims.claim(conn)
     finally:
         await index.close()
     assert {r["id"] for r in urgent} <= {r["id"] for r in claimed} and len(claimed) == 10
@@ -142,12 +142,13 @@ async def test_a_stale_hint_is_never_claimed_twice(settings: Settings, pool: asy
         s = hot_settings(settings)
         index = await seeded_index(s, [run])
         dispatcher = Dispatcher(s, pool, None, index)  # type: ignore[arg-type]
-        dispatcher._last_scan = time.monotonic()
-        [first] = await dispatcher.claim(conn)  # via the hint
+        dispatcher.claims.last_scan = time.monotonic()
+        [first] = await dispatcher.claims.claim(conn)  # via the hint
         assert first["epoch"] == 1
         await index.add([run])  # the same hint again: stale now
-        dispatcher._last_scan = time.monotonic()
-        assert await dispatcher.claim(conn) == []  # matches nothing, falls back to a scan that finds nothing
+        dispatcher.claims.last_scan = time.monotonic()
+        # The stale hint matches nothing; the claim falls back to a scan that finds nothing.
+        assert await dispatcher.claims.claim(conn) == []
         assert await index.client.zcard(index.key) == 0  # a stale hint is dropped, not put back
         row = await conn.fetchrow("SELECT status, epoch FROM job_runs")
     await index.close()
@@ -160,7 +161,7 @@ async def test_redis_down_never_stops_dispatch(settings: Settings, pool: asyncpg
         s = hot_settings(settings)
         dead = HotIndex("redis://127.0.0.1:1/0", "nowhere")  # nothing listens on port 1
         dispatcher = Dispatcher(s, pool, None, dead)  # type: ignore[arg-type]
-        dispatcher._last_scan = time.monotonic()
-        claimed = await dispatcher.claim(conn)
+        dispatcher.claims.last_scan = time.monotonic()
+        claimed = await dispatcher.claims.claim(conn)
     await dead.close()
     assert len(claimed) == 50

@@ -15,7 +15,7 @@ from app.config import Settings
 from app.db import transitions
 from app.db.transitions import Fence
 from app.domain import NO_RESULT, StoredResult
-from app.engine.dispatcher import claim_scan
+from app.engine.claims import claim_scan
 from app.engine.floor import ClaimBounds
 from tests import factories
 

@@ -13,7 +13,7 @@ import pytest
 
 from app.config import Settings
 from app.db import transitions
-from app.engine.dispatcher import claim_scan
+from app.engine.claims import claim_scan
 from app.engine.floor import ClaimBounds
 from stack.eventually import eventually
 from tests import factories

@@ -8,7 +8,7 @@ import asyncpg
 from app.config import Settings
 from app.db import transitions as dispatch_repo
 from app.db.transitions import Fence
-from app.engine.dispatcher import claim_scan
+from app.engine.claims import claim_scan
 from app.engine.floor import ClaimBounds
 from tests import factories
 
