@@ -76,6 +76,10 @@ class Lane:
     def subjects(self) -> str:
         return f"{self.subject_prefix}.>"
 
+    @property
+    def urgent(self) -> bool:
+        return self.name == "urgent"
+
 
 def lanes(settings: Settings) -> list[Lane]:
     """The normal lane, then the urgent one unless URGENT_PRIORITY is -1."""

@@ -138,7 +138,7 @@ class Worker:
                 await asyncio.sleep(0.5)
                 continue
             if msgs:
-                await self._receive(msgs, starts)
+                await self._receive(msgs, starts, urgent=sub.lane.urgent)
 
     def _free(self) -> int:
         """How many to fetch for the free slots (a fetch batch at most)."""
@@ -187,10 +187,10 @@ class Worker:
 
     # ── receiving: decode, de-duplicate, hold ──
 
-    async def _receive(self, msgs: list[Msg], starts: set[asyncio.Task[None]]) -> None:
+    async def _receive(self, msgs: list[Msg], starts: set[asyncio.Task[None]], *, urgent: bool) -> None:
         fresh: dict[Any, Delivery] = {}  # by run id
         for msg in msgs:
-            delivery = await received(msg)
+            delivery = await received(msg, urgent=urgent)
             if delivery is None:
                 continue
             run = delivery.run
@@ -234,7 +234,7 @@ class Worker:
         """Give free slots to held runs, fairest first (fairness.py), and start them with `inline`."""
         batch = list(inline or [])
         while (tenant := self.slots.pick(self.held.tenants())) is not None:
-            batch.append(self.held.oldest(tenant))
+            batch.append(self.held.next_to_start(tenant))
             self.slots.take(tenant)
         if batch:
             start = asyncio.create_task(self._start(batch))

@@ -31,6 +31,7 @@ class Delivery:
     # sent no earlier than `lease_seconds` before this. Past it, the reaper may have given the run
     # to another worker, so its target must not be called any more (a frozen process wakes late).
     lease_until: float = 0.0
+    urgent: bool = False  # fetched from the urgent lane: started before the tenant's other held runs
 
     def fence(self) -> tuple[Any, Any, int]:
         return (self.run.run_id, self.run.scheduled_at, self.run.epoch)
@@ -79,11 +80,11 @@ async def quietly(awaitable: object) -> None:
         log.debug("nats ack/nak failed: %s", exc)
 
 
-async def received(msg: Msg) -> Delivery | None:
+async def received(msg: Msg, *, urgent: bool = False) -> Delivery | None:
     """The delivery a message carries, or None for one this worker cannot take: a newer message
     version is nak'ed for a newer replica, a malformed message is terminated."""
     try:
-        return Delivery(msg, RunMessage.decode(msg.data))
+        return Delivery(msg, RunMessage.decode(msg.data), urgent=urgent)
     except UnknownVersion:
         await quietly(msg.nak(delay=5))
     except (ValueError, KeyError, TypeError):

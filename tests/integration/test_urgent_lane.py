@@ -158,3 +158,44 @@ async def test_a_tenant_flooding_the_urgent_lane_does_not_hold_back_another_tena
         await asyncio.gather(engine, worker)
         await nc.close()
     assert flood_left >= 1500, f"only {flood_left} flood runs were left: the test did not overlap them"
+
+
+async def test_a_tenants_urgent_run_is_not_held_behind_its_own_earlier_runs(
+    settings: Settings, pool: asyncpg.Pool
+) -> None:
+    """A worker full of one tenant's slow runs holds the rest of them back; an urgent run of the same
+    tenant, fetched later, takes the next free slot instead of waiting behind every run held before
+    it (app/worker/held.py)."""
+    s = settings.model_copy(update={"worker_concurrency": 2, "worker_fetch_batch": 20})
+    slow = {"type": "python", "handler": "echo"}
+    async with pool.acquire() as conn:
+        await factories.runs(conn, 12, tenant_id="a", priority=BULK, target=slow)
+        await conn.execute("""UPDATE job_runs SET payload = '{"sleep": 1.0}'""")
+    nc = await nats.connect(s.nats_url)
+    stop = asyncio.Event()
+    try:
+        await ensure_consumer(nc.jetstream(), s)
+        dispatcher = Dispatcher(s, pool, nc)
+        assert await dispatcher.dispatch_once() == 12
+        worker = Worker(s, pool, nc)
+        running = asyncio.create_task(worker.run(stop))
+        await eventually(lambda: asyncio.sleep(0, len(worker.held)), until=lambda n: n >= 8, timeout=10)
+        async with pool.acquire() as conn:
+            [urgent] = await factories.runs(conn, 1, tenant_id="a", priority=URGENT, target=slow)
+        assert await dispatcher.dispatch_once() == 1
+        await eventually(lambda: statuses(pool), until=lambda c: c == {"succeeded": 13}, timeout=30)
+    finally:
+        stop.set()
+        await asyncio.gather(running, return_exceptions=True)
+        await nc.close()
+    async with pool.acquire() as conn:
+        overtaken = await conn.fetchval(
+            "SELECT count(*) FROM job_runs r, job_runs u"
+            " WHERE r.priority = $2 AND u.id = $1 AND r.started_at > u.dispatched_at AND r.started_at < u.started_at",
+            urgent["id"],
+            BULK,
+        )
+    # At least 8 were held when it came. With lanes mixed in the held queue it started after all of
+    # them; now only what started while the worker had not yet fetched it (a peek a second, runs of
+    # a second on two slots) and the slot it waited for.
+    assert overtaken <= 4, f"{overtaken} of the tenant's earlier runs started before its urgent run"
