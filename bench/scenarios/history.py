@@ -23,6 +23,8 @@ import httpx
 
 from app.db import transitions as repo
 from app.db.connection import create_pool
+from app.db.queries import QUERIES
+from app.db.run_ids import scheduled_bounds
 from app.dev import free_port
 from app.engine.claims import claim_scan
 from app.engine.floor import ClaimBounds
@@ -79,6 +81,34 @@ async def _gets(client: httpx.AsyncClient, auths: dict[str, dict[str, str]], run
         if i >= 5:  # the first five warm the connection and the plans
             times.append(elapsed)
     return latency_ms(times)
+
+
+async def _get_reads(conn: asyncpg.Connection, runs: list[Any]) -> dict[str, float]:
+    """What a GET's statement reads, per GET, from EXPLAIN (ANALYZE, BUFFERS) of get_run on runs the
+    timed GETs did not touch: pages found in shared buffers, pages asked of the OS (its page cache
+    or the disk), and the time those reads took (track_io_timing, where this role may set it)."""
+    q = QUERIES["get_run"]
+    timing = True
+    try:
+        await conn.execute("SET track_io_timing = on")
+    except asyncpg.PostgresError:
+        timing = False
+    hit = read = 0
+    read_ms = 0.0
+    for r in runs:
+        lo, hi = scheduled_bounds(r["id"])
+        args = q.args({"id": r["id"], "lo": lo, "hi": hi, "tenant_id": r["tenant_id"]})
+        [plan] = await conn.fetchval(f"EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) {q.sql}", *args)
+        top = plan["Plan"]
+        hit += top.get("Shared Hit Blocks", 0)
+        read += top.get("Shared Read Blocks", 0)
+        read_ms += top.get("I/O Read Time", 0.0)
+    n = max(len(runs), 1)
+    return {
+        "hit_per_get": hit / n,
+        "read_per_get": read / n,
+        "read_ms_per_get": read_ms / n if timing else float("nan"),
+    }
 
 
 async def _sample(conn: asyncpg.Connection, pool_settings: Any, samples: int) -> dict[str, Any]:
@@ -148,7 +178,9 @@ async def run(bench: Bench, args: argparse.Namespace) -> Report:
                         partitions, size = await history_data.size(conn)
                         r = await _sample(conn, s, samples)
                         runs = await history_data.sample_ids(conn, have, min(2_000, have))
-                        r["get"] = await _gets(client, auths, runs, gets)
+                        timed, probed = runs[: len(runs) // 2], runs[len(runs) // 2 :][:200]
+                        r["get"] = await _gets(client, auths, timed, gets)
+                        r["get_reads"] = await _get_reads(conn, probed)
                         results.append(
                             {
                                 "history": point,
@@ -193,7 +225,17 @@ def _figures(report: Report, results: list[dict[str, Any]], pending: int) -> Non
     )
     report.table(
         "GET /runs/{id} of a run drawn from the whole history, through the API (ms); time to write it",
-        ["history rows", "GET p50", "GET p95", "GET p99", "GET max", "seconds to grow (+ ANALYZE)"],
+        [
+            "history rows",
+            "GET p50",
+            "GET p95",
+            "GET p99",
+            "GET max",
+            "pages hit / GET",
+            "pages read / GET",
+            "read ms / GET",
+            "seconds to grow (+ ANALYZE)",
+        ],
         [
             [
                 r["history"],
@@ -201,6 +243,9 @@ def _figures(report: Report, results: list[dict[str, Any]], pending: int) -> Non
                 r["get"]["p95_ms"],
                 r["get"]["p99_ms"],
                 r["get"]["max_ms"],
+                r["get_reads"]["hit_per_get"],
+                r["get_reads"]["read_per_get"],
+                r["get_reads"]["read_ms_per_get"],
                 r["grow_seconds"],
             ]
             for r in results
@@ -217,6 +262,12 @@ def _figures(report: Report, results: list[dict[str, Any]], pending: int) -> Non
         "a real claim rolled back. claim_floor (the dispatcher's once-a-second bounds read) is timed on its "
         "own: it probes the live-runs partial index of every partition, so it is the part that grows with "
         "the number of partitions, not with rows."
+    )
+    report.notes.append(
+        "pages hit / read per GET: EXPLAIN (ANALYZE, BUFFERS) of the GET's statement (get_run) on up to 200 "
+        "other runs of the sample, after the timed GETs: pages found in shared buffers, and pages asked of "
+        "the OS (its page cache or the disk), with the time those reads took (track_io_timing). A history "
+        "larger than the host's memory makes reads, and the reads make the GET's tail."
     )
     report.data = {"points": results}
     report.draw = lambda fig: _chart(fig, results)
