@@ -211,6 +211,12 @@ runs_unbuildable_total = Counter(
 runs_held_back = Gauge(
     "scheduler_worker_held_runs", "Fetched runs a worker holds back while their tenant is over its share."
 )
+worker_fetch_size = Histogram(
+    "scheduler_worker_fetch_size",
+    "Messages one pull request of a worker brought (0: it expired empty), by lane.",
+    ["lane"],
+    buckets=BATCH_BUCKETS,
+)
 runs_handed_back_total = Counter(
     "scheduler_worker_runs_handed_back_total",
     "Held-back runs a worker nak'ed back to the stream to look past one tenant's backlog.",

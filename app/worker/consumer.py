@@ -122,6 +122,7 @@ class Worker:
 
     async def _fetch(self, sub: PullConsumer, starts: set[asyncio.Task[None]], halt: asyncio.Event) -> None:
         last_peek = 0.0
+        fetch_size = metrics.worker_fetch_size.labels(sub.lane.name)
         while not halt.is_set():
             self._admit(starts)
             size = self._free()
@@ -137,6 +138,7 @@ class Worker:
                 log.warning("fetch: %s", exc)
                 await asyncio.sleep(0.5)
                 continue
+            fetch_size.observe(len(msgs))
             if msgs:
                 await self._receive(msgs, starts, urgent=sub.lane.urgent)
 

@@ -70,6 +70,8 @@ def worker_summary(m: Metrics) -> dict[str, float]:
         "execution_seconds": m.value("scheduler_execution_duration_seconds_sum"),
         "succeeded": m.value("scheduler_run_outcomes_total", status="succeeded"),
         "stale_dropped": m.value("scheduler_stale_results_total"),
+        "fetches": m.value("scheduler_worker_fetch_size_count"),
+        "fetched": m.value("scheduler_worker_fetch_size_sum"),
     }
 
 

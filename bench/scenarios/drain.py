@@ -131,6 +131,12 @@ def _figures(
             ],
             [
                 "worker",
+                "pull requests / messages per request",
+                f"{worker['fetches']:.0f} / {worker['fetched'] / max(worker['fetches'], 1):.1f}",
+                None,
+            ],
+            [
+                "worker",
                 "outcomes succeeded / stale dropped",
                 f"{worker['succeeded']:.0f} / {worker['stale_dropped']:.0f}",
                 None,
