@@ -213,7 +213,8 @@ runs_held_back = Gauge(
 )
 worker_fetch_size = Histogram(
     "scheduler_worker_fetch_size",
-    "Messages one pull request of a worker brought (0: it expired empty), by lane.",
+    "Messages one fetch of a worker's loop took, each fetch one start batch at most (0: nothing came "
+    "within its wait), by lane.",
     ["lane"],
     buckets=BATCH_BUCKETS,
 )

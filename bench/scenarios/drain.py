@@ -131,7 +131,7 @@ def _figures(
             ],
             [
                 "worker",
-                "pull requests / messages per request",
+                "fetches / messages per fetch",
                 f"{worker['fetches']:.0f} / {worker['fetched'] / max(worker['fetches'], 1):.1f}",
                 None,
             ],
