@@ -9,6 +9,7 @@ until the index ran dry.
 from __future__ import annotations
 
 import time
+from uuid import UUID
 
 import asyncpg
 
@@ -67,16 +68,7 @@ class Claims:
         if not ids:
             metrics.hot_index_events_total.labels("empty" if ids is not None else "fallback").inc()
             return None
-        floor, ceiling = await self.bounds.get(conn)
-        rows = await transitions.claim_hinted_runs(
-            conn,
-            ids,
-            floor=floor,
-            ceiling=ceiling,
-            per_tenant_cap=s.per_tenant_cap,
-            owner=s.owner,
-            lease_seconds=s.dispatch_lease_seconds,
-        )
+        rows = await claim_hinted(conn, s, self.bounds, ids)
         metrics.claim_duration_seconds.labels("hot").observe(time.perf_counter() - started)
         metrics.hot_index_events_total.labels("hit").inc(len(rows))
         if len(rows) == len(ids):
@@ -106,4 +98,20 @@ async def claim_scan(
         lease_seconds=settings.dispatch_lease_seconds,
         min_priority=priorities[0],
         max_priority=priorities[1],
+    )
+
+
+async def claim_hinted(
+    conn: asyncpg.Connection, settings: Settings, bounds: ClaimBounds, ids: list[UUID]
+) -> list[asyncpg.Record]:
+    """The hinted claim of these run ids with this engine's settings (the bench calls it too)."""
+    floor, ceiling = await bounds.get(conn)
+    return await transitions.claim_hinted_runs(
+        conn,
+        ids,
+        floor=floor,
+        ceiling=ceiling,
+        per_tenant_cap=settings.per_tenant_cap,
+        owner=settings.owner,
+        lease_seconds=settings.dispatch_lease_seconds,
     )

@@ -19,9 +19,8 @@ import asyncpg
 
 from app.bus.hot_index import HotIndex
 from app.config import Settings
-from app.db import transitions as repo
 from app.db.connection import create_pool
-from app.engine.claims import claim_scan
+from app.engine.claims import claim_hinted, claim_scan
 from app.engine.floor import ClaimBounds
 from bench import workload
 from bench.measure import latency_ms
@@ -72,20 +71,7 @@ class Methods:
         s = self.s
         t0 = time.perf_counter()
         ids = await self.hot.pop_due(time.time(), s.batch_size)
-        floor, ceiling = await self.bounds.get(conn)
-        rows = (
-            await repo.claim_hinted_runs(
-                conn,
-                ids,
-                floor=floor,
-                ceiling=ceiling,
-                per_tenant_cap=s.per_tenant_cap,
-                owner=s.owner,
-                lease_seconds=s.dispatch_lease_seconds,
-            )
-            if ids
-            else []
-        )
+        rows = await claim_hinted(conn, s, self.bounds, ids) if ids else []
         elapsed = time.perf_counter() - t0
         if ids:  # put the hints back (untimed): the next sample must see the same index
             await self.hot.client.zadd(self.hot.key, {str(i): self.scores[i] for i in ids})
