@@ -7,7 +7,7 @@ import socket
 from functools import lru_cache
 from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -76,6 +76,10 @@ class Settings(BaseSettings):
     # backpressure had already let into the stream (docs/bench.md 23).
     # -1: no urgent lane, every run in one stream in the order it was claimed.
     urgent_priority: int = Field(default=4, ge=-1, le=9)
+    # Which lanes this process serves: an engine claims for them, a worker fetches from them. `urgent`
+    # processes (engines and workers, given CPU of their own) keep urgent runs from waiting for a core
+    # the bulk drain holds; deploy at least one engine and one worker for each lane.
+    lanes: Literal["all", "urgent", "normal"] = "all"
     ack_wait_seconds: float = Field(default=30.0, gt=0)
 
     # Worker.
@@ -146,6 +150,16 @@ class Settings(BaseSettings):
         if value and value.startswith("postgresql+asyncpg://"):
             return "postgresql://" + value.removeprefix("postgresql+asyncpg://")
         return value
+
+    @model_validator(mode="after")
+    def _lanes_exist(self) -> Settings:
+        if self.lanes == "urgent" and self.urgent_priority < 0:
+            raise ValueError("LANES=urgent needs the urgent lane: URGENT_PRIORITY is -1")
+        return self
+
+    def serves(self, lane: str) -> bool:
+        """Whether this process serves the lane named `urgent` or `normal`."""
+        return self.lanes in ("all", lane)
 
     def is_urgent(self, priority: int) -> bool:
         """Whether a run of this priority travels in the urgent lane."""

@@ -62,10 +62,14 @@ class Dispatcher:
         self.wake = self.listener.wake
         # With the urgent lane on, urgent runs are the urgent loop's (run_urgent) and the main loop
         # claims the rest: claimed in the main loop's batches of BATCH_SIZE, an urgent run waited
-        # for the whole batch to be claimed and sent.
+        # for the whole batch to be claimed and sent. A lane this engine does not serve (LANES) has
+        # no loop: None.
+        self.main_priorities: Priorities | None = EVERY_PRIORITY
+        self.urgent_priorities: Priorities | None = None
         urgent = settings.urgent_priority
-        self.main_priorities: Priorities = (urgent + 1, LEAST_URGENT) if urgent >= 0 else EVERY_PRIORITY
-        self.urgent_priorities: Priorities = (0, urgent)
+        if urgent >= 0:
+            self.main_priorities = (urgent + 1, LEAST_URGENT) if settings.serves("normal") else None
+            self.urgent_priorities = (0, urgent) if settings.serves("urgent") else None
         # Busy time of each phase, read by the bench: claim SQL, publish (send + PubAcks), and
         # settle (releasing what was not acked).
         self.phase_seconds = {"claim": 0.0, "publish": 0.0, "settle": 0.0}
@@ -80,11 +84,19 @@ class Dispatcher:
         slots = asyncio.Semaphore(self.settings.dispatch_batches_in_flight)
         settling: set[asyncio.Task[None]] = set()
         urgent_loop = None
-        if self.main_priorities != EVERY_PRIORITY:
-            urgent_loop = asyncio.create_task(self.run_urgent(stop), name="urgent claims")
+        if self.urgent_priorities is not None:
+            urgent_loop = asyncio.create_task(
+                self.run_urgent(self.urgent_priorities, stop), name="urgent claims"
+            )
         try:
             while not stop.is_set():
                 if not await self.listener.listening(stop):
+                    continue
+                if self.main_priorities is None:
+                    # Urgent runs only: this loop keeps the listener and the lane's room fresh for theirs.
+                    await self.backpressure.workers_behind()
+                    self.wake.clear()
+                    await first_of((stop, self.wake), PAUSED_RECHECK_SECONDS)
                     continue
                 if await self.backpressure.workers_behind():
                     self.wake.clear()  # nothing can be claimed: a wake-up now would only spin
@@ -135,7 +147,7 @@ class Dispatcher:
             await self.listener.close()
             await self.publisher.stop()
 
-    async def run_urgent(self, stop: asyncio.Event) -> None:
+    async def run_urgent(self, priorities: Priorities, stop: asyncio.Event) -> None:
         """Claims the urgent runs, beside the main loop, whenever their lane has room: an urgent run
         due now is claimed at once instead of after the batch the main loop is claiming or sending
         (dispatch lag behind a standing backlog, p99: 0.05-0.10 s in one loop, 0.009 s idle;
@@ -148,7 +160,7 @@ class Dispatcher:
             claimed: list[asyncpg.Record] = []
             if self.backpressure.urgent_room > 0:
                 try:
-                    claimed, sent = await self.claim_and_send(self.urgent_priorities)
+                    claimed, sent = await self.claim_and_send(priorities)
                     if claimed:
                         self.backpressure.publishing(len(claimed), len(claimed))
                         try:

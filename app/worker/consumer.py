@@ -87,9 +87,9 @@ class Worker:
     async def run(self, stop: asyncio.Event) -> None:
         s = self.settings
         await ensure_consumer(self.js, s)
-        # One fetch loop per lane, each with its own start batches in flight: an urgent run is
-        # fetched and started beside the other lane's batches, not after them (app/bus/jetstream.py).
-        subs = [PullConsumer(self.nc, lane) for lane in lanes(s)]
+        # One fetch loop per lane it serves (LANES), each with its own start batches in flight: an
+        # urgent run is fetched and started beside the other lane's batches, not after them.
+        subs = [PullConsumer(self.nc, lane) for lane in lanes(s) if s.serves(lane.name)]
         starts: list[set[asyncio.Task[None]]] = [set() for _ in subs]
         for sub in subs:
             await sub.start()
