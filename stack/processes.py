@@ -81,7 +81,7 @@ class SchedulerProcess:
                 return False
 
             try:
-                await eventually(ready, timeout=timeout, interval=0.1)
+                await eventually(ready, until=bool, timeout=timeout, interval=0.1)
             except TimeoutError:
                 raise RuntimeError(
                     f"{self.name} not ready within {timeout:g}s; {self.log_path}:\n{self.output()}"

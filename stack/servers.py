@@ -29,7 +29,7 @@ class Services:
         is started embedded in a temp dir named `prefix…`. Whatever started is stopped on failure."""
         root = Path(tempfile.mkdtemp(prefix=prefix))
         services = cls("", "", "", root)
-        servers = {
+        servers: dict[str, tuple[EmbeddedPostgres | EmbeddedNats | EmbeddedRedis, str]] = {
             "postgres": (EmbeddedPostgres(root / "postgres"), "DATABASE_URL"),
             "nats": (EmbeddedNats(root / "nats"), "NATS_URL"),
             "redis": (EmbeddedRedis(root / "redis"), "REDIS_URL"),

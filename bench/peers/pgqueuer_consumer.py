@@ -40,8 +40,13 @@ async def consume(dsn: str, consumers: int, batch_size: int) -> None:
 
         managers.append(qm)
     loop = asyncio.get_running_loop()
+
+    def shut_down() -> None:
+        for qm in managers:
+            qm.shutdown.set()
+
     for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, lambda: [qm.shutdown.set() for qm in managers])
+        loop.add_signal_handler(sig, shut_down)
     tasks = [asyncio.create_task(qm.run(batch_size=batch_size)) for qm in managers]
     await asyncio.sleep(1.0)  # each manager is LISTENing by now
     print("ready", flush=True)

@@ -162,7 +162,7 @@ async def run(bench: Bench, args: argparse.Namespace) -> Report:
             async with pool.acquire() as conn:
                 lags = (await workload.fetch(conn, "lag_percentiles", ps=PS, tenant=None))[0]
         finally:
-            await delete_stream(nc, base.stream)
+            await delete_stream(nc, base)
             await nc.close()
             await pool.close()
     assert done_at is not None
