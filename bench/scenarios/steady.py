@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import time
 from typing import Any
 
@@ -46,6 +47,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--standing", type=int, default=0, help="runs of other tenants due and pending at the start"
     )
     p.add_argument("--standing-priority", type=int, default=9, help="their priority (default 9)")
+    p.add_argument(
+        "--lane-processes",
+        action="store_true",
+        help="serve the urgent lane with an engine and a worker of its own (LANES=urgent), the rest "
+        "with LANES=normal",
+    )
+    p.add_argument(
+        "--nice-bulk",
+        type=int,
+        default=0,
+        help="with --lane-processes: renice the normal lane's processes by this much, so the urgent "
+        "lane's get the CPU first (what CPU reserved for them would give)",
+    )
 
 
 async def run(bench: Bench, args: argparse.Namespace) -> Report:
@@ -55,12 +69,28 @@ async def run(bench: Bench, args: argparse.Namespace) -> Report:
     ticks = max(1, round(duration / TICK))
     async with bench.database() as url:
         s = bench.settings(url, port=free_port())
-        api = SchedulerProcess("api", s, bench.logs)
-        worker = ops_process("worker", s, bench.logs, stop_timeout=5.0)
+        lanes = "normal" if args.lane_processes else "all"
+        api = SchedulerProcess("api", s.model_copy(update={"lanes": lanes}), bench.logs)
+        worker = ops_process("worker", s.model_copy(update={"lanes": lanes}), bench.logs, stop_timeout=5.0)
+        urgent_only = s.model_copy(update={"lanes": "urgent"})
+        lane_procs = (
+            [
+                ops_process("engine", urgent_only, bench.logs, name="urgent-engine"),
+                ops_process("worker", urgent_only, bench.logs, name="urgent-worker", stop_timeout=5.0),
+            ]
+            if args.lane_processes
+            else []
+        )
         report.workload = {
             "offered rate": f"{offered:,.0f} runs/s for {duration:g} s",
             "submissions": f"{ticks} batch POSTs, one every {TICK} s",
-            "processes": "1 scheduler api (its engine on, as deployed) + 1 scheduler worker",
+            "processes": "1 scheduler api (its engine on, as deployed) + 1 scheduler worker"
+            + (
+                ", both LANES=normal, + 1 engine and 1 worker with LANES=urgent"
+                + (f"; the normal lane's niced by {args.nice_bulk}" if args.nice_bulk else "")
+                if args.lane_processes
+                else ""
+            ),
             "job": "noop, due at submission (no scheduled_at)",
             "engine poll interval": f"{s.poll_interval_seconds} s (NOTIFY wakes it sooner)",
             "batch_size": s.batch_size,
@@ -82,10 +112,15 @@ async def run(bench: Bench, args: argparse.Namespace) -> Report:
                     # The UPDATE left a dead index entry per run where the claim walks (priority 5):
                     # vacuumed, as autovacuum would have, so the figure is not about this setup step.
                     await conn.execute("VACUUM ANALYZE job_runs")
-            async with running([api, worker]):
+            async with running([api, worker, *lane_procs]):
+                if args.lane_processes and args.nice_bulk:
+                    for p in (api, worker):
+                        os.setpriority(os.PRIO_PROCESS, p.pid, args.nice_bulk)
                 async with httpx.AsyncClient(base_url=api.base_url, timeout=30.0) as client:
                     auth = await api_tenant(client, TENANT)
-                    pids = {"api + engine process": api.pid, "worker process": worker.pid}
+                    pids = {"api + engine process": api.pid, "worker process": worker.pid} | {
+                        f"{p.name} process": p.pid for p in lane_procs
+                    }
                     cpu_before = cpu_seconds(pids)
                     submitted, post_latencies, errors, wall = await _offer(
                         client, auth, offered, ticks, args.priority
@@ -105,7 +140,7 @@ async def run(bench: Bench, args: argparse.Namespace) -> Report:
                 lags = (await workload.fetch(conn, "lag_percentiles", ps=PS, tenant=TENANT))[0]
                 counts = await workload.status_counts(conn)
         finally:
-            await delete_stream(nc, s.stream)
+            await delete_stream(nc, s)
             await nc.close()
             await pool.close()
     used = {k: cpu[k] - cpu_before[k] for k in cpu}
