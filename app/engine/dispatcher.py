@@ -92,14 +92,11 @@ class Dispatcher:
             while not stop.is_set():
                 if not await self.listener.listening(stop):
                     continue
-                if self.main_priorities is None:
-                    # Urgent runs only: this loop keeps the listener and the lane's room fresh for theirs.
-                    await self.backpressure.workers_behind()
-                    self.wake.clear()
-                    await first_of((stop, self.wake), PAUSED_RECHECK_SECONDS)
-                    continue
-                if await self.backpressure.workers_behind():
-                    self.wake.clear()  # nothing can be claimed: a wake-up now would only spin
+                # Each pass reads the queue (at most once a second while there is room), which also
+                # renews the urgent lane's room: an engine serving only urgent runs keeps this loop
+                # for the listener and that read, and claims nothing here.
+                if await self.backpressure.workers_behind() or self.main_priorities is None:
+                    self.wake.clear()  # nothing to claim here: a wake-up now would only spin
                     await first_of((stop, self.wake), PAUSED_RECHECK_SECONDS)
                     continue
                 await slots.acquire()
