@@ -26,7 +26,15 @@ async def set_job_paused(
     return await q.fetchrow(conn, "set_job_paused", tenant_id=tenant_id, name=name, paused=paused)
 
 
+async def lock_tenant_flow(conn: asyncpg.Connection, tenant_id: str) -> None:
+    """Waits for the statements in flight that make the tenant's runs pending, then holds them off
+    until the transaction ends (migration 0016): every write of the tenant's pause or max_in_flight
+    takes it first, so no run is made pending under the setting it replaces."""
+    await q.execute(conn, "lock_tenant_flow", tenant_id=tenant_id)
+
+
 async def set_tenant_paused(conn: asyncpg.Connection, tenant_id: str, paused: bool) -> bool:
+    await lock_tenant_flow(conn, tenant_id)
     return await q.fetchrow(conn, "set_tenant_paused", id=tenant_id, paused=paused) is not None
 
 
@@ -122,6 +130,7 @@ async def set_tenant_max_in_flight(
     conn: asyncpg.Connection, tenant_id: str, max_in_flight: int | None
 ) -> asyncpg.Record | None:
     """(id, previous max_in_flight), None if there is no such tenant."""
+    await lock_tenant_flow(conn, tenant_id)
     return await q.fetchrow(conn, "set_tenant_max_in_flight", id=tenant_id, max_in_flight=max_in_flight)
 
 
@@ -136,14 +145,6 @@ async def forget_tenant_slot(conn: asyncpg.Connection, tenant_id: str) -> None:
 async def get_tenant(conn: asyncpg.Connection, tenant_id: str) -> asyncpg.Record | None:
     """(id, created_at, paused, max_in_flight, in_flight: None when not limited)."""
     return await q.fetchrow(conn, "get_tenant", id=tenant_id)
-
-
-async def rehold_tenant_limited_runs(conn: asyncpg.Connection) -> int:
-    """Holds the runs of limited tenants submitted unheld as their limit was set; how many."""
-    held = 0
-    for tenant in await q.fetch(conn, "limited_tenants"):
-        held += len(await q.fetch(conn, "rehold_tenant_limited_runs", tenant_id=tenant["id"]))
-    return held
 
 
 async def count_held_runs(

@@ -1,7 +1,6 @@
 """The flow keeper: grants freed concurrency slots and rate limits' room to waiting runs (within
-their tenant's max_in_flight, whose slot a run takes in the same grant), holds runs of paused jobs
-and tenants that became pending after the pause (a retry, a rescued run), and runs of a limited
-tenant submitted in the instant its limit was set.
+their tenant's max_in_flight, whose slot a run takes in the same grant), and holds runs of paused
+jobs and tenants that became pending after the pause (a retry, a rescued run).
 
 Held runs are outside the indexes the claim reads (migration 0015), so it never sees them; this is
 the one place that looks at them, and its cost follows the keys with waiting runs (one index probe
@@ -67,7 +66,6 @@ class FlowKeeper:
         granted: list[asyncpg.Record] = []
         async with self.pool.acquire() as conn:
             reheld = await flow_repo.rehold_paused_runs(conn)
-            reheld += await flow_repo.rehold_tenant_limited_runs(conn)
             for held in WAITING:
                 keys = await flow_repo.waiting_keys(conn, held, self._after[held], KEYS_PER_PASS)
                 self._after[held] = keys[-1] if len(keys) == KEYS_PER_PASS else FIRST

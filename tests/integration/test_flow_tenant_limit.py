@@ -9,13 +9,16 @@ import asyncio
 import uuid
 from collections import defaultdict
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import asyncpg
 import httpx
 import nats
+import pytest
 
 from app.config import Settings
 from app.db import flow as flow_repo
+from app.db import runs as runs_repo
 from app.db import transitions
 from app.db.transitions import Fence
 from app.engine.claims import claim_scan
@@ -199,18 +202,61 @@ async def test_a_run_holds_its_job_slot_and_its_tenant_slot_and_the_reaper_frees
     assert (await api.get("/tenants/acme", headers=admin)).json()["in_flight"] == 1
 
 
-async def test_a_run_that_slipped_past_the_patch_is_held_by_the_keeper(
-    api: httpx.AsyncClient, tenant: dict, settings: Settings, pool: asyncpg.Pool
+async def still_waiting(task: asyncio.Task[Any]) -> bool:
+    """Whether `task` is still blocked after a moment: long enough for a statement that does not
+    wait on a lock to finish many times over."""
+    await asyncio.sleep(0.5)
+    return not task.done()
+
+
+async def test_a_limit_set_while_a_submission_is_in_flight_waits_for_it_and_holds_its_run(
+    api: httpx.AsyncClient, tenant: dict, admin: dict, pool: asyncpg.Pool
 ) -> None:
-    """A run whose insert read the tenant just before its limit was set is unheld, with no key:
-    the keeper holds it as it would have been (here the limit is written behind the API's back,
-    which is what such a run sees)."""
-    auth = tenant["auth"]
-    run = await submit_run(api, "acme", auth, job="hello")
-    await pool.execute("UPDATE tenants SET max_in_flight = 1 WHERE id = 'acme'")
-    assert await FlowKeeper(settings, pool).run_once() == 1  # held, then granted the slot
-    assert await pool.fetchval(TENANT_HOLDERS, "acme") == 1
-    assert await pool.fetchval("SELECT concurrency_key FROM job_runs WHERE id = $1", run["id"]) == ""
+    """The submission read the tenant before the limit existed; the PATCH holds the tenant's pending
+    runs in its own statement. Unless the PATCH waits for the submission's commit, that statement
+    misses the run, which then stays unheld and keyless: claimable beyond the limit."""
+    async with pool.acquire() as conn:
+        submission = conn.transaction()
+        await submission.start()
+        [run] = await runs_repo.insert_runs(
+            conn, "acme", ["hello"], [None], [{}], [None], [None], None, [None]
+        )
+        assert run["held"] is None  # the tenant is not limited yet
+        patch = asyncio.create_task(limit(api, admin, "acme", 1))
+        assert await still_waiting(patch), "the PATCH did not wait for the submission in flight"
+        await submission.commit()
+    assert (await patch)["max_in_flight"] == 1
+    held = await pool.fetchrow("SELECT held, concurrency_key FROM job_runs WHERE id = $1", run["id"])
+    assert (held["held"], held["concurrency_key"]) == ("concurrency", "")
+
+
+@pytest.mark.parametrize("change", ["max_in_flight", "pause"])
+async def test_a_submission_during_a_tenant_change_waits_for_it_and_is_held(
+    api: httpx.AsyncClient, tenant: dict, pool: asyncpg.Pool, change: str
+) -> None:
+    """A submission that comes while a change of the tenant's max_in_flight or pause is being
+    written waits for its commit and is held by it; another tenant's submission does not wait."""
+    other = await create_tenant(api, "other")
+    other_auth = {"Authorization": f"Bearer {other['api_key']}"}
+    await put_job(api, "other", "hello", other_auth)
+    async with pool.acquire() as conn:
+        patch = conn.transaction()
+        await patch.start()
+        if change == "pause":
+            assert await flow_repo.set_tenant_paused(conn, "acme", True)
+            await flow_repo.hold_paused_runs(conn, "acme", None)
+        else:
+            await flow_repo.lock_tenant_slot(conn, "acme")
+            assert await flow_repo.set_tenant_max_in_flight(conn, "acme", 1) is not None
+            await flow_repo.subject_runs_to_tenant_limit(conn, "acme")
+        submission = asyncio.create_task(submit_run(api, "acme", tenant["auth"], job="hello"))
+        # The tenant's flow lock is the tenant's own: others submit meanwhile.
+        bystander = await asyncio.wait_for(submit_run(api, "other", other_auth, job="hello"), 5)
+        assert bystander["held"] is None
+        assert await still_waiting(submission), "the submission did not wait for the change in flight"
+        await patch.commit()
+    run = await submission
+    assert run["held"] == ("paused" if change == "pause" else "concurrency"), run
 
 
 async def test_patch_is_admin_only_and_refuses_what_it_cannot_store(

@@ -39,6 +39,8 @@ FUNCTIONS = {
     "scheduler_flow_control",
     "scheduler_flow_hold_reason",
     "scheduler_append_attempt",
+    "scheduler_tenant_flow_key",
+    "scheduler_tenant_flow",
 }
 
 

@@ -424,6 +424,12 @@ LIMIT 1;
 -- name: ensure_tenant_slot
 INSERT INTO concurrency_slots (tenant_id, job, key) VALUES (:tenant_id, '', '') ON CONFLICT DO NOTHING;
 
+-- name: lock_tenant_flow
+-- A change of the tenant's pause or max_in_flight takes the tenant's flow lock for its transaction
+-- (migration 0016): it waits for the statements in flight that make the tenant's runs pending, and
+-- those that come meanwhile wait for it, then read what it wrote.
+SELECT pg_advisory_xact_lock(scheduler_tenant_flow_key(:tenant_id));
+
 -- name: lock_tenant_slot
 -- A PATCH of max_in_flight takes the tenant's slot row as the keeper does (waiting, where the
 -- keeper skips), so no grant of the tenant's runs reads the limit while it changes.
@@ -468,19 +474,6 @@ SELECT id, created_at, paused, max_in_flight,
        CASE WHEN max_in_flight IS NOT NULL THEN scheduler_tenant_in_flight(id) END AS in_flight
 FROM tenants WHERE id = :id;
 
--- name: limited_tenants
--- Tenants with a max_in_flight: a partial index of migration 0014, empty on the default path.
-SELECT id FROM tenants WHERE max_in_flight IS NOT NULL;
-
--- name: rehold_tenant_limited_runs
--- The keeper's catch-up for one limited tenant (given as a value, as rehold_paused_runs, for the
--- same plan): a run submitted in the instant its max_in_flight was set (its insert read the tenant
--- before the PATCH committed) is held for a slot as it would have been. A probe of the tenant's
--- unheld pending runs (job_runs_pending_tenant_due, migration 0015), never the ones held back.
-UPDATE job_runs SET held = 'concurrency', held_due_at = due_at, due_at = 'infinity', concurrency_key = ''
-WHERE tenant_id = :tenant_id AND status = 'pending' AND held IS NULL AND concurrency_key IS NULL
-RETURNING id;
-
 -- name: count_held_runs
 -- Held runs per reason, each counted up to :limit (the gauge's and the Overview's cost stays
 -- bounded): every tenant's (:tenant_id null, the reaper's gauge) or one tenant's (the dashboard).
@@ -518,6 +511,13 @@ WITH input AS (
 minted AS (
     SELECT input.*, scheduler_run_id(input.scheduled_at) AS id FROM input
 ),
+tenant AS (
+    -- The tenant's pause and max_in_flight, read under its flow lock (migration 0016): a change of
+    -- them that commits while this insert runs is waited for and read, one that comes later waits
+    -- for this commit and then holds these runs itself. Read with the statement's snapshot, a run
+    -- inserted in that instant escaped the new setting.
+    SELECT paused, max_in_flight FROM scheduler_tenant_flow(:tenant_id)
+),
 complete AS (
     -- Does every input name a job of this tenant?
     SELECT NOT EXISTS (
@@ -527,7 +527,7 @@ complete AS (
 ),
 inserted AS (
     -- A run of a paused job or tenant, or of a concurrency- or rate-limited job, is held from the
-    -- start (scheduler_run_hold, migrations 0010, 0013 and 0014): out of the claim's range until resumed,
+    -- start (scheduler_run_hold, migrations 0010, 0013, 0014 and 0016): out of the claim's range until resumed,
     -- given a slot or given room in its key's window.
     INSERT INTO job_runs (id, scheduled_at, tenant_id, job, origin, payload, target, max_attempts,
                           backoff_seconds, timeout_seconds, due_at, idempotency_key, traceparent, priority, callback,
@@ -538,7 +538,8 @@ inserted AS (
            h.held, h.held_due_at, h.concurrency_key
     FROM minted m
     JOIN jobs j ON j.tenant_id = :tenant_id AND j.name = m.job
-    CROSS JOIN LATERAL scheduler_run_hold(j.tenant_id, j.paused, j.concurrency, j.rate_limit,
+    CROSS JOIN tenant t
+    CROSS JOIN LATERAL scheduler_run_hold(t.paused, t.max_in_flight, j.paused, j.concurrency, j.rate_limit,
                                           COALESCE(m.payload, j.payload), m.scheduled_at) AS h
     WHERE (SELECT yes FROM complete)
     RETURNING *
@@ -797,7 +798,16 @@ RETURNING r.id;
 -- days the ids name (as in get_runs). A run of a limited job or tenant waits for its slots again (the
 -- trigger of 0010 holds a run with a concurrency key); one that ended before its tenant got a
 -- max_in_flight has none yet, so it gets one and is held here (the trigger does not fire for it).
-WITH retried AS (
+-- Each tenant's max_in_flight is read under its flow lock, as insert_runs reads it.
+WITH flow AS (
+    SELECT d.tenant_id, f.max_in_flight
+    FROM (SELECT DISTINCT tenant_id FROM job_runs
+          WHERE id = ANY(CAST(:ids AS uuid[])) AND status IN ('failed', 'cancelled')
+            AND scheduled_at >= :lo AND scheduled_at < :hi
+            AND (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id)) AS d
+    CROSS JOIN LATERAL scheduler_tenant_flow(d.tenant_id) AS f
+),
+retried AS (
     UPDATE job_runs r SET status = 'pending', epoch = r.epoch + 1,
         due_at = CASE WHEN r.concurrency_key IS NULL AND t.max_in_flight IS NOT NULL THEN 'infinity' ELSE now() END,
         held = CASE WHEN r.concurrency_key IS NULL AND t.max_in_flight IS NOT NULL THEN 'concurrency' END,
@@ -806,8 +816,8 @@ WITH retried AS (
                                ELSE r.concurrency_key END,
         max_attempts = COALESCE(CAST(:max_attempts AS int), greatest(r.max_attempts, r.attempt + 1)),
         finished_at = NULL, dispatched_at = NULL, lease_owner = NULL, lease_expires_at = NULL
-    FROM tenants t
-    WHERE t.id = r.tenant_id AND r.id = ANY(CAST(:ids AS uuid[])) AND r.status IN ('failed', 'cancelled')
+    FROM flow t
+    WHERE t.tenant_id = r.tenant_id AND r.id = ANY(CAST(:ids AS uuid[])) AND r.status IN ('failed', 'cancelled')
       AND r.scheduled_at >= :lo AND r.scheduled_at < :hi
       AND (CAST(:tenant_id AS text) IS NULL OR r.tenant_id = :tenant_id)
       AND (CAST(:max_attempts AS int) IS NULL OR :max_attempts > r.attempt)
@@ -1232,15 +1242,20 @@ LIMIT :limit
 FOR UPDATE SKIP LOCKED;
 
 -- name: insert_cron_runs
--- Held like a submitted run (insert_runs) when its tenant is paused or its job limited.
+-- Held like a submitted run (insert_runs) when its tenant is paused or limited or its job limited;
+-- the tenant read under its flow lock, as there.
+WITH tenant AS (
+    SELECT paused, max_in_flight FROM scheduler_tenant_flow(:tenant_id)
+)
 INSERT INTO job_runs (id, scheduled_at, tenant_id, job, origin, payload, target, max_attempts,
                       backoff_seconds, timeout_seconds, due_at, priority, callback, held, held_due_at,
                       concurrency_key)
 SELECT scheduler_run_id(o.at), o.at, j.tenant_id, j.name, 'cron', j.payload, j.target, j.max_attempts,
        j.backoff_seconds, j.timeout_seconds, h.due_at, j.priority, j.callback, h.held, h.held_due_at,
        h.concurrency_key
-FROM jobs j, unnest(CAST(:occurrences AS timestamptz[])) AS o(at),
-     LATERAL scheduler_run_hold(j.tenant_id, j.paused, j.concurrency, j.rate_limit, j.payload, o.at) AS h
+FROM jobs j, tenant t, unnest(CAST(:occurrences AS timestamptz[])) AS o(at),
+     LATERAL scheduler_run_hold(t.paused, t.max_in_flight, j.paused, j.concurrency, j.rate_limit, j.payload,
+                                o.at) AS h
 WHERE j.tenant_id = :tenant_id AND j.name = :name
 ON CONFLICT (tenant_id, job, scheduled_at) WHERE origin = 'cron' DO NOTHING
 RETURNING id, scheduled_at, due_at;
