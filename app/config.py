@@ -113,6 +113,11 @@ class Settings(BaseSettings):
     max_request_bytes: int = Field(default=16 * 1024 * 1024, ge=1024)
     # A request's line and headers together; over it, 431 before the parser sees more (app/api/server.py).
     max_header_bytes: int = Field(default=16 * 1024, ge=1024)
+    # How long an idle keep-alive connection stays open. Longer than the idle expiry of the clients
+    # and load balancers in front (httpx and most pools 5 s, AWS ALB 60 s), so they close it, never
+    # the server: one that does races the client's next request on it, which then gets a connection
+    # reset instead of an answer (an unanswered POST), seen under load at uvicorn's default of 5 s.
+    http_keep_alive_seconds: float = Field(default=75.0, gt=0, le=3600)
     max_batch: int = Field(default=1000, ge=1)
     max_schedule_ahead_days: int = Field(default=366, ge=1)
     max_schedule_behind_days: int = Field(default=7, ge=0)

@@ -106,7 +106,11 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
 
 def server_options(settings: Settings) -> dict[str, Any]:
     """uvicorn options every API server of ours takes (`scheduler api`, `scheduler dev`, tests)."""
-    return {"http": BoundedHttpToolsProtocol, "h11_max_incomplete_event_size": settings.max_header_bytes}
+    return {
+        "http": BoundedHttpToolsProtocol,
+        "h11_max_incomplete_event_size": settings.max_header_bytes,
+        "timeout_keep_alive": settings.http_keep_alive_seconds,
+    }
 
 
 class BodyLimit:
