@@ -1,13 +1,14 @@
 """A statement that makes runs pending reads its tenant's flow settings under the tenant's lock.
 
 scheduler_run_hold read the tenant row itself, with the inserting statement's snapshot: a run
-inserted in the instant its tenant's max_in_flight was set (or the tenant paused) read the row as
-it was before, and when the PATCH's own hold of the tenant's pending runs ran before that insert
-committed, the run escaped both: unheld, keyless, claimable above the limit until the keeper's next
-catch-up pass. Now the statements that make runs pending (insert_runs, insert_cron_runs,
+inserted in the instant its tenant's max_in_flight was set (or the tenant or its job paused) read
+the rows as they were before, and when the PATCH's own hold of the tenant's pending runs ran before
+that insert committed, the run escaped both: unheld, keyless, claimable above the limit (or while
+paused) until the keeper's next catch-up pass. Now the statements that make runs pending (insert_runs, insert_cron_runs,
 retry_runs) read the tenant through scheduler_tenant_flow, which first takes a shared advisory lock
 on the tenant, then reads the row with a snapshot of its own (a volatile function's query does):
-a change of the tenant's settings takes that lock exclusively for its transaction (lock_tenant_flow),
+a change of the tenant's settings or a job's pause takes that lock exclusively for its transaction
+(lock_tenant_flow),
 so it waits for the inserts in flight to commit and its hold of pending runs sees them, and an
 insert that comes while it runs waits for its commit and reads the new settings.
 
@@ -36,15 +37,19 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
     SELECT hashtextextended('scheduler.tenant_flow:' || $1, 0)
 $$;
 
--- The tenant's pause and max_in_flight as of now, for a statement about to make its runs pending,
+-- The tenant's pause, max_in_flight and paused jobs as of now, for a statement about to make its runs pending,
 -- whose transaction then holds the tenant's flow lock shared until it ends. Volatile, so its query
 -- takes its own snapshot after the lock is granted: the calling statement's would predate a change
 -- it waited for.
-CREATE FUNCTION scheduler_tenant_flow(tenant_id text) RETURNS TABLE (paused boolean, max_in_flight integer)
+CREATE FUNCTION scheduler_tenant_flow(tenant_id text)
+RETURNS TABLE (paused boolean, max_in_flight integer, paused_jobs text[])
 LANGUAGE plpgsql VOLATILE ROWS 1 AS $$
 BEGIN
     PERFORM pg_advisory_xact_lock_shared(scheduler_tenant_flow_key($1));
-    RETURN QUERY SELECT t.paused, t.max_in_flight FROM tenants t WHERE t.id = $1;
+    -- The paused jobs from jobs_paused (migration 0012): none on the default path.
+    RETURN QUERY SELECT t.paused, t.max_in_flight,
+                        ARRAY(SELECT j.name FROM jobs j WHERE j.tenant_id = $1 AND j.paused)
+                 FROM tenants t WHERE t.id = $1;
 END
 $$;
 

@@ -28,13 +28,13 @@ async def set_job_paused(
 
 async def lock_tenant_flow(conn: asyncpg.Connection, tenant_id: str) -> None:
     """Waits for the statements in flight that make the tenant's runs pending, then holds them off
-    until the transaction ends (migration 0016): every write of the tenant's pause or max_in_flight
-    takes it first, so no run is made pending under the setting it replaces."""
+    until the transaction ends (migration 0016): every pause or resume (of the tenant or one of its
+    jobs) and every write of its max_in_flight takes it, so no run is made pending under the setting
+    it replaces."""
     await q.execute(conn, "lock_tenant_flow", tenant_id=tenant_id)
 
 
 async def set_tenant_paused(conn: asyncpg.Connection, tenant_id: str, paused: bool) -> bool:
-    await lock_tenant_flow(conn, tenant_id)
     return await q.fetchrow(conn, "set_tenant_paused", id=tenant_id, paused=paused) is not None
 
 
@@ -130,7 +130,6 @@ async def set_tenant_max_in_flight(
     conn: asyncpg.Connection, tenant_id: str, max_in_flight: int | None
 ) -> asyncpg.Record | None:
     """(id, previous max_in_flight), None if there is no such tenant."""
-    await lock_tenant_flow(conn, tenant_id)
     return await q.fetchrow(conn, "set_tenant_max_in_flight", id=tenant_id, max_in_flight=max_in_flight)
 
 

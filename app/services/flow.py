@@ -28,7 +28,10 @@ async def apply_pause(
 ) -> list[asyncpg.Record]:
     """Holds (paused) or releases the pending runs of the job, or of the tenant when `job` is None,
     in the caller's transaction. Returns the released runs (id, scheduled_at, due_at); a NOTIFY at
-    commit wakes idle engines and lowers their claim floor to the oldest of them."""
+    commit wakes idle engines and lowers their claim floor to the oldest of them. Under the tenant's
+    flow lock: a submission in flight is waited for, and one that comes meanwhile reads the new
+    pause once this commits."""
+    await flow_repo.lock_tenant_flow(conn, tenant_id)
     if paused:
         await flow_repo.hold_paused_runs(conn, tenant_id, job)
         return []
@@ -99,6 +102,8 @@ async def set_tenant_max_in_flight(
     lets the keeper grant its waiting runs in their order."""
     async with pool.acquire() as conn:
         async with conn.transaction():
+            # A submission in flight is waited for; one that comes meanwhile reads the new limit.
+            await flow_repo.lock_tenant_flow(conn, tenant_id)
             await flow_repo.lock_tenant_slot(conn, tenant_id)
             row = await flow_repo.set_tenant_max_in_flight(conn, tenant_id, max_in_flight)
             if row is None:

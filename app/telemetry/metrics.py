@@ -168,7 +168,7 @@ flow_rows_swept_total = Counter(
 runs_reheld_total = Counter(
     "scheduler_runs_reheld_total",
     "Runs the keeper held after the fact: of a paused job or tenant that became pending again (a retry, "
-    "a rescue), or submitted in the instant their job was paused.",
+    "a rescue).",
 )
 worker_slots = worker_gauge(
     "scheduler_worker_slots",

@@ -25,6 +25,7 @@ from app.engine.claims import claim_scan
 from app.engine.engine import Engine
 from app.engine.floor import ClaimBounds
 from app.engine.keeper import FlowKeeper
+from app.services import flow as flow_service
 from app.services.dashboard import why_late
 from app.worker.consumer import Worker
 from tests.integration.test_flow_concurrency import most_at_once, start_then_die
@@ -230,22 +231,28 @@ async def test_a_limit_set_while_a_submission_is_in_flight_waits_for_it_and_hold
     assert (held["held"], held["concurrency_key"]) == ("concurrency", "")
 
 
-@pytest.mark.parametrize("change", ["max_in_flight", "pause"])
-async def test_a_submission_during_a_tenant_change_waits_for_it_and_is_held(
+@pytest.mark.parametrize("change", ["max_in_flight", "tenant pause", "job pause"])
+async def test_a_submission_during_a_flow_change_waits_for_it_and_is_held(
     api: httpx.AsyncClient, tenant: dict, pool: asyncpg.Pool, change: str
 ) -> None:
-    """A submission that comes while a change of the tenant's max_in_flight or pause is being
-    written waits for its commit and is held by it; another tenant's submission does not wait."""
+    """A submission that comes while a change of the tenant's max_in_flight, of its pause or of its
+    job's pause is being written waits for its commit and is held by it; another tenant's
+    submission does not wait."""
     other = await create_tenant(api, "other")
     other_auth = {"Authorization": f"Bearer {other['api_key']}"}
     await put_job(api, "other", "hello", other_auth)
     async with pool.acquire() as conn:
         patch = conn.transaction()
         await patch.start()
-        if change == "pause":
+        # What each change's service does in its transaction, stopped before the commit.
+        if change == "tenant pause":
             assert await flow_repo.set_tenant_paused(conn, "acme", True)
-            await flow_repo.hold_paused_runs(conn, "acme", None)
+            await flow_service.apply_pause(conn, "acme", None, True)
+        elif change == "job pause":
+            assert await flow_repo.set_job_paused(conn, "acme", "hello", True) is not None
+            await flow_service.apply_pause(conn, "acme", "hello", True)
         else:
+            await flow_repo.lock_tenant_flow(conn, "acme")
             await flow_repo.lock_tenant_slot(conn, "acme")
             assert await flow_repo.set_tenant_max_in_flight(conn, "acme", 1) is not None
             await flow_repo.subject_runs_to_tenant_limit(conn, "acme")
@@ -256,7 +263,7 @@ async def test_a_submission_during_a_tenant_change_waits_for_it_and_is_held(
         assert await still_waiting(submission), "the submission did not wait for the change in flight"
         await patch.commit()
     run = await submission
-    assert run["held"] == ("paused" if change == "pause" else "concurrency"), run
+    assert run["held"] == ("concurrency" if change == "max_in_flight" else "paused"), run
 
 
 async def test_patch_is_admin_only_and_refuses_what_it_cannot_store(

@@ -425,7 +425,8 @@ LIMIT 1;
 INSERT INTO concurrency_slots (tenant_id, job, key) VALUES (:tenant_id, '', '') ON CONFLICT DO NOTHING;
 
 -- name: lock_tenant_flow
--- A change of the tenant's pause or max_in_flight takes the tenant's flow lock for its transaction
+-- A change of the tenant's pause or max_in_flight, or of a job's pause, takes the tenant's flow lock
+-- for its transaction
 -- (migration 0016): it waits for the statements in flight that make the tenant's runs pending, and
 -- those that come meanwhile wait for it, then read what it wrote.
 SELECT pg_advisory_xact_lock(scheduler_tenant_flow_key(:tenant_id));
@@ -512,11 +513,11 @@ minted AS (
     SELECT input.*, scheduler_run_id(input.scheduled_at) AS id FROM input
 ),
 tenant AS (
-    -- The tenant's pause and max_in_flight, read under its flow lock (migration 0016): a change of
-    -- them that commits while this insert runs is waited for and read, one that comes later waits
-    -- for this commit and then holds these runs itself. Read with the statement's snapshot, a run
-    -- inserted in that instant escaped the new setting.
-    SELECT paused, max_in_flight FROM scheduler_tenant_flow(:tenant_id)
+    -- The tenant's pause and max_in_flight and its paused jobs, read under its flow lock (migration
+    -- 0016): a change of them that commits while this insert runs is waited for and read, one that
+    -- comes later waits for this commit and then holds these runs itself. Read with the statement's
+    -- snapshot, a run inserted in that instant escaped the new setting.
+    SELECT paused, max_in_flight, paused_jobs FROM scheduler_tenant_flow(:tenant_id)
 ),
 complete AS (
     -- Does every input name a job of this tenant?
@@ -539,8 +540,9 @@ inserted AS (
     FROM minted m
     JOIN jobs j ON j.tenant_id = :tenant_id AND j.name = m.job
     CROSS JOIN tenant t
-    CROSS JOIN LATERAL scheduler_run_hold(t.paused, t.max_in_flight, j.paused, j.concurrency, j.rate_limit,
-                                          COALESCE(m.payload, j.payload), m.scheduled_at) AS h
+    CROSS JOIN LATERAL scheduler_run_hold(t.paused, t.max_in_flight, j.name = ANY(t.paused_jobs),
+                                          j.concurrency, j.rate_limit, COALESCE(m.payload, j.payload),
+                                          m.scheduled_at) AS h
     WHERE (SELECT yes FROM complete)
     RETURNING *
 ),
@@ -1242,10 +1244,10 @@ LIMIT :limit
 FOR UPDATE SKIP LOCKED;
 
 -- name: insert_cron_runs
--- Held like a submitted run (insert_runs) when its tenant is paused or limited or its job limited;
--- the tenant read under its flow lock, as there.
+-- Held like a submitted run (insert_runs) when its tenant or job is paused or limited; the tenant
+-- and its paused jobs read under its flow lock, as there.
 WITH tenant AS (
-    SELECT paused, max_in_flight FROM scheduler_tenant_flow(:tenant_id)
+    SELECT paused, max_in_flight, paused_jobs FROM scheduler_tenant_flow(:tenant_id)
 )
 INSERT INTO job_runs (id, scheduled_at, tenant_id, job, origin, payload, target, max_attempts,
                       backoff_seconds, timeout_seconds, due_at, priority, callback, held, held_due_at,
@@ -1254,8 +1256,8 @@ SELECT scheduler_run_id(o.at), o.at, j.tenant_id, j.name, 'cron', j.payload, j.t
        j.backoff_seconds, j.timeout_seconds, h.due_at, j.priority, j.callback, h.held, h.held_due_at,
        h.concurrency_key
 FROM jobs j, tenant t, unnest(CAST(:occurrences AS timestamptz[])) AS o(at),
-     LATERAL scheduler_run_hold(t.paused, t.max_in_flight, j.paused, j.concurrency, j.rate_limit, j.payload,
-                                o.at) AS h
+     LATERAL scheduler_run_hold(t.paused, t.max_in_flight, j.name = ANY(t.paused_jobs), j.concurrency,
+                                j.rate_limit, j.payload, o.at) AS h
 WHERE j.tenant_id = :tenant_id AND j.name = :name
 ON CONFLICT (tenant_id, job, scheduled_at) WHERE origin = 'cron' DO NOTHING
 RETURNING id, scheduled_at, due_at;
