@@ -30,7 +30,9 @@ async def lock_tenant_flow(conn: asyncpg.Connection, tenant_id: str) -> None:
     """Waits for the statements in flight that make the tenant's runs pending, then holds them off
     until the transaction ends (migration 0016): every pause or resume (of the tenant or one of its
     jobs) and every write of its max_in_flight takes it, so no run is made pending under the setting
-    it replaces."""
+    it replaces. Taken after the writer's row locks (tenant, job), never before: the cron
+    materializer takes it while holding its job's row, so a pause holding it first would wait for
+    that row while the materializer waits for it."""
     await q.execute(conn, "lock_tenant_flow", tenant_id=tenant_id)
 
 

@@ -102,13 +102,13 @@ async def set_tenant_max_in_flight(
     lets the keeper grant its waiting runs in their order."""
     async with pool.acquire() as conn:
         async with conn.transaction():
-            # A submission in flight is waited for; one that comes meanwhile reads the new limit.
-            await flow_repo.lock_tenant_flow(conn, tenant_id)
             await flow_repo.lock_tenant_slot(conn, tenant_id)
             row = await flow_repo.set_tenant_max_in_flight(conn, tenant_id, max_in_flight)
             if row is None:
                 # The slot row ensured above goes with the rollback.
                 raise NotFound(f"tenant {tenant_id!r} not found", field="tenant_id")
+            # A submission in flight is waited for; one that comes meanwhile reads the new limit.
+            await flow_repo.lock_tenant_flow(conn, tenant_id)
             if max_in_flight is None:
                 await flow_repo.forget_tenant_slot(conn, tenant_id)
             elif row["previous"] is None:

@@ -17,6 +17,7 @@ import nats
 import pytest
 
 from app.config import Settings
+from app.db import cron as cron_repo
 from app.db import flow as flow_repo
 from app.db import runs as runs_repo
 from app.db import transitions
@@ -252,9 +253,9 @@ async def test_a_submission_during_a_flow_change_waits_for_it_and_is_held(
             assert await flow_repo.set_job_paused(conn, "acme", "hello", True) is not None
             await flow_service.apply_pause(conn, "acme", "hello", True)
         else:
-            await flow_repo.lock_tenant_flow(conn, "acme")
             await flow_repo.lock_tenant_slot(conn, "acme")
             assert await flow_repo.set_tenant_max_in_flight(conn, "acme", 1) is not None
+            await flow_repo.lock_tenant_flow(conn, "acme")
             await flow_repo.subject_runs_to_tenant_limit(conn, "acme")
         submission = asyncio.create_task(submit_run(api, "acme", tenant["auth"], job="hello"))
         # The tenant's flow lock is the tenant's own: others submit meanwhile.
@@ -358,3 +359,24 @@ async def test_the_dashboard_says_a_run_waits_for_its_tenants_max_in_flight(
     late = await why_late(pool, uuid.UUID(str(keyed["id"])), "acme", 1000)
     assert late is not None and late.reasons[0].startswith("Held by its job's concurrency limit: 0 in flight")
     assert late.reasons[1] == "Its tenant's max_in_flight applies too: 1 in flight of 1."
+
+
+async def test_a_pause_while_cron_materializes_its_job_waits_and_holds_the_new_runs(
+    api: httpx.AsyncClient, tenant: dict, pool: asyncpg.Pool
+) -> None:
+    """The cron materializer holds its job's row while it inserts the job's runs under the tenant's
+    flow lock (shared); a pause writes the job's row, then takes that lock. Taken in the other order,
+    each would wait for the other: Postgres would abort one as a deadlock."""
+    await put_job(api, "acme", "every", tenant["auth"], schedule="* * * * *")
+    async with pool.acquire() as conn:
+        materializer = conn.transaction()
+        await materializer.start()
+        locked = await cron_repo.lock_due_cron_jobs(conn, horizon_seconds=3600, limit=10)
+        assert [r["name"] for r in locked] == ["every"]
+        pause = asyncio.create_task(api.post("/tenants/acme/jobs/every/pause", headers=tenant["auth"]))
+        assert await still_waiting(pause), "the pause did not wait for the job's row"
+        [occurrence] = await cron_repo.insert_cron_runs(conn, "acme", "every", [locked[0]["next_fire_at"]])
+        await materializer.commit()
+    assert (await pause).status_code == 200
+    held = await pool.fetchval("SELECT held FROM job_runs WHERE id = $1", occurrence["id"])
+    assert held == "paused"

@@ -426,9 +426,9 @@ INSERT INTO concurrency_slots (tenant_id, job, key) VALUES (:tenant_id, '', '') 
 
 -- name: lock_tenant_flow
 -- A change of the tenant's pause or max_in_flight, or of a job's pause, takes the tenant's flow lock
--- for its transaction
--- (migration 0016): it waits for the statements in flight that make the tenant's runs pending, and
--- those that come meanwhile wait for it, then read what it wrote.
+-- for its transaction (migration 0016), after its row locks: it waits for the statements in flight
+-- that make the tenant's runs pending, and those that come meanwhile wait for it, then read what it
+-- wrote.
 SELECT pg_advisory_xact_lock(scheduler_tenant_flow_key(:tenant_id));
 
 -- name: lock_tenant_slot
@@ -528,8 +528,8 @@ complete AS (
 ),
 inserted AS (
     -- A run of a paused job or tenant, or of a concurrency- or rate-limited job, is held from the
-    -- start (scheduler_run_hold, migrations 0010, 0013, 0014 and 0016): out of the claim's range until resumed,
-    -- given a slot or given room in its key's window.
+    -- start (scheduler_run_hold, migrations 0010, 0013, 0014 and 0016): out of the claim's range
+    -- until resumed, given a slot or given room in its key's window.
     INSERT INTO job_runs (id, scheduled_at, tenant_id, job, origin, payload, target, max_attempts,
                           backoff_seconds, timeout_seconds, due_at, idempotency_key, traceparent, priority, callback,
                           held, held_due_at, concurrency_key)
