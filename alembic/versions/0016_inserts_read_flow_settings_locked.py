@@ -4,13 +4,13 @@ scheduler_run_hold read the tenant row itself, with the inserting statement's sn
 inserted in the instant its tenant's max_in_flight was set (or the tenant or its job paused) read
 the rows as they were before, and when the PATCH's own hold of the tenant's pending runs ran before
 that insert committed, the run escaped both: unheld, keyless, claimable above the limit (or while
-paused) until the keeper's next catch-up pass. Now the statements that make runs pending (insert_runs, insert_cron_runs,
-retry_runs) read the tenant through scheduler_tenant_flow, which first takes a shared advisory lock
-on the tenant, then reads the row with a snapshot of its own (a volatile function's query does):
-a change of the tenant's settings or a job's pause takes that lock exclusively for its transaction
-(lock_tenant_flow),
-so it waits for the inserts in flight to commit and its hold of pending runs sees them, and an
-insert that comes while it runs waits for its commit and reads the new settings.
+paused) until the keeper's next catch-up pass. Now the statements that make runs pending
+(insert_runs, insert_cron_runs, retry_runs) read the tenant through scheduler_tenant_flow, which
+first takes a shared advisory lock on the tenant, then reads the row with a snapshot of its own (a
+volatile function's query does): a change of the tenant's settings or a job's pause takes that lock
+exclusively for its transaction (lock_tenant_flow), so it waits for the inserts in flight to commit
+and its hold of pending runs sees them, and an insert that comes while it runs waits for its commit
+and reads the new settings.
 
 An advisory lock rather than FOR SHARE on the tenant row: share lockers that overlap never leave a
 row free, so under a tenant's steady stream of submissions a pause or PATCH waiting for its update
@@ -37,10 +37,10 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
     SELECT hashtextextended('scheduler.tenant_flow:' || $1, 0)
 $$;
 
--- The tenant's pause, max_in_flight and paused jobs as of now, for a statement about to make its runs pending,
--- whose transaction then holds the tenant's flow lock shared until it ends. Volatile, so its query
--- takes its own snapshot after the lock is granted: the calling statement's would predate a change
--- it waited for.
+-- The tenant's pause, max_in_flight and paused jobs as of now, for a statement about to make its
+-- runs pending, whose transaction then holds the tenant's flow lock shared until it ends. Volatile,
+-- so its query takes its own snapshot after the lock is granted: the calling statement's would
+-- predate a change it waited for.
 CREATE FUNCTION scheduler_tenant_flow(tenant_id text)
 RETURNS TABLE (paused boolean, max_in_flight integer, paused_jobs text[])
 LANGUAGE plpgsql VOLATILE ROWS 1 AS $$
@@ -55,9 +55,9 @@ $$;
 
 DROP FUNCTION scheduler_run_hold(text, boolean, jsonb, jsonb, jsonb, timestamptz);
 -- How a new run starts (insert_runs, insert_cron_runs), from its tenant's settings as
--- scheduler_tenant_flow read them and its job's: held 'paused' when its job or tenant is paused, held for its job's
--- slot or window when the job is limited, held for its tenant's slot when the tenant has a
--- max_in_flight (its key '' when its job has none), else due at `due`.
+-- scheduler_tenant_flow read them and its job's: held 'paused' when its job or tenant is paused,
+-- held for its job's slot or window when the job is limited, held for its tenant's slot when the
+-- tenant has a max_in_flight (its key '' when its job has none), else due at `due`.
 CREATE FUNCTION scheduler_run_hold(tenant_paused boolean, tenant_max_in_flight integer, job_paused boolean,
                                    concurrency jsonb, rate_limit jsonb, payload jsonb, due timestamptz)
 RETURNS TABLE (held text, held_due_at timestamptz, due_at timestamptz, concurrency_key text)

@@ -102,17 +102,22 @@ async def set_tenant_max_in_flight(
     lets the keeper grant its waiting runs in their order."""
     async with pool.acquire() as conn:
         async with conn.transaction():
-            await flow_repo.lock_tenant_slot(conn, tenant_id)
-            row = await flow_repo.set_tenant_max_in_flight(conn, tenant_id, max_in_flight)
-            if row is None:
-                # The slot row ensured above goes with the rollback.
-                raise NotFound(f"tenant {tenant_id!r} not found", field="tenant_id")
-            # A submission in flight is waited for; one that comes meanwhile reads the new limit.
-            await flow_repo.lock_tenant_flow(conn, tenant_id)
-            if max_in_flight is None:
-                await flow_repo.forget_tenant_slot(conn, tenant_id)
-            elif row["previous"] is None:
-                await flow_repo.subject_runs_to_tenant_limit(conn, tenant_id)
+            await apply_max_in_flight(conn, tenant_id, max_in_flight)
         limits = await flow_repo.get_tenant(conn, tenant_id)
     assert limits is not None
     return _tenant_limits(limits)
+
+
+async def apply_max_in_flight(conn: asyncpg.Connection, tenant_id: str, max_in_flight: int | None) -> None:
+    """set_tenant_max_in_flight's writes, in the caller's transaction."""
+    await flow_repo.lock_tenant_slot(conn, tenant_id)
+    row = await flow_repo.set_tenant_max_in_flight(conn, tenant_id, max_in_flight)
+    if row is None:
+        # The slot row ensured above goes with the rollback.
+        raise NotFound(f"tenant {tenant_id!r} not found", field="tenant_id")
+    # A submission in flight is waited for; one that comes meanwhile reads the new limit.
+    await flow_repo.lock_tenant_flow(conn, tenant_id)
+    if max_in_flight is None:
+        await flow_repo.forget_tenant_slot(conn, tenant_id)
+    elif row["previous"] is None:
+        await flow_repo.subject_runs_to_tenant_limit(conn, tenant_id)

@@ -253,10 +253,7 @@ async def test_a_submission_during_a_flow_change_waits_for_it_and_is_held(
             assert await flow_repo.set_job_paused(conn, "acme", "hello", True) is not None
             await flow_service.apply_pause(conn, "acme", "hello", True)
         else:
-            await flow_repo.lock_tenant_slot(conn, "acme")
-            assert await flow_repo.set_tenant_max_in_flight(conn, "acme", 1) is not None
-            await flow_repo.lock_tenant_flow(conn, "acme")
-            await flow_repo.subject_runs_to_tenant_limit(conn, "acme")
+            await flow_service.apply_max_in_flight(conn, "acme", 1)
         submission = asyncio.create_task(submit_run(api, "acme", tenant["auth"], job="hello"))
         # The tenant's flow lock is the tenant's own: others submit meanwhile.
         bystander = await asyncio.wait_for(submit_run(api, "other", other_auth, job="hello"), 5)
