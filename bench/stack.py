@@ -16,8 +16,10 @@ from typing import Any
 
 import nats
 from nats.aio.client import Client as NATS
+from nats.js.errors import NotFoundError
 
 from app.bus.jetstream import delete_streams
+from app.bus.message import decode
 from app.config import Settings
 from stack import databases
 from stack.databases import with_database
@@ -103,6 +105,18 @@ async def delete_stream(nc: NATS, settings: Settings) -> None:
     """The settings' streams (every lane's)."""
     with contextlib.suppress(Exception):
         await delete_streams(nc.jetstream(), settings)
+
+
+async def stream_runs(nc: NATS, stream: str) -> list[str]:
+    """Every run the stream's messages carry, as "<run id>:<epoch>", read by sequence (nothing is
+    consumed). A request a message: read it once a drain is over, not while it is measured."""
+    state = (await nc.jetstream().stream_info(stream)).state
+    runs: list[str] = []
+    for seq in range(state.first_seq, state.last_seq + 1) if state.messages else ():
+        with contextlib.suppress(NotFoundError):
+            msg = await nc.jetstream().get_msg(stream, seq)
+            runs += [run.msg_id for run in decode(msg.data or b"", msg.headers)]
+    return runs
 
 
 async def stream_messages(nc: NATS, stream: str) -> int:

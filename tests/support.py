@@ -15,8 +15,10 @@ import asyncpg
 import httpx
 import uvicorn
 from nats.js import JetStreamContext
+from nats.js.errors import NotFoundError
 
 from app.bus.jetstream import delete_streams
+from app.bus.message import decode
 from app.config import Settings
 from app.dev import free_port
 from app.telemetry.ops_server import HostedServer
@@ -126,6 +128,39 @@ async def create_tenant(client: httpx.AsyncClient, tenant_id: str) -> dict[str, 
 async def published(js: JetStreamContext, stream: str) -> int:
     """How many messages the stream holds."""
     return int((await js.stream_info(stream)).state.messages)
+
+
+async def published_runs(js: JetStreamContext, stream: str) -> int:
+    """How many runs the stream's messages carry (read by sequence: nothing is consumed)."""
+    state = (await js.stream_info(stream)).state
+    n = 0
+    for seq in range(state.first_seq, state.last_seq + 1) if state.messages else ():
+        with contextlib.suppress(NotFoundError):  # acked meanwhile
+            msg = await js.get_msg(stream, seq)
+            n += len(decode(msg.data or b"", msg.headers))
+    return n
+
+
+async def stream_runs(nats_url: str, settings: Settings) -> list[str]:
+    """Every run the stream's messages carry, as "<run id>:<epoch>", consumed by an audit consumer
+    of its own (the workers' is left as it is)."""
+    import nats
+
+    nc = await nats.connect(nats_url)
+    try:
+        js = nc.jetstream()
+        sub = await js.pull_subscribe(f"{settings.subject_prefix}.>", durable="audit", stream=settings.stream)
+        runs: list[str] = []
+        while True:
+            try:
+                msgs = await sub.fetch(500, timeout=1)
+            except (nats.errors.TimeoutError, TimeoutError):
+                return runs
+            for m in msgs:
+                runs += [run.msg_id for run in decode(m.data, m.headers)]
+                await m.ack()
+    finally:
+        await nc.close()
 
 
 async def delete_stream(settings: Settings) -> None:

@@ -1,8 +1,11 @@
 """What the workers' JetStream consumers hold, as the engine needs to know it.
 
-Two decisions depend on it. Backpressure (the dispatcher): how many more runs may be claimed into
+Two decisions depend on it. Backpressure (the dispatcher): how many more messages may be claimed into
 the stream — a count cap for the stream's memory, and a time bound: what waits undelivered must be
 taken by the workers within `max_queue_seconds` at the rate they are measured to take messages.
+Everything here counts messages, as JetStream does (a message carries up to MESSAGE_RUNS runs of one
+tenant); only the autoscaler's gauge is turned into runs, at the runs a message of this engine
+carried lately.
 Rescue (the reaper): a dispatched run whose lease lapsed is put back to pending only once its
 message can no longer be waiting in the stream, i.e. once it was claimed before the publish time of
 the oldest message no worker has received yet. Both read the durable consumers every worker shares,
@@ -95,8 +98,8 @@ async def _oldest_waiting(js: JetStreamContext, lane: Lane) -> datetime | None:
 
 
 def queue_room(backlog: Backlog, rate: float, settings: Settings, publishing: int) -> int:
-    """Messages this engine may still add to the workers' queue. `publishing`: runs this engine
-    claimed whose PubAcks are not all in yet; the stream may not count them, and without them an
+    """Messages this engine may still add to the workers' queue. `publishing`: messages this engine
+    sent whose PubAcks are not all in yet; the stream may not count them, and without them an
     engine admitted one more batch per batch in flight (the PubAcks of the last being on their way).
     The time bound is at least one round of claim batches, so a cold start (no rate measured yet)
     and idle workers get work at once, and at most half the dispatch lease, so that a lapsed lease
@@ -143,31 +146,34 @@ class Backpressure:
         # Messages this engine may still add before asking again: to the whole queue, to the urgent lane.
         self._room = 0
         self._urgent_room = 0
-        # Runs claimed whose PubAcks are not all in: the stream may not count them yet (all, urgent).
+        # Messages sent whose PubAcks are not all in: the stream may not count them yet (all, urgent).
         self._publishing = 0
         self._urgent_publishing = 0
-        self._sent = 0  # runs ever claimed and sent (all, urgent): what a read may not have seen
+        self._sent = 0  # messages ever sent (all, urgent): what a read may not have seen
         self._urgent_sent = 0
         self._rate = DeliveryRate()
         self._paused = False
+        self._runs_per_message = 1.0
 
     @property
     def urgent_room(self) -> int:
         """Urgent messages this engine may still add, as of the last read (`workers_behind` reads)."""
         return self._urgent_room
 
-    def publishing(self, runs: int, urgent: int) -> None:
-        """A batch of `runs` was claimed and sent, `urgent` of them in the urgent lane; its PubAcks
-        are on their way."""
-        self._room -= runs
+    def publishing(self, messages: int, urgent: int, runs: int | None = None) -> None:
+        """A batch of `messages` (carrying `runs`) was claimed and sent, `urgent` of them in the
+        urgent lane; its PubAcks are on their way."""
+        self._room -= messages
         self._urgent_room -= urgent
-        self._publishing += runs
+        self._publishing += messages
         self._urgent_publishing += urgent
-        self._sent += runs
+        self._sent += messages
         self._urgent_sent += urgent
+        if messages and runs:
+            self._runs_per_message = 0.8 * self._runs_per_message + 0.2 * runs / messages
 
-    def settled(self, runs: int, urgent: int) -> None:
-        self._publishing -= runs
+    def settled(self, messages: int, urgent: int) -> None:
+        self._publishing -= messages
         self._urgent_publishing -= urgent
 
     async def workers_behind(self) -> bool:
@@ -206,6 +212,8 @@ class Backpressure:
         rate = self._rate.update(backlog.delivered, now)
         metrics.worker_backlog_messages.labels("waiting").set(backlog.waiting)
         metrics.worker_backlog_messages.labels("in_flight").set(backlog.in_flight)
+        metrics.worker_backlog_runs.labels("waiting").set(round(backlog.waiting * self._runs_per_message))
+        metrics.worker_backlog_runs.labels("in_flight").set(round(backlog.in_flight * self._runs_per_message))
         metrics.worker_delivery_rate.set(rate)
         publishing = before[0] + self._sent - before[1]
         urgent_publishing = before[2] + self._urgent_sent - before[3]

@@ -39,7 +39,7 @@ from app.engine.backlog import Backpressure
 from app.engine.claims import EVERY_PRIORITY, Claims, Priorities
 from app.engine.floor import ClaimBounds
 from app.engine.loop import sleep_or_stop
-from app.engine.messages import Built, build_messages
+from app.engine.messages import MAX_MESSAGE_BYTES, Built, build_messages
 from app.engine.wakeups import DueListener
 from app.telemetry import metrics
 
@@ -101,7 +101,7 @@ class Dispatcher:
                     continue
                 await slots.acquire()
                 try:
-                    claimed, sent = await self.claim_and_send(self.main_priorities)
+                    built, sent = await self.claim_and_send(self.main_priorities)
                 except DB_ERRORS as exc:
                     slots.release()
                     log.warning("dispatch: %s; retrying", exc)
@@ -116,13 +116,13 @@ class Dispatcher:
                     metrics.unexpected_errors_total.labels("dispatch").inc()
                     await sleep_or_stop(stop, 1.0)
                     continue
-                if claimed:
-                    urgent = sum(1 for r in claimed if self.settings.is_urgent(r["priority"]))
-                    self.backpressure.publishing(len(claimed), urgent)
-                    task = asyncio.create_task(self.settle(claimed, sent))
+                if built.rows:
+                    messages, urgent = len(built.messages), built.urgent_messages(self.settings)
+                    self.backpressure.publishing(messages, urgent, len(built.rows))
+                    task = asyncio.create_task(self.settle(built, sent))
                     settling.add(task)
                     task.add_done_callback(settling.discard)
-                    task.add_done_callback(functools.partial(self._settled, len(claimed), urgent, slots))
+                    task.add_done_callback(functools.partial(self._settled, messages, urgent, slots))
                     task.add_done_callback(_log_settle_failure)
                     # More may be due, so no sleep: a short batch is no proof that the due set is
                     # empty. The per-tenant cap cuts a batch that one tenant crowds to `cap` runs,
@@ -154,16 +154,18 @@ class Dispatcher:
         wake = self.listener.another_wake()
         while not stop.is_set():
             wake.clear()
-            claimed: list[asyncpg.Record] = []
+            claimed = False
             if self.backpressure.urgent_room > 0:
                 try:
-                    claimed, sent = await self.claim_and_send(priorities)
+                    built, sent = await self.claim_and_send(priorities)
+                    claimed = bool(built.rows or built.unbuildable)
                     if claimed:
-                        self.backpressure.publishing(len(claimed), len(claimed))
+                        messages = len(built.messages)
+                        self.backpressure.publishing(messages, messages, len(built.rows))
                         try:
-                            await self.settle(claimed, sent)
+                            await self.settle(built, sent)
                         finally:
-                            self.backpressure.settled(len(claimed), len(claimed))
+                            self.backpressure.settled(messages, messages)
                 except DB_ERRORS as exc:
                     log.warning("dispatch (urgent): %s; retrying", exc)
                 except Exception:
@@ -172,29 +174,30 @@ class Dispatcher:
             if not claimed:
                 await first_of((stop, wake), self.settings.poll_interval_seconds * random.uniform(0.8, 1.2))
 
-    def _settled(self, runs: int, urgent: int, slots: asyncio.Semaphore, _task: asyncio.Task[None]) -> None:
-        self.backpressure.settled(runs, urgent)
+    def _settled(
+        self, messages: int, urgent: int, slots: asyncio.Semaphore, _task: asyncio.Task[None]
+    ) -> None:
+        self.backpressure.settled(messages, urgent)
         slots.release()
 
     async def dispatch_once(self) -> int:
-        """Claim, publish and settle one batch without overlap; returns how many runs were claimed."""
-        claimed, sent = await self.claim_and_send()
-        if claimed:
-            await self.settle(claimed, sent)
-        return len(claimed)
+        """Claim, publish and settle one batch without overlap; returns how many runs were sent."""
+        built, sent = await self.claim_and_send()
+        if built.rows:
+            await self.settle(built, sent)
+        return len(built.rows)
 
     # ── phases ──
 
-    async def claim_and_send(
-        self, priorities: Priorities = EVERY_PRIORITY
-    ) -> tuple[list[asyncpg.Record], Sent]:
+    async def claim_and_send(self, priorities: Priorities = EVERY_PRIORITY) -> tuple[Built, Sent]:
+        """Claim a batch and hand its messages to the connection; `Built.rows` are the runs sent."""
         t0 = time.perf_counter()
         async with self.pool.acquire() as conn:
             claimed = await self.claims.claim(conn, priorities)
         t1 = time.perf_counter()
         self._spent("claim", t1 - t0)
         if not claimed:
-            return [], Sent(0)
+            return Built(), Sent(0)
         metrics.claim_batch_size.observe(len(claimed))
         metrics.runs_claimed_total.inc(len(claimed))
         for row in claimed:
@@ -204,7 +207,7 @@ class Dispatcher:
             await self._fail_unbuildable(built.unbuildable)
         sent = await self.publisher.send(built.messages)
         self._spent("publish", time.perf_counter() - t1)
-        return built.rows, sent
+        return built, sent
 
     async def _fail_unbuildable(self, unbuildable: list[tuple[asyncpg.Record, str]]) -> None:
         """One statement fails them; if it cannot run, their lease lapses and the next claim retries."""
@@ -220,20 +223,27 @@ class Dispatcher:
             log.warning("failing %d unbuildable runs: %s; their lease will lapse", len(unbuildable), exc)
 
     def outgoing(self, claimed: Sequence[asyncpg.Record]) -> Built:
-        return build_messages(claimed, self.settings)
+        return build_messages(claimed, self.settings, self._max_message_bytes())
 
-    async def settle(self, claimed: Sequence[asyncpg.Record], sent: Sent) -> None:
-        """Runs JetStream did not ack go back to pending now, not after their lease. If the
-        database is unreachable here, the lease lapses and the reaper does the same."""
+    def _max_message_bytes(self) -> int:
+        """What the server takes (its max_payload, headers aside), at most MAX_MESSAGE_BYTES."""
+        server = getattr(self.nc, "max_payload", 0) if self.nc is not None else 0
+        return min(MAX_MESSAGE_BYTES, server - 4096) if server > 8192 else MAX_MESSAGE_BYTES
+
+    async def settle(self, built: Built, sent: Sent) -> None:
+        """Runs whose message JetStream did not ack go back to pending now, not after their lease. If
+        the database is unreachable here, the lease lapses and the reaper does the same."""
         t0 = time.perf_counter()
-        ok_flags = await self.publisher.acked(sent, self.settings.publish_timeout_seconds)
+        ok_flags = built.run_flags(await self.publisher.acked(sent, self.settings.publish_timeout_seconds))
         t1 = time.perf_counter()
         self._spent("publish", t1 - t0)
         metrics.publish_duration_seconds.observe(t1 - t0)
         failed = [
-            (r["id"], r["scheduled_at"], r["epoch"]) for r, a in zip(claimed, ok_flags, strict=True) if not a
+            (r["id"], r["scheduled_at"], r["epoch"])
+            for r, a in zip(built.rows, ok_flags, strict=True)
+            if not a
         ]
-        metrics.runs_published_total.inc(len(claimed) - len(failed))
+        metrics.runs_published_total.inc(len(built.rows) - len(failed))
         if not failed:
             return
         metrics.publish_failures_total.inc(len(failed))

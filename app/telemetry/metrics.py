@@ -133,6 +133,12 @@ worker_backlog_messages = engine_gauge(
     "and in_flight (delivered, not yet acked: starting or executing).",
     ("state",),
 )
+worker_backlog_runs = engine_gauge(
+    "scheduler_worker_backlog_runs",
+    "Runs the workers' consumer holds, as an engine last read it (its messages times the runs a "
+    "message of this engine carried lately): waiting and in_flight. What the workers' autoscaler reads.",
+    ("state",),
+)
 worker_delivery_rate = engine_gauge(
     "scheduler_worker_delivery_rate",
     "Messages per second the workers take from the stream, as an engine measures it (sizes backpressure).",

@@ -123,8 +123,9 @@ class Completer:
             await asyncio.sleep(interval)
             alive, waiting = executing() + list(self.unrecorded), held()
             metrics.runs_held_back.set(len(waiting))
-            for d in alive + waiting:
-                await quietly(d.msg.in_progress())
+            # One in_progress a message, however many of its runs are alive or held.
+            for part in {d.msg.message: d.msg for d in alive + waiting}.values():
+                await quietly(part.in_progress())
             await self.renew(waiting)
             if not alive:
                 continue

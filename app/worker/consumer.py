@@ -1,5 +1,8 @@
 """The worker loop: fetch, hold back what a tenant may not run yet, start, and hand over.
 
+A message carries several runs of one tenant (app/bus/message.py); from here on each run is a
+Delivery of its own, and the message is answered once all of its runs are (delivery.py: Part).
+
 Per start batch, one statement starts every delivery whose epoch still matches (the rest are
 duplicates, stale or cancelled: acked and dropped); a noop, having nothing to execute, is recorded
 succeeded by that same statement. Targets run concurrently (executor.py) in slots shared fairly
@@ -7,11 +10,11 @@ between tenants (fairness.py); outcomes go to a group commit (completer.py). Whi
 heartbeats (completer.py) tell JetStream (`in_progress`) and Postgres (lease) that the worker is alive.
 
 Holding back: a run whose tenant may not take a slot now waits here, still `dispatched`, its dispatch
-lease renewed, up to a fetch batch in all (held.py). Beyond that the heaviest tenant's newest runs
-are nak'ed with a delay, their lease renewed again, so the worker can look past one tenant's backlog
-for others' runs. A nak counts as a delivery, which is why the consumer's max_deliver stays unlimited
-(jetstream.py). While the worker is full the stream is only peeked at (about once a second), so a
-lone busy tenant is not churned through naks.
+lease renewed, up to a fetch batch in all (held.py). Beyond that the heaviest tenant's newest
+messages held whole are nak'ed with a delay, their runs' lease renewed again, so the worker can look
+past one tenant's backlog for others' runs. A nak counts as a delivery, which is why the consumer's
+max_deliver stays unlimited (jetstream.py). While the worker is full the stream is only peeked at
+(about once a second), so a lone busy tenant is not churned through naks.
 """
 
 from __future__ import annotations
@@ -125,9 +128,11 @@ class Worker:
         fetch_size = metrics.worker_fetch_size.labels(sub.lane.name)
         while not halt.is_set():
             self._admit(starts)
-            size = self._free()
-            if size <= 0 and time.monotonic() - last_peek >= self.peek_interval:
-                # Every slot taken: peek now and then for tenants under their share.
+            free = self._free()
+            size = self._messages_for(free) if free > 0 else 0
+            if free <= 0 and time.monotonic() - last_peek >= self.peek_interval:
+                # Every slot taken: peek now and then for tenants under their share, a fetch batch
+                # of messages further each time (the runs they bring beyond the held are handed back).
                 size, last_peek = self.settings.worker_fetch_batch, time.monotonic()
             if size <= 0 or len(starts) >= START_BATCHES_IN_FLIGHT:
                 await self._wait_for_change(starts, halt)
@@ -143,9 +148,15 @@ class Worker:
                 await self._receive(msgs, starts, urgent=sub.lane.urgent)
 
     def _free(self) -> int:
-        """How many to fetch for the free slots (a fetch batch at most)."""
+        """How many runs to fetch for the free slots (a fetch batch at most)."""
         free = self.settings.worker_concurrency - self.slots.total - len(self.held)
         return min(free, self.settings.worker_fetch_batch)
+
+    def _messages_for(self, runs: int) -> int:
+        """Messages to ask for to receive at most `runs` runs, as if each were full (MESSAGE_RUNS
+        runs): smaller ones bring fewer and the loop asks again, while asking for one a run brought
+        up to MESSAGE_RUNS times what the slots take, and handed the rest back to the stream."""
+        return max(1, runs // self.settings.message_runs)
 
     async def _wait_for_change(self, starts: set[asyncio.Task[None]], stop: asyncio.Event) -> None:
         self._slot_freed.clear()
@@ -191,10 +202,8 @@ class Worker:
 
     async def _receive(self, msgs: list[Msg], starts: set[asyncio.Task[None]], *, urgent: bool) -> None:
         fresh: dict[Any, Delivery] = {}  # by run id
-        for msg in msgs:
-            delivery = await received(msg, urgent=urgent)
-            if delivery is None:
-                continue
+        for delivery in [d for msg in msgs for d in await received(msg, urgent=urgent)]:
+            msg = delivery.msg
             run = delivery.run
             # One delivery per run. start_runs answers by run id, so two deliveries of one run (a
             # redelivered old epoch next to the current one) would both have executed under the
@@ -223,7 +232,10 @@ class Worker:
         dispatch lease is renewed (the heartbeat renews what stays held)."""
         handed_back: list[Delivery] = []
         while len(self.held) > self.settings.worker_fetch_batch:
-            handed_back.append(self.held.newest_of_heaviest(lambda t: self.slots.running[t]))
+            message = self.held.newest_message_of_heaviest(lambda t: self.slots.running[t])
+            if not message:  # every message held has runs started: they stay, over the bound
+                break
+            handed_back += message
         metrics.runs_held_back.set(len(self.held))
         metrics.runs_handed_back_total.inc(len(handed_back))
         await self.completer.renew([d for d in newly_held if d in self.held] + handed_back)

@@ -1,4 +1,4 @@
-"""One message a worker received, and what became of it."""
+"""A run a worker received (one of those a message carried), and what became of it."""
 
 from __future__ import annotations
 
@@ -8,16 +8,96 @@ from typing import Any
 
 from nats.aio.msg import Msg
 
-from app.bus.message import RunMessage, UnknownVersion
+from app.bus.message import RunMessage, UnknownVersion, decode
 from app.domain import NO_RESULT, StoredResult
 from app.services.validation import MAX_ERROR_CHARS, storable_text
 
 log = logging.getLogger(__name__)
 
 
+class _Shared:
+    """A message and what its runs' parts answered so far."""
+
+    __slots__ = ("again", "delay", "left", "msg", "parts")
+
+    def __init__(self, msg: Msg, parts: int):
+        self.msg = msg
+        self.parts = parts
+        self.left = parts
+        self.again = False  # some run was handed back: the message is to be redelivered
+        self.delay: float | None = None  # the shortest delay a hand-back asked for (None: none)
+
+
+class Part:
+    """One run's share of the message that carried it. The worker answers for each run as if it
+    were the message (ack, nak, term); the message is answered once every run is: acked when every
+    run is done with, nak'ed (with the shortest delay asked) when any was handed back. A redelivery
+    also carries the runs that were done meanwhile: the fence finds nothing to start for them and
+    they are dropped, as any duplicate is. A part answers once."""
+
+    __slots__ = ("_answered", "_shared")
+
+    def __init__(self, shared: _Shared):
+        self._shared = shared
+        self._answered = False
+
+    @classmethod
+    def split(cls, msg: Msg, runs: int) -> list[Part]:
+        """The parts of a message that carries `runs` runs."""
+        shared = _Shared(msg, runs)
+        return [cls(shared) for _ in range(runs)]
+
+    @classmethod
+    def alone(cls, msg: Msg) -> Part:
+        """The part of a message that carries one run."""
+        return cls.split(msg, 1)[0]
+
+    @property
+    def message(self) -> object:
+        """Which message this is a part of (the same object for every part of it)."""
+        return self._shared
+
+    @property
+    def parts(self) -> int:
+        """How many runs the message carries."""
+        return self._shared.parts
+
+    async def ack(self) -> None:
+        await self._answer(again=False)
+
+    async def term(self) -> None:
+        """This run is left to the lease reaper; the message's other runs are not."""
+        await self._answer(again=False)
+
+    async def nak(self, delay: float | None = None) -> None:
+        await self._answer(again=True, delay=delay)
+
+    async def in_progress(self) -> None:
+        await self._shared.msg.in_progress()
+
+    async def _answer(self, *, again: bool, delay: float | None = None) -> None:
+        if self._answered:
+            return
+        self._answered = True
+        shared = self._shared
+        shared.left -= 1
+        if again:
+            shared.delay = delay if not shared.again else _shorter(shared.delay, delay)
+            shared.again = True
+        if shared.left == 0:
+            if shared.again:
+                await shared.msg.nak(delay=shared.delay)
+            else:
+                await shared.msg.ack()
+
+
+def _shorter(a: float | None, b: float | None) -> float | None:
+    return None if a is None or b is None else min(a, b)
+
+
 @dataclass(eq=False)
 class Delivery:
-    msg: Msg
+    msg: Part
     run: RunMessage
     attempt: int = 0
     ok: bool = False
@@ -80,14 +160,18 @@ async def quietly(awaitable: object) -> None:
         log.debug("nats ack/nak failed: %s", exc)
 
 
-async def received(msg: Msg, *, urgent: bool = False) -> Delivery | None:
-    """The delivery a message carries, or None for one this worker cannot take: a newer message
-    version is nak'ed for a newer replica, a malformed message is terminated."""
+async def received(msg: Msg, *, urgent: bool = False) -> list[Delivery]:
+    """The runs a message carries, one delivery each; none for a message this worker cannot take: a
+    newer message version is nak'ed for a newer replica, a malformed message is terminated."""
     try:
-        return Delivery(msg, RunMessage.decode(msg.data), urgent=urgent)
+        runs = decode(msg.data, msg.headers)
     except UnknownVersion:
         await quietly(msg.nak(delay=5))
-    except (ValueError, KeyError, TypeError):
+        return []
+    except (ValueError, KeyError, TypeError, AttributeError):
         log.error("dropping a malformed message on %s", msg.subject)
         await quietly(msg.term())
-    return None
+        return []
+    return [
+        Delivery(part, run, urgent=urgent) for part, run in zip(Part.split(msg, len(runs)), runs, strict=True)
+    ]

@@ -50,12 +50,12 @@ class Executor:
         await self.http.aclose()
 
     def start_span(self, d: Delivery) -> trace.Span:
-        # The execution span is the child of the engine's dispatch span, whose context came in
-        # the message headers.
+        # The execution span is the child of the engine's dispatch span, whose context came with
+        # the run in its message.
         run = d.run
         return _tracer.start_span(
             "execute_run",
-            context=extract(d.msg.headers),
+            context=extract({"traceparent": run.traceparent} if run.traceparent else {}),
             kind=SpanKind.CONSUMER,
             attributes={
                 "scheduler.run_id": str(run.run_id),
@@ -93,8 +93,7 @@ class Executor:
             # Nothing records spans: the target still gets a child of the dispatch span's context,
             # formatted directly. The SDK's unrecorded span, with its header parsing, was a quarter
             # of the worker's CPU on a python target (py-spy).
-            headers = d.msg.headers or {}
-            traceparent = child_traceparent(headers.get("traceparent"))
+            traceparent = child_traceparent(run.traceparent)
         context = RunContext(str(run.run_id), run.tenant_id, run.job, d.attempt, run.epoch, traceparent)
         try:
             async with asyncio.timeout(run.timeout_seconds):

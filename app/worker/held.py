@@ -51,12 +51,23 @@ class HeldRuns:
         queues = self._by_tenant[tenant]
         return self._take(tenant, queues[URGENT] or queues[NORMAL], collections.deque.popleft)
 
-    def newest_of_heaviest(self, load: Callable[[str], int]) -> Delivery:
-        """The newest held run of the tenant with the most runs, running (`load`) and held; its
-        urgent runs go last."""
-        heaviest = max(self._by_tenant, key=lambda t: load(t) + sum(map(len, self._by_tenant[t])))
-        queues = self._by_tenant[heaviest]
-        return self._take(heaviest, queues[NORMAL] or queues[URGENT], collections.deque.pop)
+    def newest_message_of_heaviest(self, load: Callable[[str], int]) -> list[Delivery]:
+        """The runs of the newest message held whole (none of its runs started or done) of the
+        tenant with the most runs, running (`load`) and held, its urgent runs last; the next
+        heaviest tenant's if that one has none. A message goes back to the stream whole: handing back
+        part of one brought back, with the redelivery, the runs of it already done.
+        Empty when no message is held whole."""
+        for tenant in sorted(
+            self._by_tenant, key=lambda t: load(t) + sum(map(len, self._by_tenant[t])), reverse=True
+        ):
+            for queue in reversed(self._by_tenant[tenant]):  # NORMAL, then URGENT
+                for d in reversed(queue):
+                    parts = [x for x in queue if x.msg.message is d.msg.message]
+                    if len(parts) == d.msg.parts:
+                        for x in parts:
+                            self.remove(x)
+                        return parts
+        return []
 
     def clear(self) -> None:
         self._by_tenant.clear()

@@ -38,7 +38,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def messages(n: int, settings: Settings, tenants: int = 50) -> list[Outgoing]:
-    """Messages shaped like the dispatcher's for a noop run: the versioned body, a unique
+    """Messages of one noop run each, in the engine's format: the versioned body, a unique
     Nats-Msg-Id (so JetStream's de-duplication does its real work) and a traceparent."""
     now = datetime.now(UTC)
     out = []

@@ -21,7 +21,7 @@ from app.engine.dispatcher import Dispatcher
 from stack.eventually import eventually
 from stack.reference import claim_due_runs_ranked
 from tests import factories
-from tests.support import published
+from tests.support import published_runs, stream_runs
 
 
 async def bounds(conn: asyncpg.Connection) -> tuple:
@@ -298,23 +298,11 @@ async def test_two_engines_publish_every_run_exactly_once(settings: Settings, po
     tasks = [asyncio.create_task(e.run(stop)) for e in engines]
     js = ncs[0].jetstream()
     try:
-        for _ in range(300):
-            if (await js.stream_info(s.stream)).state.messages >= n:
-                break
-            await asyncio.sleep(0.1)
+        await eventually(lambda: published_runs(js, s.stream), until=lambda m: m >= n, timeout=30)
     finally:
         stop.set()
         await asyncio.gather(*tasks)
-    sub = await js.pull_subscribe(f"{s.subject_prefix}.>", durable="audit", stream=s.stream)
-    msg_ids: list[str] = []
-    while True:
-        try:
-            msgs = await sub.fetch(500, timeout=1)
-        except (nats.errors.TimeoutError, TimeoutError):
-            break
-        for m in msgs:
-            msg_ids.append(m.headers["Nats-Msg-Id"])
-            await m.ack()
+    runs = await stream_runs(s.nats_url, s)
     async with pool.acquire() as conn:
         owners = await conn.fetch("SELECT lease_owner, count(*) FROM job_runs GROUP BY 1")
         statuses = await conn.fetch("SELECT DISTINCT status, epoch FROM job_runs")
@@ -322,7 +310,7 @@ async def test_two_engines_publish_every_run_exactly_once(settings: Settings, po
         await p.close()
     for c in ncs:
         await c.close()
-    assert len(msg_ids) == n and len(set(msg_ids)) == n
+    assert len(runs) == n and len(set(runs)) == n
     assert {r["status"] for r in statuses} == {"dispatched"} and {r["epoch"] for r in statuses} == {1}
     assert {r["lease_owner"] for r in owners} == {"engine-0", "engine-1"}  # both took a share
 
@@ -342,7 +330,7 @@ async def test_a_lone_busy_tenant_is_not_held_to_its_cap_per_poll(
     engine = asyncio.create_task(Dispatcher(s, pool, nc).run(stop))
     try:
         await eventually(  # 20 s: a third of one poll interval
-            lambda: published(js, s.stream),
+            lambda: published_runs(js, s.stream),
             until=lambda n: n >= 1000,
             timeout=20,
             what="the engine went on after a capped batch",

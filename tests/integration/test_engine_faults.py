@@ -11,6 +11,7 @@ from pathlib import Path
 
 import asyncpg
 import nats
+import pytest
 
 from app.bus.jetstream import ensure_stream
 from app.config import Settings
@@ -19,24 +20,7 @@ from app.engine.dispatcher import Dispatcher
 from app.engine.reaper import Reaper
 from stack.eventually import eventually
 from tests import factories
-
-
-async def stream_msg_ids(nats_url: str, settings: Settings) -> list[str]:
-    nc = await nats.connect(nats_url)
-    try:
-        js = nc.jetstream()
-        sub = await js.pull_subscribe(f"{settings.subject_prefix}.>", durable="audit", stream=settings.stream)
-        ids: list[str] = []
-        while True:
-            try:
-                msgs = await sub.fetch(500, timeout=1)
-            except (nats.errors.TimeoutError, TimeoutError):
-                return ids
-            for m in msgs:
-                ids.append(m.headers["Nats-Msg-Id"])
-                await m.ack()
-    finally:
-        await nc.close()
+from tests.support import stream_runs
 
 
 async def statuses(pool: asyncpg.Pool) -> dict[str, int]:
@@ -83,7 +67,7 @@ async def test_nats_lost_mid_drain_loses_nothing(
         await nc.close()
     assert during.get("pending", 0) > 0  # the outage left work pending, not stuck as dispatched
     assert await statuses(pool) == {"dispatched": n}
-    ids = await stream_msg_ids(url, s)
+    ids = await stream_runs(url, s)
     server.stop()
     runs = {i.split(":")[0] for i in ids}
     assert len(runs) == n  # every run reached the stream
@@ -133,7 +117,7 @@ async def test_engine_killed_between_claim_and_publish(settings: Settings, pool:
     async with pool.acquire() as conn:
         row = await conn.fetchrow("SELECT status, epoch, attempt FROM job_runs")
     assert (row["status"], row["epoch"], row["attempt"]) == ("dispatched", 2, 0)  # no attempt consumed
-    assert await stream_msg_ids(settings.nats_url, settings) == [f"{run['id']}:2"]
+    assert await stream_runs(settings.nats_url, settings) == [f"{run['id']}:2"]
 
 
 async def test_reaper_rescues_lapsed_leases(settings: Settings, pool: asyncpg.Pool) -> None:
@@ -190,7 +174,10 @@ async def test_a_due_run_wakes_an_idle_engine(settings: Settings, pool: asyncpg.
         await nc.close()
 
 
-async def test_engine_pauses_while_workers_are_behind(settings: Settings, pool: asyncpg.Pool) -> None:
+@pytest.mark.parametrize("runs_a_message", [1, 5])
+async def test_engine_pauses_while_workers_are_behind(
+    settings: Settings, pool: asyncpg.Pool, runs_a_message: int
+) -> None:
     """Backpressure: with the workers' queue past max_queued_messages, runs stay pending. It used to
     admit one batch too many on a slower machine (150, issue 13): the consumer's num_pending counts a
     message a moment after its PubAck, and the batch whose PubAcks were still out was not counted."""
@@ -198,7 +185,9 @@ async def test_engine_pauses_while_workers_are_behind(settings: Settings, pool: 
 
     async with pool.acquire() as conn:
         await factories.runs(conn, 1000)
-    s = settings.model_copy(update={"batch_size": 50, "max_queued_messages": 100})
+    s = settings.model_copy(
+        update={"batch_size": 50, "max_queued_messages": 100, "message_runs": runs_a_message}
+    )
     nc = await nats.connect(s.nats_url)
     js = nc.jetstream()
     await ensure_consumer(js, s)  # a consumer exists, but no worker drains it
@@ -209,7 +198,11 @@ async def test_engine_pauses_while_workers_are_behind(settings: Settings, pool: 
     finally:
         stop.set()
         await engine
-        await nc.close()
+    messages = (await js.stream_info(s.stream)).state.messages
+    await nc.close()
     counts = await statuses(pool)
-    # Claims stop once the queue reaches the bound (give or take the batch that crossed it).
-    assert 100 <= counts["dispatched"] < 100 + 50 and counts["pending"] == 1000 - counts["dispatched"]
+    # Claims stop once the queue reaches the bound, in messages (give or take the batch that crossed
+    # it); a message carries `runs_a_message` runs of the one tenant.
+    assert 100 <= messages < 100 + 50 // runs_a_message
+    assert counts["dispatched"] == messages * runs_a_message
+    assert counts["pending"] == 1000 - counts["dispatched"]

@@ -17,8 +17,9 @@ from app.config import Settings
 from app.engine.dispatcher import Built, Dispatcher
 from stack.eventually import eventually
 from tests import factories
-from tests.integration.test_engine_faults import statuses, stream_msg_ids
+from tests.integration.test_engine_faults import statuses
 from tests.processes import processes
+from tests.support import stream_runs
 
 # 254 levels: Postgres and orjson store it, but inside the message envelope it is one level too deep.
 TOO_DEEP_FOR_THE_MESSAGE = "[" * 254 + "]" * 254
@@ -77,7 +78,7 @@ async def test_a_poison_payload_fails_alone_and_the_batch_is_published(
     assert "Recursion limit" in rows[bad[0]]["last_error"]
     for run in [*good, *more_good]:
         assert rows[str(run["id"])]["status"] == "dispatched"
-    published = {i.split(":")[0] for i in await stream_msg_ids(settings.nats_url, settings)}
+    published = {i.split(":")[0] for i in await stream_runs(settings.nats_url, settings)}
     assert published == {str(r["id"]) for r in [*good, *more_good]}
 
 
@@ -119,7 +120,7 @@ async def test_an_unexpected_error_in_one_batch_does_not_end_the_loop(
         got = {r["id"]: r["status"] for r in await conn.fetch("SELECT id, status FROM job_runs")}
     # The later runs went out; the abandoned batch waits for its lease (the reaper is not running here).
     assert all(got[r["id"]] == "dispatched" for r in later) and set(got.values()) == {"dispatched"}
-    published = {i.split(":")[0] for i in await stream_msg_ids(s.nats_url, s)}
+    published = {i.split(":")[0] for i in await stream_runs(s.nats_url, s)}
     assert published == {str(r["id"]) for r in later}
 
 

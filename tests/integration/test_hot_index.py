@@ -18,7 +18,7 @@ from app.engine.dispatcher import Dispatcher
 from app.telemetry import metrics
 from stack.eventually import eventually
 from tests import factories
-from tests.support import published
+from tests.support import published_runs
 
 
 def hot_settings(settings: Settings, **overrides: object) -> Settings:
@@ -121,10 +121,10 @@ async def test_flushdb_mid_drain_loses_nothing(settings: Settings, pool: asyncpg
     engine = asyncio.create_task(Dispatcher(s, pool, nc, index).run(stop))
     try:
         await eventually(
-            lambda: published(js, s.stream), until=lambda m: m >= n // 4, interval=0.01, timeout=30
+            lambda: published_runs(js, s.stream), until=lambda m: m >= n // 4, interval=0.01, timeout=30
         )
         await index.client.flushdb()  # mid-drain: every hint gone
-        await eventually(lambda: published(js, s.stream), until=lambda m: m >= n, timeout=15)
+        await eventually(lambda: published_runs(js, s.stream), until=lambda m: m >= n, timeout=15)
     finally:
         stop.set()
         await engine

@@ -14,7 +14,7 @@ from app.bus.pull import PullConsumer
 from app.config import Settings
 from app.domain import DEFAULT_PRIORITY
 from app.worker.completer import Completer
-from app.worker.delivery import Delivery
+from app.worker.delivery import Delivery, Part
 from stack.eventually import eventually
 from tests import factories
 
@@ -44,7 +44,7 @@ async def test_a_refused_outcome_is_isolated_and_the_rest_commit(
         completer = Completer(settings, pool, None)
         for msg, row in zip(msgs, rows, strict=True):
             run = RunMessage(row["id"], row["scheduled_at"], row["tenant_id"], "j", 1, 1, {}, {}, 30)
-            d = Delivery(msg, run, attempt=1)
+            d = Delivery(Part.alone(msg), run, attempt=1)
             if row["tenant_id"] == "evil":  # a NUL Postgres refuses; a lone surrogate asyncpg cannot encode
                 d.error = "bad\x00body" if row is evil[0] else "bad\ud800body"
             else:

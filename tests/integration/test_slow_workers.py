@@ -10,6 +10,7 @@ import asyncpg
 import nats
 
 from app.bus.jetstream import ensure_consumer
+from app.bus.message import decode
 from app.config import Settings
 from app.db import transitions as dispatch
 from app.engine.dispatcher import Dispatcher
@@ -26,7 +27,8 @@ async def reap_twice(reaper: Reaper) -> int:
 
 
 async def take_and_ack_everything(nc: nats.NATS, s: Settings) -> int:
-    """What workers that received the messages and then vanished leave behind: an empty stream."""
+    """What workers that received the messages and then vanished leave behind: an empty stream.
+    Returns the runs the messages carried."""
     sub = await nc.jetstream().pull_subscribe(f"{s.subject_prefix}.>", durable=s.consumer, stream=s.stream)
     taken = 0
     while True:
@@ -36,7 +38,7 @@ async def take_and_ack_everything(nc: nats.NATS, s: Settings) -> int:
             return taken
         for m in msgs:
             await m.ack()
-        taken += len(msgs)
+            taken += len(decode(m.data, m.headers))
 
 
 async def test_a_run_waiting_in_the_stream_is_not_re_dispatched(

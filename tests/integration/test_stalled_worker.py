@@ -15,7 +15,7 @@ from nats.aio.msg import Msg
 
 from app.bus.message import RunMessage
 from app.config import Settings
-from app.worker.delivery import Delivery
+from app.worker.delivery import Delivery, Part
 from app.worker.executor import Executor
 from tests.receiver import running_receiver
 
@@ -24,7 +24,9 @@ def delivery(url: str, lease_until: float) -> Delivery:
     run = RunMessage(
         uuid.uuid4(), datetime.now(UTC), "acme", "hook", 1, 1, {}, {"type": "http", "url": url}, 5.0
     )
-    return Delivery(Msg(None, subject="runs.acme", headers={}), run, attempt=1, lease_until=lease_until)  # type: ignore[arg-type]
+    return Delivery(
+        Part.alone(Msg(None, subject="runs.acme", headers={})), run, attempt=1, lease_until=lease_until
+    )  # type: ignore[arg-type]
 
 
 async def test_a_stalled_worker_does_not_call_the_target_after_its_lease(

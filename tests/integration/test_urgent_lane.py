@@ -66,7 +66,8 @@ async def test_a_worker_starts_an_urgent_run_before_what_the_stream_already_hold
 async def test_a_full_queue_still_takes_urgent_runs(settings: Settings, pool: asyncpg.Pool) -> None:
     """Backpressure holds bulk runs pending once the workers' queue is full, but the urgent lane has
     room of its own: an urgent run submitted then is claimed at once, the bulk ones stay pending."""
-    s = settings.model_copy(update={"batch_size": 50, "max_queued_messages": 100})
+    # A run a message, so that the bound in messages is one in runs (test_engine_faults covers more).
+    s = settings.model_copy(update={"batch_size": 50, "max_queued_messages": 100, "message_runs": 1})
     async with pool.acquire() as conn:
         await factories.runs(conn, 1000, tenant_id="bulk", priority=BULK)
     nc = await nats.connect(s.nats_url)

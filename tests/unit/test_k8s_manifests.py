@@ -208,7 +208,7 @@ def test_workers_scale_on_their_backlog_and_cpu() -> None:
     trigger = _prometheus_trigger(scaled)
     assert trigger["metricType"] == "AverageValue"
     query = trigger["metadata"]["query"]
-    assert "scheduler_worker_backlog_messages" in query
+    assert "scheduler_worker_backlog_runs" in query
     assert re.search(
         r"scheduler_due_pending_runs\) and on\(\) \(max\(scheduler_dispatch_paused\) > 0\)", query
     )
