@@ -7,6 +7,7 @@ import argparse
 from types import ModuleType
 
 from bench.scenarios import (
+    broker,
     claim,
     dispatch,
     drain,
@@ -25,6 +26,7 @@ SCENARIOS: dict[str, ModuleType] = {
     m.NAME: m
     for m in (
         publish,
+        broker,
         claim,
         dispatch,
         drain,
