@@ -65,8 +65,8 @@ class Settings(BaseSettings):
     max_queue_seconds: float = Field(default=1.0, gt=0)
     max_queued_messages: int = Field(default=20_000, ge=1)
     # Runs of one tenant and lane that one claim took travel together, up to this many a message
-    # (app/bus/message.py): JetStream's cost is per message, ~55 µs of nats-server a message on this
-    # project's machine against ~4 µs a run at 25 a message (docs/bench.md 29). 1: a message a run.
+    # (app/bus/message.py): JetStream's cost is per message, 27 µs of nats-server a message on this
+    # project's machine against 4 µs a run at 25 a message (docs/bench.md 29). 1: a message a run.
     message_runs: int = Field(default=25, ge=1, le=1000)
     hot_index: Literal["off", "redis"] = "off"
 

@@ -117,7 +117,7 @@ class Dispatcher:
                     await sleep_or_stop(stop, 1.0)
                     continue
                 if built.rows:
-                    messages, urgent = len(built.messages), built.urgent_messages(self.settings)
+                    messages, urgent = len(built.messages), built.urgent
                     self.backpressure.publishing(messages, urgent, len(built.rows))
                     task = asyncio.create_task(self.settle(built, sent))
                     settling.add(task)

@@ -36,24 +36,12 @@ class Built:
     rows: list[asyncpg.Record] = field(default_factory=list)
     messages: list[Outgoing] = field(default_factory=list)
     sizes: list[int] = field(default_factory=list)
+    urgent: int = 0  # messages of the urgent lane
     unbuildable: list[tuple[asyncpg.Record, str]] = field(default_factory=list)
 
     def run_flags(self, message_flags: Sequence[bool]) -> list[bool]:
         """Per message (a PubAck, say) to per run, in `rows` order."""
         return [flag for flag, n in zip(message_flags, self.sizes, strict=True) for _ in range(n)]
-
-    def urgent_messages(self, settings: Settings) -> int:
-        """Messages of the urgent lane (a message's runs share a lane)."""
-        firsts = _firsts(self.sizes)
-        return sum(1 for i in firsts if settings.is_urgent(self.rows[i]["priority"]))
-
-
-def _firsts(sizes: Sequence[int]) -> list[int]:
-    out, at = [], 0
-    for n in sizes:
-        out.append(at)
-        at += n
-    return out
 
 
 def build_messages(
@@ -93,17 +81,20 @@ def build_messages(
         size = _ENVELOPE_BYTES
         for run in runs:
             if group and (len(group) >= settings.message_runs or size + len(run[2]) + 1 > max_bytes):
-                _add(built, subject, group)
+                _add(built, subject, group, settings)
                 group, size = [], _ENVELOPE_BYTES
             group.append(run)
             size += len(run[2]) + 1
-        _add(built, subject, group)
+        _add(built, subject, group, settings)
     return built
 
 
-def _add(built: Built, subject: str, group: list[tuple[asyncpg.Record, RunMessage, bytes]]) -> None:
+def _add(
+    built: Built, subject: str, group: list[tuple[asyncpg.Record, RunMessage, bytes]], settings: Settings
+) -> None:
     # The first run's (run, epoch) names the message: each is claimed into exactly one message.
     headers = {"Nats-Msg-Id": group[0][1].msg_id}
     built.messages.append(Outgoing(subject, message_of([entry for _, _, entry in group]), headers))
     built.sizes.append(len(group))
+    built.urgent += settings.is_urgent(group[0][0]["priority"])  # a message's runs share a lane
     built.rows.extend(row for row, _, _ in group)

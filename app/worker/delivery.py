@@ -168,7 +168,7 @@ async def received(msg: Msg, *, urgent: bool = False) -> list[Delivery]:
     except UnknownVersion:
         await quietly(msg.nak(delay=5))
         return []
-    except (ValueError, KeyError, TypeError, AttributeError):
+    except ValueError:  # orjson's decode error is one too
         log.error("dropping a malformed message on %s", msg.subject)
         await quietly(msg.term())
         return []
