@@ -57,10 +57,6 @@ class RunMessage:
             }
         )
 
-    def encode(self) -> bytes:
-        """A message carrying this run alone."""
-        return message_of([self.entry()])
-
     @classmethod
     def from_entry(cls, raw: Any, traceparent: str | None = None) -> RunMessage:
         carried = raw.get("traceparent", traceparent)

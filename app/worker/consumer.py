@@ -153,9 +153,10 @@ class Worker:
         return min(free, self.settings.worker_fetch_batch)
 
     def _messages_for(self, runs: int) -> int:
-        """Messages to ask for to receive at most `runs` runs, as if each were full (MESSAGE_RUNS
-        runs): smaller ones bring fewer and the loop asks again, while asking for one a run brought
-        up to MESSAGE_RUNS times what the slots take, and handed the rest back to the stream."""
+        """Messages to ask for about `runs` runs, as if each were full (MESSAGE_RUNS runs): smaller
+        ones bring fewer and the loop asks again; at least one, so up to MESSAGE_RUNS - 1 runs more
+        than `runs` wait held. Asking for one a run brought up to MESSAGE_RUNS times what the slots
+        take, and handed the rest back to the stream."""
         return max(1, runs // self.settings.message_runs)
 
     async def _wait_for_change(self, starts: set[asyncio.Task[None]], stop: asyncio.Event) -> None:

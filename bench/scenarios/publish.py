@@ -15,7 +15,7 @@ from typing import Any
 from nats.js import JetStreamContext
 
 from app.bus.jetstream import ensure_stream
-from app.bus.message import RunMessage
+from app.bus.message import RunMessage, message_of
 from app.bus.publisher import Outgoing, Publisher
 from app.config import Settings
 from app.domain import DEFAULT_PRIORITY
@@ -49,7 +49,9 @@ def messages(n: int, settings: Settings, tenants: int = 50) -> list[Outgoing]:
             "Nats-Msg-Id": m.msg_id,
             "traceparent": f"00-{uuid.uuid4().hex}-{uuid.uuid4().hex[:16]}-01",
         }
-        out.append(Outgoing(settings.subject_for(m.tenant_id, DEFAULT_PRIORITY), m.encode(), headers))
+        out.append(
+            Outgoing(settings.subject_for(m.tenant_id, DEFAULT_PRIORITY), message_of([m.entry()]), headers)
+        )
     return out
 
 

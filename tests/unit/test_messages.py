@@ -11,7 +11,7 @@ from typing import Any
 import orjson
 import pytest
 
-from app.bus.message import RunMessage, UnknownVersion, decode
+from app.bus.message import RunMessage, UnknownVersion, decode, message_of
 from app.config import Settings
 from app.engine.messages import Built, build_messages
 
@@ -87,7 +87,7 @@ def test_a_message_of_one_run_round_trips_and_version_1_is_still_read() -> None:
     run = RunMessage(
         uuid.uuid4(), datetime.now(UTC), "a", "j", 1, 2, {"k": [1]}, {"type": "noop"}, 30.0, "00-x"
     )
-    assert decode(run.encode()) == [run]
+    assert decode(message_of([run.entry()])) == [run]
     v1 = {k: v for k, v in orjson.loads(run.entry()).items() if k != "traceparent"} | {"v": 1}
     assert decode(orjson.dumps(v1), {"traceparent": "00-y"}) == [
         RunMessage(run.run_id, run.scheduled_at, "a", "j", 1, 2, {"k": [1]}, {"type": "noop"}, 30.0, "00-y")
