@@ -1,5 +1,8 @@
 """Connection pools. Every connection uses custom plans: a generic plan of a partitioned-table query
-locks every partition (DEFAULT included), so a claim transaction would block partition DDL.
+locks every partition (DEFAULT included), so a claim transaction would block partition DDL. And the
+claim's generic plan, blind to its floor and ceiling, walked the `live` index over that range and
+sorted every pending run to take a batch: 12 ms a claim became 35 to 50 ms over a 20k backlog once a
+connection without this setting had run it five times (auto_explain; docs/bench.md verdict 30).
 
 And every connection plans with random_page_cost 1.1 (SSD and cached data; Postgres's default of 4
 prices a spinning disk). The scheduler's statements are index probes into a hot working set; under
