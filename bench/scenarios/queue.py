@@ -301,37 +301,21 @@ async def _lifecycle(
     ]
 
     async def start_all() -> None:
-        start, sql = QUERIES["start_runs"], _narrow_start() if v.explicit else None
+        start = QUERIES["start_runs"]
+        sql = _narrow_start() if v.explicit else start.sql
         for fence in fences:
             inline = [not python] * len(fence.ids)
-            if sql is None:
-                got = await transitions.start_runs(
-                    conn, fence, inline, owner=s.owner, lease_seconds=s.lease_seconds
-                )
-            else:
-                values = dict(inline=inline, owner=s.owner, lease_seconds=s.lease_seconds, **fence.binds())
-                got = {r["id"]: r["attempt"] for r in await conn.fetch(sql, *start.args(values))}
+            values = dict(inline=inline, owner=s.owner, lease_seconds=s.lease_seconds, **fence.binds())
+            got = await conn.fetch(sql, *start.args(values))
             if len(got) != len(fence.ids):
                 raise RuntimeError(f"{v.name}: {len(got)} of {len(fence.ids)} runs started")
 
     async def finish_all() -> None:
-        finish, sql = QUERIES["finish_runs"], _narrow_finish() if v.explicit else None
+        finish = QUERIES["finish_runs"]
+        sql = _narrow_finish() if v.explicit else finish.sql
         for fence in fences:
-            outcomes = [Succeeded() for _ in fence.ids]
-            if sql is None:
-                got = await transitions.finish_runs(conn, fence, outcomes)
-            else:
-                values = dict(
-                    oks=[True] * len(outcomes),
-                    errors=[None] * len(outcomes),
-                    outcomes=["succeeded"] * len(outcomes),
-                    http_statuses=[None] * len(outcomes),
-                    retry_afters=[None] * len(outcomes),
-                    results=["{}"] * len(outcomes),
-                    results_truncated=[False] * len(outcomes),
-                    **fence.binds(),
-                )
-                got = await conn.fetch(sql, *finish.args(values))
+            values = transitions.finish_binds(fence, [Succeeded() for _ in fence.ids])
+            got = await conn.fetch(sql, *finish.args(values))
             if len(got) != len(fence.ids):
                 raise RuntimeError(f"{v.name}: {len(got)} of {len(fence.ids)} runs finished")
 
