@@ -166,7 +166,7 @@ async def standing_backlog(conn: Conn, n: int, tenants: int, spread_seconds: flo
     await insert_backlog(
         conn, n, tenants, first_at=now - timedelta(seconds=spread_seconds), step=spread_seconds / n
     )
-    await conn.execute("ANALYZE job_runs")
+    await conn.execute("ANALYZE job_runs, run_queue")
 
 
 async def clock_offset(conn: Conn) -> float:
@@ -191,7 +191,7 @@ async def due_burst(
         due_at: datetime = await fetchval(conn, "clock") + timedelta(seconds=lead)
         await insert_backlog(conn, n, tenants, first_at=due_at, step=0.0, target=target)
         if analyze:
-            await conn.execute("ANALYZE job_runs")
+            await conn.execute("ANALYZE job_runs, run_queue")
         await execute(conn, "notify_due", channel=DUE_CHANNEL, floor=due_at.isoformat())
     committed, wall = time.perf_counter(), time.time()
     return due_at, committed + max(0.0, due_at.timestamp() - offset - wall)

@@ -145,21 +145,18 @@ async def finish_runs(
 ) -> list[asyncpg.Record]:
     """Fenced running -> succeeded | pending (retry) | failed, one outcome per fenced run, its
     attempt's history entry closed and a success's result stored, in the one statement."""
-    return await q.fetch(conn, "finish_runs", **finish_binds(fence, outcomes))
-
-
-def finish_binds(fence: Fence, outcomes: Sequence[AttemptOutcome]) -> dict[str, Any]:
-    """finish_runs' binds: the outcomes column by column, beside the fence's."""
-    return {
-        "oks": [o.ok for o in outcomes],
-        "errors": [o.error for o in outcomes],
-        "outcomes": [o.outcome for o in outcomes],
-        "http_statuses": [o.http_status for o in outcomes],
-        "retry_afters": [o.retry_after for o in outcomes],
-        "results": [o.result.json for o in outcomes],
-        "results_truncated": [o.result.truncated for o in outcomes],
+    return await q.fetch(
+        conn,
+        "finish_runs",
+        oks=[o.ok for o in outcomes],
+        errors=[o.error for o in outcomes],
+        outcomes=[o.outcome for o in outcomes],
+        http_statuses=[o.http_status for o in outcomes],
+        retry_afters=[o.retry_after for o in outcomes],
+        results=[o.result.json for o in outcomes],
+        results_truncated=[o.result.truncated for o in outcomes],
         **fence.binds(),
-    }
+    )
 
 
 async def fail_unbuildable_runs(conn: asyncpg.Connection, fence: Fence, errors: list[str]) -> set[UUID]:

@@ -11,8 +11,7 @@ lost (the smaller of the two wins).
 A pending run may be due before its scheduled_at (a reschedule or a retry pulled it forward; its id
 and partition keep scheduled_at). The ceiling then reaches up to the latest such scheduled_at: read
 with the floor every second, and raised at once by the NOTIFY of the reschedule or retry, whose
-payload is that scheduled_at. The claim reads the extra days' pending index for `due_at <= now()`
-only, an empty range in a day whose runs are not pulled forward."""
+payload is that scheduled_at. The claim's runs are then found in those extra days by id."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 their tenant's max_in_flight, whose slot a run takes in the same grant), and holds runs of paused
 jobs and tenants that became pending after the pause (a retry, a rescued run).
 
-Held runs are outside the indexes the claim reads (migration 0015), so it never sees them; this is
+Held runs are outside the queue rows the claim reads (run_queue state 3), so it never sees them; this is
 the one place that looks at them, and its cost follows the keys with waiting runs (one index probe
 each), not the runs they hold back. Slots and room are granted under a row lock per key
 (app.db.flow.grant), so any number of engines can run a keeper: a key one of them is granting is

@@ -78,7 +78,7 @@ async def _prepare(conn: asyncpg.Connection, case: str, held: int, runs: int, te
     # share goes, so every unlimited run belongs to another tenant.
     await workload.insert_backlog(conn, runs, tenants, first_at=now - timedelta(seconds=60), step=30.0 / runs)
     await conn.execute("DELETE FROM job_runs WHERE tenant_id = 't000' AND held IS NULL")
-    await conn.execute("ANALYZE job_runs")
+    await conn.execute("ANALYZE job_runs, run_queue")
     return int(await conn.fetchval("SELECT count(*) FROM job_runs WHERE held IS NULL"))
 
 

@@ -111,7 +111,7 @@ async def run(bench: Bench, args: argparse.Namespace) -> Report:
                     await workload.execute(conn, "set_backlog_priority", priority=args.standing_priority)
                     # The UPDATE left a dead index entry per run where the claim walks (priority 5):
                     # vacuumed, as autovacuum would have, so the figure is not about this setup step.
-                    await conn.execute("VACUUM ANALYZE job_runs")
+                    await conn.execute("VACUUM ANALYZE job_runs, run_queue")
             async with running([api, worker, *lane_procs]):
                 if args.lane_processes and args.nice_bulk:
                     for p in (api, worker):

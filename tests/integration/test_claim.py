@@ -182,13 +182,13 @@ def claim_args(
     }
 
 
-async def test_claim_plan_uses_the_partial_index_and_prunes_partitions(pool: asyncpg.Pool) -> None:
+async def test_claim_plan_reads_the_queue_index_and_prunes_partitions(pool: asyncpg.Pool) -> None:
     async with pool.acquire() as conn:
         await factories.runs(conn, 500, tenant_id="a")
         await factories.runs(
             conn, 10, tenant_id="a", start=await conn.fetchval("SELECT now() + interval '3 days'")
         )
-        await conn.execute("ANALYZE job_runs")
+        await conn.execute("ANALYZE job_runs, run_queue")
         floor, ceiling = await bounds(conn)
         q = QUERIES["claim_due_runs"]
         async with conn.transaction():
@@ -205,9 +205,10 @@ async def test_claim_plan_uses_the_partial_index_and_prunes_partitions(pool: asy
     # Planned: only the days between the floor and the ceiling. Future days and DEFAULT are pruned
     # at plan time, so a claim holds no lock that could block partition DDL on them.
     relations.discard("job_runs")  # the UPDATE's target names the parent
+    relations.discard("run_queue")  # where the claim finds its runs (migration 0017)
     assert relations <= {today, (floor + timedelta(days=1)).strftime("job_runs_p%Y%m%d")}, relations
     assert "job_runs_default" not in relations and len(partitions) >= 9
-    assert any(i.endswith("_due_at_idx") for i in indexes), indexes  # the pending partial index
+    assert "run_queue_due" in indexes, indexes  # the pending rows, by (priority, due_at)
 
 
 def _sorts(node: dict, out: list[int]) -> None:
@@ -226,7 +227,7 @@ async def test_claim_sorts_no_more_than_one_batch_of_a_backlog(pool: asyncpg.Poo
     async with pool.acquire() as conn:
         for t, prio in enumerate([9, 5, 0]):
             await factories.runs(conn, 2000, tenant_id=f"t{t}", priority=prio)
-        await conn.execute("ANALYZE job_runs")
+        await conn.execute("ANALYZE job_runs, run_queue")
         floor, ceiling = await bounds(conn)
         q = QUERIES["claim_due_runs"]
         args = claim_args(floor, ceiling, per_tenant_cap=cap)
@@ -253,7 +254,7 @@ async def test_an_urgent_only_claim_does_not_read_the_bulk_backlog(pool: asyncpg
 
     async def urgent_claim_buffers(conn: asyncpg.Connection) -> int:
         [urgent] = await factories.runs(conn, 1, tenant_id="u", priority=0)
-        await conn.execute("ANALYZE job_runs")
+        await conn.execute("ANALYZE job_runs, run_queue")
         floor, ceiling = await bounds(conn)
         q = QUERIES["claim_due_runs"]
         args = claim_args(floor, ceiling, per_tenant_cap=10, max_priority=4)

@@ -23,6 +23,7 @@ TABLES = {
     "concurrency_holders",
     "rate_limit_starts",
     "ui_sessions",
+    "run_queue",
 }
 FUNCTIONS = {
     "scheduler_run_id",
@@ -41,6 +42,11 @@ FUNCTIONS = {
     "scheduler_append_attempt",
     "scheduler_tenant_flow_key",
     "scheduler_tenant_flow",
+    "scheduler_queue_state",
+    "scheduler_queue_added",
+    "scheduler_queue_changed",
+    "scheduler_queue_removed",
+    "scheduler_queue_emptied",
 }
 
 

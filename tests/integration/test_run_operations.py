@@ -142,7 +142,7 @@ async def test_a_run_moved_before_its_scheduled_at_is_claimed(
     api: httpx.AsyncClient, tenant: dict, settings: Settings, pool: asyncpg.Pool
 ) -> None:
     """The claim prunes partitions by scheduled_at up to the database's clock; a run pulled forward
-    raises the ceiling to its scheduled_at (claim_floor reads job_runs_pulled_forward)."""
+    raises the ceiling to its scheduled_at (claim_floor reads run_queue_pulled_forward)."""
     far = (datetime.now(UTC) + timedelta(days=2)).isoformat()
     run = await submit_run(api, "acme", tenant["auth"], job="hello", scheduled_at=far)
     other = await submit_run(api, "acme", tenant["auth"], job="hello", scheduled_at=far)

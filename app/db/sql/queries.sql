@@ -142,8 +142,8 @@ WHERE tenant_id = :tenant_id AND job = :name AND status IN ('pending', 'dispatch
 
 -- ─────────────────── flow control: pause, concurrency, rate limits ───────────────────
 -- A held run is pending with due_at 'infinity' (its own due time kept in held_due_at), and outside
--- the pending indexes the claim reads (migration 0015), so holding 100k runs costs the claim nothing;
--- what must count held runs reads job_runs_held.
+-- the pending rows of run_queue the claim reads (its state is 3, migration 0017), so holding 100k
+-- runs costs the claim nothing; what must count held runs reads job_runs_held.
 
 -- name: set_job_paused
 -- A paused job fires no cron occurrence either (lock_due_cron_jobs), so its next fire goes.
@@ -172,11 +172,15 @@ SELECT id, NULL FROM tenants WHERE paused;
 -- name: rehold_paused_runs
 -- The keeper's catch-up for one paused scope: a run that became pending after the pause (a retry, a
 -- rescued run) is held too. One scope per statement, the tenant given as a value, so the plan is
--- always a probe of job_runs_pending_tenant_due, which holds only unheld runs (migration 0015):
--- never a walk over the runs already held (joined to the paused set instead, the planner hashed
--- every pending run of every tenant, each pass: 16k buffers per pass on a 20k drain).
+-- always a probe of run_queue_tenant_due, which holds only unheld runs: never a walk over the runs
+-- already held (joined to the paused set instead, the planner hashed every pending run of every
+-- tenant, each pass: 16k buffers per pass on a 20k drain). The runs are then found by id within
+-- their days, as the claim finds them.
+WITH q AS (SELECT id, scheduled_at FROM run_queue WHERE tenant_id = :tenant_id AND state = 0)
 UPDATE job_runs SET held = 'paused', held_due_at = due_at, due_at = 'infinity'
-WHERE tenant_id = :tenant_id AND (CAST(:name AS text) IS NULL OR job = :name)
+WHERE id = ANY(ARRAY(SELECT id FROM q))
+  AND scheduled_at >= (SELECT min(scheduled_at) FROM q) AND scheduled_at <= (SELECT max(scheduled_at) FROM q)
+  AND tenant_id = :tenant_id AND (CAST(:name AS text) IS NULL OR job = :name)
   AND status = 'pending' AND held IS NULL
 RETURNING id;
 
@@ -605,10 +609,10 @@ WHERE ctid = ANY (ARRAY(
 -- name: count_pending_runs
 -- Admission control counts at most quota + 1 rows: the answer is "over" or "not over", never a
 -- full count of a large backlog.
--- Held runs count too; they are outside the pending index (migration 0015), so they are counted
--- from the held index, one descent per reason.
+-- Unheld pending runs are counted from run_queue_tenant_due; held runs count too, from the held
+-- index, one descent per reason.
 SELECT LEAST(:limit, (SELECT count(*) FROM (
-            SELECT 1 FROM job_runs WHERE tenant_id = :tenant_id AND status = 'pending' AND held IS NULL
+            SELECT 1 FROM run_queue WHERE tenant_id = :tenant_id AND state = 0
             LIMIT :limit) AS p)
      + (SELECT count(*) FROM (
             SELECT 1 FROM job_runs
@@ -686,17 +690,18 @@ SELECT
                 FROM recent WHERE finished_at IS NOT NULL GROUP BY 1) AS f USING (minute)) AS per_minute;
 
 -- name: dashboard_oldest_due_pending
--- The run waiting longest for an engine. The pending partial index (unheld runs) is keyed
+-- The run waiting longest for an engine. run_queue_due (unheld pending runs) is keyed
 -- (priority, due_at), so it is the oldest of one probe per priority (as due_backlog reads it).
-SELECT o.id, o.tenant_id, o.job, o.due_at, now() - o.due_at AS waiting
+SELECT o.id, r.tenant_id, r.job, o.due_at, now() - o.due_at AS waiting
 FROM generate_series(0, 9) AS p(priority)
 CROSS JOIN LATERAL (
-    SELECT id, tenant_id, job, due_at FROM job_runs
-    WHERE status = 'pending' AND held IS NULL AND priority = p.priority AND due_at <= now()
+    SELECT id, scheduled_at, due_at FROM run_queue
+    WHERE state = 0 AND priority = p.priority AND due_at <= now()
       AND (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id)
     ORDER BY due_at
     LIMIT 1
 ) AS o
+JOIN job_runs r ON r.id = o.id AND r.scheduled_at = o.scheduled_at
 ORDER BY o.due_at
 LIMIT 1;
 
@@ -747,8 +752,8 @@ SELECT r.held, r.due, r.tenant_id, extract(epoch FROM now() - r.due) AS late_sec
               AND o.concurrency_key = r.concurrency_key AND o.held_due_at < r.due
             LIMIT :limit) AS w) AS key_waiting_before,
        (SELECT count(*) FROM (
-            SELECT 1 FROM job_runs o
-            WHERE o.status = 'pending' AND o.held IS NULL AND o.tenant_id = r.tenant_id AND o.due_at <= now()
+            SELECT 1 FROM run_queue o
+            WHERE o.state = 0 AND o.tenant_id = r.tenant_id AND o.due_at <= now()
               AND o.id <> r.id
               AND (o.priority < r.priority OR (o.priority = r.priority AND o.due_at <= r.due))
             LIMIT :limit) AS a) AS due_before
@@ -796,7 +801,7 @@ RETURNING r.id;
 -- started_at and the attempt count stay as the run's history. No lock waits on anyone: the claim and
 -- the workers never hold failed or cancelled rows. Wakes the engines at commit; the payloads are the
 -- oldest and newest scheduled_at retried, so a run due before its scheduled_at (see
--- job_runs_pulled_forward, migration 0007) raises their claim ceiling at once. [lo, hi) are the
+-- run_queue_pulled_forward, migration 0017) raises their claim ceiling at once. [lo, hi) are the
 -- days the ids name (as in get_runs). A run of a limited job or tenant waits for its slots again (the
 -- trigger of 0010 holds a run with a concurrency key); one that ended before its tenant got a
 -- max_in_flight has none yet, so it gets one and is held here (the trigger does not fire for it).
@@ -836,7 +841,7 @@ WHERE (SELECT count(*) FROM notified) >= 0;  -- evaluated once, so the NOTIFY is
 -- name: reschedule_run
 -- A pending run's due_at moves, earlier (a past time means now) or later; scheduled_at, its id and
 -- its partition stay. Fenced on 'pending': once claimed it is the worker's, and this matches nothing.
--- A run now due before its scheduled_at is found by the claim through job_runs_pulled_forward; the
+-- A run now due before its scheduled_at is found by the claim through run_queue_pulled_forward; the
 -- NOTIFY (only when due now) wakes the engines and, its payload being the run's scheduled_at,
 -- raises their claim ceiling to it at once.
 WITH moved AS (
@@ -855,7 +860,8 @@ WHERE (SELECT count(*) FROM notified) >= 0;
 
 -- name: claim_due_runs
 -- The claim. It selects what the plain ranked form (stack/reference.py) selects, without ranking the
--- whole due set, whose cost grows with the backlog. Order: most urgent first (priority 0 before 9),
+-- whole due set, whose cost grows with the backlog. Runs are found in run_queue, the narrow table of
+-- live runs (migration 0017), and claimed in job_runs. Order: most urgent first (priority 0 before 9),
 -- then oldest due_at. Fairness, work-conserving: each tenant's share (its `cap` first runs in that
 -- order) comes first, and the room the shares leave in the batch goes to the first remaining due
 -- runs, whoever's they are, so a lone tenant's burst fills whole batches.
@@ -869,17 +875,17 @@ WHERE (SELECT count(*) FROM notified) >= 0;
 -- holds locks that would block partition DDL. The ceiling is the only upper bound on scheduled_at
 -- (due_at <= now() decides what is due): a run rescheduled or retried to a due_at before its
 -- scheduled_at raises the ceiling to its scheduled_at (claim_floor reads them from
--- job_runs_pulled_forward), so it is claimed like any due run.
+-- run_queue_pulled_forward), so it is claimed like any due run.
 -- `:min_priority`..`:max_priority` (0..9: every run) split the claim between the engine's two loops:
 -- urgent runs are claimed by a loop of their own in small batches (app/engine/dispatcher.py).
 -- Payload and target come back as JSON text: the dispatcher decodes them run by run, so one value
 -- it cannot decode fails that run alone instead of the fetch of the whole batch.
 WITH RECURSIVE oldest AS (
-    -- The fast path: the first due runs by (priority, due_at), locked; rows another engine holds are
-    -- skipped. job_runs_pending_due is keyed (priority, due_at), so this is an index walk that stops
-    -- after `batch_size` rows.
-    SELECT id, scheduled_at, tenant_id, priority, due_at FROM job_runs
-    WHERE status = 'pending' AND held IS NULL AND due_at <= now()
+    -- The fast path: the first due runs by (priority, due_at), their queue rows locked; rows another
+    -- engine holds are skipped. run_queue_due is keyed (priority, due_at), so this is an index walk
+    -- that stops after `batch_size` rows.
+    SELECT id, scheduled_at, tenant_id, priority, due_at FROM run_queue
+    WHERE state = 0 AND due_at <= now()
       AND priority >= :min_priority AND priority <= :max_priority
       AND scheduled_at >= :floor AND scheduled_at <= :ceiling
     ORDER BY priority, due_at
@@ -891,13 +897,13 @@ crowded AS (
     SELECT EXISTS (SELECT 1 FROM oldest GROUP BY tenant_id HAVING count(*) > :per_tenant_cap) AS yes
 ),
 due_tenants AS (
-    -- A loose index scan of (tenant_id, priority, due_at): one probe per tenant with pending runs.
-    (SELECT tenant_id FROM job_runs
-     WHERE status = 'pending' AND held IS NULL AND scheduled_at >= :floor AND scheduled_at <= :ceiling
+    -- A loose index scan of run_queue_tenant_due: one probe per tenant with pending runs.
+    (SELECT tenant_id FROM run_queue
+     WHERE state = 0 AND scheduled_at >= :floor AND scheduled_at <= :ceiling
      ORDER BY tenant_id LIMIT 1)
     UNION ALL
-    SELECT (SELECT r.tenant_id FROM job_runs r
-            WHERE r.status = 'pending' AND r.held IS NULL AND r.scheduled_at >= :floor AND r.scheduled_at <= :ceiling
+    SELECT (SELECT r.tenant_id FROM run_queue r
+            WHERE r.state = 0 AND r.scheduled_at >= :floor AND r.scheduled_at <= :ceiling
               AND r.tenant_id > d.tenant_id
             ORDER BY r.tenant_id LIMIT 1)
     FROM due_tenants d
@@ -908,8 +914,8 @@ fair AS (
     SELECT c.id, c.scheduled_at
     FROM due_tenants d
     CROSS JOIN LATERAL (
-        SELECT r.id, r.scheduled_at, r.priority, r.due_at FROM job_runs r
-        WHERE r.tenant_id = d.tenant_id AND r.status = 'pending' AND r.held IS NULL AND r.due_at <= now()
+        SELECT r.id, r.scheduled_at, r.priority, r.due_at FROM run_queue r
+        WHERE r.tenant_id = d.tenant_id AND r.state = 0 AND r.due_at <= now()
           AND r.priority >= :min_priority AND r.priority <= :max_priority
           AND r.scheduled_at >= :floor AND r.scheduled_at <= :ceiling
         ORDER BY r.priority, r.due_at
@@ -921,10 +927,10 @@ fair AS (
 ),
 fair_locked AS (
     -- Locking is its own step (Postgres forbids FOR UPDATE beside LIMIT-per-group ranking), and the
-    -- re-check of status makes a row another engine took in the meantime simply not match.
-    SELECT r.id, r.scheduled_at FROM job_runs r
+    -- re-check of the state makes a row another engine took in the meantime simply not match.
+    SELECT r.id, r.scheduled_at FROM run_queue r
     JOIN fair f ON r.id = f.id AND r.scheduled_at = f.scheduled_at
-    WHERE r.status = 'pending' AND r.held IS NULL AND r.due_at <= now()
+    WHERE r.state = 0 AND r.due_at <= now()
       AND r.priority >= :min_priority AND r.priority <= :max_priority
       AND r.scheduled_at >= :floor AND r.scheduled_at <= :ceiling
     FOR UPDATE OF r SKIP LOCKED
@@ -945,18 +951,30 @@ chosen AS (
     SELECT id, scheduled_at FROM fair_locked
     UNION ALL
     SELECT id, scheduled_at FROM leftover
+),
+runs AS (
+    -- The runs themselves, by id within the chosen rows' days, locked without waiting: a writer that
+    -- holds one (a cancel) waits in its trigger for this claim's queue row, so waiting for it here
+    -- could deadlock; skipped, the run is simply not claimed this time. Their own row decides.
+    SELECT r.id, r.scheduled_at FROM job_runs r
+    WHERE r.id = ANY(ARRAY(SELECT id FROM chosen))
+      AND r.scheduled_at >= (SELECT min(scheduled_at) FROM chosen)
+      AND r.scheduled_at <= (SELECT max(scheduled_at) FROM chosen)
+      AND r.scheduled_at >= :floor AND r.scheduled_at <= :ceiling
+      AND r.status = 'pending' AND r.held IS NULL AND r.due_at <= now()
+    FOR UPDATE OF r SKIP LOCKED
 )
 UPDATE job_runs r
 SET status = 'dispatched', epoch = r.epoch + 1, lease_owner = :owner,
     lease_expires_at = now() + make_interval(secs => :lease_seconds), dispatched_at = now()
--- The chosen rows are found again by id (the key's first column) within the days they span, not by a
--- join: joined, the planner hashed the whole partition to update one batch whenever the partition
--- was small next to its guess of the batch (a 20k backlog: 700 buffers and half the statement's
--- time per claim, for 500 rows). This form is one index probe per chosen id in the chosen rows' days
--- whatever their size, the other days pruned when the statement runs.
-WHERE r.id = ANY(ARRAY(SELECT id FROM chosen))
-  AND r.scheduled_at >= (SELECT min(scheduled_at) FROM chosen)
-  AND r.scheduled_at <= (SELECT max(scheduled_at) FROM chosen)
+-- The runs are found by id (the key's first column) within the days they span, not by a join: joined,
+-- the planner hashed the whole partition to update one batch whenever the partition was small next
+-- to its guess of the batch (a 20k backlog: 700 buffers and half the statement's time per claim, for
+-- 500 rows). This form is one index probe per id in the rows' days whatever their size, the other
+-- days pruned when the statement runs. The queue rows follow by trigger (migration 0017).
+WHERE r.id = ANY(ARRAY(SELECT id FROM runs))
+  AND r.scheduled_at >= (SELECT min(scheduled_at) FROM runs)
+  AND r.scheduled_at <= (SELECT max(scheduled_at) FROM runs)
   AND r.scheduled_at >= :floor AND r.scheduled_at <= :ceiling
 RETURNING r.id, r.scheduled_at, r.tenant_id, r.job, r.payload::text AS payload_json,
           r.target::text AS target_json, r.attempt, r.max_attempts, r.timeout_seconds, r.epoch, r.due_at,
@@ -968,10 +986,11 @@ RETURNING r.id, r.scheduled_at, r.tenant_id, r.job, r.payload::text AS payload_j
 -- scan's fast path, it claims nothing when one tenant holds more than `cap` of the hinted runs: the
 -- caller then takes the scan's fair path, so the per-tenant cap holds on both paths. Redis orders
 -- hints by due time alone, so it also claims nothing when a due run more urgent than the least
--- urgent hint waits un-hinted (one probe of the (priority, due_at) index; none when every run has
+-- urgent hint waits un-hinted (one probe of run_queue_due; none when every run has
 -- the same priority): the scan then takes the more urgent one first.
 -- [lo, hi) are the days the ids name, so only those partitions are read; `:floor`..`:ceiling` are
--- the scan's bounds, for the priority probe.
+-- the scan's bounds, for the priority probe. The runs are locked first, as every writer but the scan
+-- claim locks them (migration 0017): their queue rows follow by trigger.
 WITH hinted AS (
     SELECT id, scheduled_at, tenant_id, priority FROM job_runs
     WHERE id = ANY(CAST(:ids AS uuid[])) AND status = 'pending' AND held IS NULL AND due_at <= now()
@@ -980,8 +999,8 @@ WITH hinted AS (
 ),
 crowded AS (
     SELECT EXISTS (SELECT 1 FROM hinted GROUP BY tenant_id HAVING count(*) > :per_tenant_cap)
-        OR EXISTS (SELECT 1 FROM job_runs r
-                   WHERE r.status = 'pending' AND r.held IS NULL AND r.due_at <= now()
+        OR EXISTS (SELECT 1 FROM run_queue r
+                   WHERE r.state = 0 AND r.due_at <= now()
                      AND r.priority < (SELECT max(priority) FROM hinted)
                      AND r.scheduled_at >= :floor AND r.scheduled_at <= :ceiling
                      AND r.id <> ALL(CAST(:ids AS uuid[]))) AS yes
@@ -1032,33 +1051,25 @@ RETURNING r.id;
 -- now() comes along, so the claim's upper bound is on the database's clock too, and so does the
 -- latest scheduled_at of a pending run due before it (pulled forward by a reschedule or a retry):
 -- the claim's ceiling reaches it. Its partial index is empty unless runs are pulled forward.
+-- Both read run_queue, which holds exactly the unfinished runs (migration 0017).
 SELECT COALESCE(min(scheduled_at), now()) AS floor, now() AS db_now,
-       (SELECT max(scheduled_at) FROM job_runs WHERE status = 'pending' AND due_at < scheduled_at)
+       (SELECT max(scheduled_at) FROM run_queue WHERE state IN (0, 3) AND due_at < scheduled_at)
            AS pulled_forward
-FROM job_runs WHERE status IN ('pending', 'dispatched', 'running');
+FROM run_queue;
 
 -- name: due_backlog
 -- The due backlog still pending, for the engines' autoscaler and alerts: its oldest age and its size,
 -- read from the database, not from claims, so they keep rising when every engine is stalled. The size is
--- counted up to :limit, so the cost stays bounded however deep the backlog (both read the pending
--- partial index). A due run has scheduled_at <= due_at <= now(), which prunes future partitions,
--- except a run pulled forward (rescheduled or retried before its scheduled_at): as in the claim, the
--- bound rises to the latest of those (job_runs_pulled_forward), so they count as the claim sees them.
--- The partial index is keyed (priority, due_at), so the oldest is the least of one probe per priority.
-WITH bound AS (
-    SELECT GREATEST(now(), (SELECT max(scheduled_at) FROM job_runs
-                            WHERE status = 'pending' AND due_at < scheduled_at)) AS hi
-)
+-- counted up to :limit, so the cost stays bounded however deep the backlog. Both read run_queue_due,
+-- keyed (priority, due_at): the oldest is the least of one probe per priority. (job_runs needed
+-- partition bounds here, a pulled-forward run's scheduled_at among them; run_queue is one table.)
 SELECT COALESCE(extract(epoch FROM now() - min(o.due_at)), 0) AS oldest_age,
        (SELECT count(*) FROM (
-            SELECT 1 FROM job_runs
-            WHERE status = 'pending' AND held IS NULL AND due_at <= now() AND scheduled_at <= (SELECT hi FROM bound)
-            LIMIT :limit) AS d) AS runs
+            SELECT 1 FROM run_queue WHERE state = 0 AND due_at <= now() LIMIT :limit) AS d) AS runs
 FROM generate_series(0, 9) AS p(priority)
 CROSS JOIN LATERAL (
-    SELECT min(due_at) AS due_at FROM job_runs
-    WHERE status = 'pending' AND held IS NULL AND priority = p.priority AND due_at <= now()
-      AND scheduled_at <= (SELECT hi FROM bound)
+    SELECT min(due_at) AS due_at FROM run_queue
+    WHERE state = 0 AND priority = p.priority AND due_at <= now()
 ) AS o;
 
 -- ─────────────────────────────────── reaper ─────────────────────────────────
@@ -1069,15 +1080,24 @@ CROSS JOIN LATERAL (
 -- wait in the stream: a run queued behind slow workers is not lost, and re-sending it only doubled
 -- the work and the stale starts (issue 14).
 WITH expired AS (
-    SELECT id, scheduled_at FROM job_runs
-    WHERE status = 'dispatched' AND lease_expires_at < now()
+    SELECT id, scheduled_at FROM run_queue
+    WHERE state = 1 AND lease_expires_at < now()
       AND COALESCE(dispatched_at, '-infinity') < COALESCE(CAST(:claimed_before AS timestamptz), 'infinity')
     ORDER BY lease_expires_at
     LIMIT :limit
-    FOR UPDATE SKIP LOCKED
+),
+runs AS (
+    -- The runs, by id within their days (as the claim finds them), locked without waiting and checked
+    -- on their own row: the queue only found them (migration 0017).
+    SELECT r.id, r.scheduled_at FROM job_runs r
+    WHERE r.id = ANY(ARRAY(SELECT id FROM expired))
+      AND r.scheduled_at >= (SELECT min(scheduled_at) FROM expired)
+      AND r.scheduled_at <= (SELECT max(scheduled_at) FROM expired)
+      AND r.status = 'dispatched' AND r.lease_expires_at < now()
+    FOR UPDATE OF r SKIP LOCKED
 )
 UPDATE job_runs r SET status = 'pending', lease_owner = NULL, lease_expires_at = NULL, dispatched_at = NULL
-FROM expired e
+FROM runs e
 WHERE r.id = e.id AND r.scheduled_at = e.scheduled_at
 RETURNING r.id, r.scheduled_at, r.due_at;
 
@@ -1085,11 +1105,20 @@ RETURNING r.id, r.scheduled_at, r.due_at;
 -- A running run whose heartbeat lapsed lost its worker: the attempt is consumed (appended to the
 -- history as `lost`), then retry with backoff or fail. A late result from that worker no longer matches status 'running' at this epoch.
 WITH expired AS (
-    SELECT id, scheduled_at FROM job_runs
-    WHERE status = 'running' AND lease_expires_at < now()
+    SELECT id, scheduled_at FROM run_queue
+    WHERE state = 2 AND lease_expires_at < now()
     ORDER BY lease_expires_at
     LIMIT :limit
-    FOR UPDATE SKIP LOCKED
+),
+runs AS (
+    -- The runs, by id within their days (as the claim finds them), locked without waiting and checked
+    -- on their own row: the queue only found them (migration 0017).
+    SELECT r.id, r.scheduled_at FROM job_runs r
+    WHERE r.id = ANY(ARRAY(SELECT id FROM expired))
+      AND r.scheduled_at >= (SELECT min(scheduled_at) FROM expired)
+      AND r.scheduled_at <= (SELECT max(scheduled_at) FROM expired)
+      AND r.status = 'running' AND r.lease_expires_at < now()
+    FOR UPDATE OF r SKIP LOCKED
 )
 UPDATE job_runs r SET
     status = CASE WHEN r.attempt < r.max_attempts THEN 'pending' ELSE 'failed' END,
@@ -1103,7 +1132,7 @@ UPDATE job_runs r SET
                                         r.started_at, 'lost', 'lease expired: the worker stopped heartbeating',
                                         NULL),
     lease_owner = NULL, lease_expires_at = NULL
-FROM expired e
+FROM runs e
 WHERE r.id = e.id AND r.scheduled_at = e.scheduled_at
 RETURNING r.id, r.scheduled_at, r.due_at, r.status;
 
