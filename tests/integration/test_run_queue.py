@@ -60,7 +60,9 @@ class Succeeded:
 async def test_the_queue_follows_every_writer(pool: asyncpg.Pool) -> None:
     async with pool.acquire() as conn:
         made = await factories.runs(conn, 12)
-        made += await factories.runs(conn, 2, job_name="other")
+        # The other job's runs fall due later: no claim below takes them, the pause holds both.
+        later = await conn.fetchval("SELECT now() + interval '1 hour'")
+        await factories.runs(conn, 2, job_name="other", start=later)
         assert await in_step(conn) == (0, 0)
         assert await conn.fetchval("SELECT count(*) FROM run_queue WHERE state = 0") == 14
 
