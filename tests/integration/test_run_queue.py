@@ -5,15 +5,15 @@ writer (whose trigger may be waiting for the claim's queue row)."""
 from __future__ import annotations
 
 import asyncio
-from datetime import timedelta
 
 import asyncpg
 
 from app.db import flow, runs
 from app.db import transitions as repo
 from app.db.transitions import Fence
-from app.domain import StoredResult
 from tests import factories
+from tests.integration.test_claim import claim
+from tests.integration.test_run_history import Outcome  # a worker's outcome, as finish_runs takes it
 
 # Live runs as the queue must hold them, and the queue as it is: each side's rows the other lacks.
 MISMATCH = """
@@ -35,28 +35,6 @@ async def in_step(conn: asyncpg.Connection) -> tuple[int, int]:
     return row["missing"], row["stale"]
 
 
-async def claim(conn: asyncpg.Connection, batch: int = 500) -> list[asyncpg.Record]:
-    floor, now = await repo.claim_floor(conn)
-    return await repo.claim_due_runs(
-        conn,
-        floor=floor,
-        ceiling=now + timedelta(seconds=5),
-        per_tenant_cap=batch,
-        batch_size=batch,
-        owner="e",
-        lease_seconds=30,
-    )
-
-
-class Succeeded:
-    ok = True
-    error = None
-    http_status = None
-    retry_after = None
-    result = StoredResult("{}")
-    outcome = "succeeded"
-
-
 async def test_the_queue_follows_every_writer(pool: asyncpg.Pool) -> None:
     async with pool.acquire() as conn:
         made = await factories.runs(conn, 12)
@@ -66,14 +44,16 @@ async def test_the_queue_follows_every_writer(pool: asyncpg.Pool) -> None:
         assert await in_step(conn) == (0, 0)
         assert await conn.fetchval("SELECT count(*) FROM run_queue WHERE state = 0") == 14
 
-        claimed = await claim(conn, batch=6)  # pending -> dispatched, leased
+        claimed = await claim(conn, cap=500, batch=6)  # pending -> dispatched, leased
         fence = Fence([(r["id"], r["scheduled_at"], r["epoch"]) for r in claimed])
         assert await in_step(conn) == (0, 0)
         await repo.start_runs(conn, fence, [False] * 6, owner="w", lease_seconds=30)  # -> running
         assert await in_step(conn) == (0, 0)
         await repo.heartbeat_runs(conn, fence, 60)  # a new lease
         assert await in_step(conn) == (0, 0)
-        await repo.finish_runs(conn, fence, [Succeeded()] * 6)  # ended: out of the queue
+        await repo.finish_runs(
+            conn, fence, [Outcome(True, outcome="succeeded")] * 6
+        )  # ended: out of the queue
         assert await in_step(conn) == (0, 0)
 
         rest = [r for r in made if r["id"] not in {c["id"] for c in claimed}]
@@ -113,7 +93,9 @@ async def test_a_claim_skips_a_run_another_transaction_holds_instead_of_waiting(
                 held["id"],
                 held["scheduled_at"],
             )
-            first = await asyncio.wait_for(claim(engine), timeout=5)  # would block on the lock
+            first = await asyncio.wait_for(
+                claim(engine, cap=500, batch=500), timeout=5
+            )  # would block on the lock
         assert {r["id"] for r in first} == {r["id"] for r in made[1:]}
-        second = await claim(engine)
+        second = await claim(engine, cap=500, batch=500)
     assert [r["id"] for r in second] == [held["id"]]
