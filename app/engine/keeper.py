@@ -1,6 +1,8 @@
 """The flow keeper: grants freed concurrency slots and rate limits' room to waiting runs (within
 their tenant's max_in_flight, whose slot a run takes in the same grant), and holds runs of paused
-jobs and tenants that became pending after the pause (a retry, a rescued run).
+jobs and tenants that are pending and unheld all the same: every statement of the service holds them
+as it makes them pending (migration 0018), so this catches only a run unheld behind its back (an
+operator's own UPDATE).
 
 Held runs are outside the queue rows the claim reads (run_queue state 3), so it never sees them; this is
 the one place that looks at them, and its cost follows the keys with waiting runs (one index probe

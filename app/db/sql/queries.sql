@@ -170,8 +170,9 @@ UNION ALL
 SELECT id, NULL FROM tenants WHERE paused;
 
 -- name: rehold_paused_runs
--- The keeper's catch-up for one paused scope: a run that became pending after the pause (a retry, a
--- rescued run) is held too. One scope per statement, the tenant given as a value, so the plan is
+-- The keeper's catch-up for one paused scope: a run pending and unheld all the same (every statement
+-- of the service holds it as it makes it pending, migration 0018; an operator's own UPDATE does not)
+-- is held too. One scope per statement, the tenant given as a value, so the plan is
 -- always a probe of run_queue_tenant_due, which holds only unheld runs: never a walk over the runs
 -- already held (joined to the paused set instead, the planner hashed every pending run of every
 -- tenant, each pass: 16k buffers per pass on a 20k drain). The runs are then found by id within
@@ -880,7 +881,15 @@ WHERE (SELECT count(*) FROM notified) >= 0;
 -- urgent runs are claimed by a loop of their own in small batches (app/engine/dispatcher.py).
 -- Payload and target come back as JSON text: the dispatcher decodes them run by run, so one value
 -- it cannot decode fails that run alone instead of the fetch of the whole batch.
-WITH RECURSIVE oldest AS (
+WITH RECURSIVE paused AS (
+    -- What is paused (paused_scopes; empty on the default path: two empty partial-index reads). Every
+    -- writer holds a paused run as it makes it pending (migration 0018), so this only guards the
+    -- claim against a run made pending behind the service's back; the keeper then holds it.
+    SELECT tenant_id, name FROM jobs WHERE paused
+    UNION ALL
+    SELECT id, NULL FROM tenants WHERE paused
+),
+oldest AS (
     -- The fast path: the first due runs by (priority, due_at), their queue rows locked; rows another
     -- engine holds are skipped. run_queue_due is keyed (priority, due_at), so this is an index walk
     -- that stops after `batch_size` rows.
@@ -962,6 +971,7 @@ runs AS (
       AND r.scheduled_at <= (SELECT max(scheduled_at) FROM chosen)
       AND r.scheduled_at >= :floor AND r.scheduled_at <= :ceiling
       AND r.status = 'pending' AND r.held IS NULL AND r.due_at <= now()
+      AND NOT EXISTS (SELECT 1 FROM paused p WHERE p.tenant_id = r.tenant_id AND (p.name IS NULL OR p.name = r.job))
     FOR UPDATE OF r SKIP LOCKED
 )
 UPDATE job_runs r
@@ -993,10 +1003,17 @@ RETURNING r.id, r.scheduled_at, r.tenant_id, r.job, r.payload::text AS payload_j
 -- [lo, hi) are the days the ids name, so only those partitions are read; `:floor`..`:ceiling` are
 -- the scan's bounds, for the priority probe. The runs are locked first, as every writer but the scan
 -- claim locks them (migration 0017): their queue rows follow by trigger.
-WITH hinted AS (
-    SELECT id, scheduled_at, tenant_id, priority FROM job_runs
+WITH paused AS (
+    -- As in claim_due_runs: a run of a paused job or tenant is never claimed.
+    SELECT tenant_id, name FROM jobs WHERE paused
+    UNION ALL
+    SELECT id, NULL FROM tenants WHERE paused
+),
+hinted AS (
+    SELECT id, scheduled_at, tenant_id, priority FROM job_runs r
     WHERE id = ANY(CAST(:ids AS uuid[])) AND status = 'pending' AND held IS NULL AND due_at <= now()
       AND scheduled_at >= :lo AND scheduled_at < :hi
+      AND NOT EXISTS (SELECT 1 FROM paused p WHERE p.tenant_id = r.tenant_id AND (p.name IS NULL OR p.name = r.job))
     FOR UPDATE SKIP LOCKED
 ),
 crowded AS (
@@ -1142,11 +1159,31 @@ RETURNING r.id, r.scheduled_at, r.due_at, r.status;
 
 -- name: start_runs
 -- dispatched -> running, fenced: only the delivery whose epoch matches starts, and only once. Rows
--- not returned were duplicates, stale epochs or cancelled: the worker acks and drops them.
+-- not returned were duplicates, stale epochs, cancelled or refused: the worker acks and drops them.
 -- An `inline` run has nothing to execute (a noop target): nothing can happen between its start and
 -- its end, so it goes straight to succeeded in this one write instead of two (the second write was
 -- a third of a noop run's database work). lease_owner stays set on an inline success: it names the
 -- worker of the run's last attempt (its history entry, read from the columns: nothing more written).
+-- A run whose job or tenant is paused is refused: back to pending, where the flow trigger holds it
+-- (migration 0018), no attempt consumed. So a pause reaches every run not yet started, those
+-- already dispatched to workers included. `refused` is written whether or not it is read (a
+-- data-modifying WITH always runs); on the default path nothing is paused and its one-time filter
+-- skips it whole, so the start pays two empty partial-index reads.
+WITH paused AS (
+    SELECT tenant_id, name FROM jobs WHERE paused
+    UNION ALL
+    SELECT id, NULL FROM tenants WHERE paused
+),
+refused AS (
+    UPDATE job_runs r SET status = 'pending', lease_owner = NULL, lease_expires_at = NULL, dispatched_at = NULL
+    FROM unnest(CAST(:ids AS uuid[]), CAST(:scheduled_ats AS timestamptz[]), CAST(:epochs AS bigint[]))
+         AS m(id, scheduled_at, epoch)
+    WHERE EXISTS (SELECT 1 FROM paused)
+      AND r.id = m.id AND r.scheduled_at = m.scheduled_at AND r.epoch = m.epoch AND r.status = 'dispatched'
+      AND r.scheduled_at >= :lo AND r.scheduled_at <= :hi
+      AND EXISTS (SELECT 1 FROM paused p WHERE p.tenant_id = r.tenant_id AND (p.name IS NULL OR p.name = r.job))
+    RETURNING r.id
+)
 UPDATE job_runs r SET status = CASE WHEN m.inline THEN 'succeeded' ELSE 'running' END,
     attempt = r.attempt + 1, started_at = now(),
     finished_at = CASE WHEN m.inline THEN now() END,
@@ -1157,6 +1194,7 @@ FROM unnest(CAST(:ids AS uuid[]), CAST(:scheduled_ats AS timestamptz[]), CAST(:e
      AS m(id, scheduled_at, epoch, inline)
 WHERE r.id = m.id AND r.scheduled_at = m.scheduled_at AND r.epoch = m.epoch AND r.status = 'dispatched'
   AND r.scheduled_at >= :lo AND r.scheduled_at <= :hi
+  AND NOT EXISTS (SELECT 1 FROM paused p WHERE p.tenant_id = r.tenant_id AND (p.name IS NULL OR p.name = r.job))
 RETURNING r.id, r.attempt;
 
 -- name: renew_dispatch_leases
