@@ -126,9 +126,10 @@ async def reap_running_runs(conn: asyncpg.Connection, limit: int) -> list[asyncp
 
 async def start_runs(
     conn: asyncpg.Connection, fence: Fence, inline: list[bool], *, owner: str, lease_seconds: float
-) -> dict[UUID, int]:
+) -> dict[UUID, int | None]:
     """Fenced dispatched -> running (-> succeeded at once where `inline`: nothing to execute);
-    returns run id -> attempt for the deliveries that matched."""
+    returns run id -> attempt for the deliveries that matched, None for those refused because their
+    job or tenant is paused (back to pending, held). Deliveries not returned matched nothing."""
     rows = await q.fetch(
         conn, "start_runs", inline=inline, owner=owner, lease_seconds=lease_seconds, **fence.binds()
     )

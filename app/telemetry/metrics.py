@@ -58,6 +58,11 @@ stale_results_total = Counter(
     "Deliveries or results dropped by the epoch fence (duplicate delivery, stale epoch, cancelled).",
     ["stage"],
 )
+starts_refused_total = Counter(
+    "scheduler_starts_refused_total",
+    "Runs a worker was about to start that went back to pending, held, because their job or tenant "
+    "is paused.",
+)
 runs_retried_total = Counter(
     "scheduler_runs_retried_total",
     "Runs a person moved back to pending (failed or cancelled -> pending), by the route: run or bulk.",

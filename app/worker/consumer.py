@@ -290,8 +290,12 @@ class Worker:
         for d in batch:
             attempt = started.get(d.run.run_id)
             if attempt is None:
-                # A duplicate delivery, a stale epoch (the run was rescued) or a cancelled run.
-                metrics.stale_results_total.labels("start").inc()
+                if d.run.run_id in started:
+                    # Refused: its job or tenant is paused; it waits held, pending, for the resume.
+                    metrics.starts_refused_total.inc()
+                else:
+                    # A duplicate delivery, a stale epoch (the run was rescued) or a cancelled run.
+                    metrics.stale_results_total.labels("start").inc()
                 self._free_slot(d)
                 await quietly(d.msg.ack())
                 continue

@@ -30,6 +30,7 @@ from starlette.routing import Route
 from app.db.connection import create_pool
 from app.db.queries import parse
 from app.dev import free_port
+from app.services import flow
 from app.telemetry.ops_server import HostedServer
 from bench import prometheus, workload
 from bench.procs import SchedulerProcess, ops_process, running
@@ -62,6 +63,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--concurrency", type=int, help="targets one worker runs at once (default 32; smoke 8)")
     p.add_argument("--lease", type=float, help="SCHEDULER_DISPATCH_LEASE_SECONDS (default 10; smoke 2)")
     p.add_argument("--tenants", type=int, default=5)
+    p.add_argument(
+        "--pause-after",
+        type=float,
+        help="pause every tenant's job this many seconds into the drain, resume PAUSE_FOR s later, and "
+        "count what still reached the target (default: no pause)",
+    )
+    p.add_argument("--pause-for", type=float, default=5.0, help="seconds the jobs stay paused (default 5)")
     p.add_argument("--timeout", type=float, default=600.0)
 
 
@@ -144,6 +152,7 @@ async def run(bench: Bench, args: argparse.Namespace) -> Report:
                     await workload.wake_at(conn, start, due_at)
                 done_at: float | None = None
                 deadline = start + args.timeout
+                pause = Pause(pool, args.tenants, start, args.pause_after, args.pause_for, calls)
                 # Sample until every run succeeded, then a few scrapes more to see the signals fall.
                 while (
                     done_at is None
@@ -152,13 +161,14 @@ async def run(bench: Bench, args: argparse.Namespace) -> Report:
                     sample = await _sample(pool, nc, base, engines, workers, prom, queries)
                     sample["t"] = time.perf_counter() - start
                     samples.append(sample)
+                    await pause.step()
                     if done_at is None and sample["succeeded"] >= n:
                         done_at = time.perf_counter()
                     if time.perf_counter() > deadline:
                         raise TimeoutError(
                             f"slow-target: {sample['succeeded']} of {n} after {args.timeout:.0f}s"
                         )
-                    await asyncio.sleep(1.0)
+                    await asyncio.sleep(pause.sleep(1.0))
             async with pool.acquire() as conn:
                 lags = (await workload.fetch(conn, "lag_percentiles", ps=PS, tenant=None))[0]
         finally:
@@ -167,7 +177,83 @@ async def run(bench: Bench, args: argparse.Namespace) -> Report:
             await pool.close()
     assert done_at is not None
     _figures(report, n, samples, done_at - start, lags, len(calls), queries)
+    pause.figures(report)
     return report
+
+
+class Pause:
+    """A pause of every tenant's job mid-drain, as a tenant whose endpoint is drowning would pause
+    it (through the API's own service), and what reached the target after it: runs started (from
+    Postgres) and calls received. The pause holds pending runs and refuses runs already dispatched
+    at their start, so what still arrives is what had started before it."""
+
+    def __init__(
+        self, pool: Any, tenants: int, start: float, after: float | None, hold: float, calls: list[float]
+    ):
+        self.pool, self.tenants, self.calls = pool, tenants, calls
+        self.at = None if after is None else start + after
+        self.resume_at = None if self.at is None else self.at + hold
+        self.paused_at: float | None = None  # perf_counter when every job was paused
+        self.db_paused_at: Any = None
+        self.dispatched = 0
+        self.resumed = False
+
+    def sleep(self, default: float) -> float:
+        """Sleep no further than the next pause step."""
+        now = time.perf_counter()
+        nxt = [t - now for t in (self.at, self.resume_at) if t is not None and t > now]
+        return max(0.01, min([default, *nxt]))
+
+    async def _pause_all(self, paused: bool) -> None:
+        for i in range(self.tenants):
+            await flow.set_job_paused(self.pool, f"t{i:03d}", "noop", paused)
+
+    async def step(self) -> None:
+        now = time.perf_counter()
+        if self.at is not None and self.paused_at is None and now >= self.at:
+            async with self.pool.acquire() as conn:
+                self.dispatched = await conn.fetchval(
+                    "SELECT count(*) FROM job_runs WHERE status = 'dispatched'"
+                )
+            await self._pause_all(True)
+            self.paused_at = time.perf_counter()
+            async with self.pool.acquire() as conn:
+                self.db_paused_at = await conn.fetchval("SELECT now()")
+        elif self.paused_at is not None and not self.resumed and now >= (self.resume_at or 0.0):
+            paused_at = self.paused_at
+            async with self.pool.acquire() as conn:
+                self.started_while_paused = await conn.fetch(
+                    "SELECT extract(epoch FROM started_at - $1) AS after FROM job_runs WHERE started_at > $1",
+                    self.db_paused_at,
+                )
+            self.calls_while_paused = [c - paused_at for c in self.calls if c > paused_at]
+            await self._pause_all(False)
+            self.resumed = True
+
+    def figures(self, report: Report) -> None:
+        if not self.resumed:
+            return
+        starts = sorted(float(r["after"]) for r in self.started_while_paused)
+        calls = sorted(self.calls_while_paused)
+        report.table(
+            "A pause of every job mid-drain (held until resumed)",
+            [
+                "dispatched at the pause",
+                "runs started after it",
+                "last start after it (s)",
+                "target calls after it",
+                "last call after it (s)",
+            ],
+            [
+                [
+                    self.dispatched,
+                    len(starts),
+                    starts[-1] if starts else 0.0,
+                    len(calls),
+                    calls[-1] if calls else 0.0,
+                ]
+            ],
+        )
 
 
 @contextlib.asynccontextmanager
@@ -198,14 +284,17 @@ async def _sample(
     reaped = 0.0
     for e in engines:
         reaped += (await e.scrape()).value("scheduler_runs_reaped_total", from_status="dispatched")
-    stale = 0.0
+    stale = refused = 0.0
     for w in workers:
-        stale += (await w.scrape()).value("scheduler_stale_results_total", stage="start")
+        scraped = await w.scrape()
+        stale += scraped.value("scheduler_stale_results_total", stage="start")
+        refused += scraped.value("scheduler_starts_refused_total")
     out: dict[str, Any] = dict(row) | {
         "stream_waiting": waiting,
         "stream_delivered": delivered,
         "reaped_dispatched": reaped,
         "stale_starts": stale,
+        "refused_starts": refused,
         "signals": {},
     }
     if prom is not None:
@@ -231,8 +320,26 @@ def _figures(
     claims = float(last["claims"])
     report.table(
         "Drain to a slow target",
-        ["runs", "seconds", "target calls", "claims per run", "dispatched runs reaped", "stale starts"],
-        [[n, wall, calls, claims / n, int(last["reaped_dispatched"]), int(last["stale_starts"])]],
+        [
+            "runs",
+            "seconds",
+            "target calls",
+            "claims per run",
+            "dispatched runs reaped",
+            "stale starts",
+            "starts refused (paused)",
+        ],
+        [
+            [
+                n,
+                wall,
+                calls,
+                claims / n,
+                int(last["reaped_dispatched"]),
+                int(last["stale_starts"]),
+                int(last["refused_starts"]),
+            ]
+        ],
     )
     report.table(
         "Due lag (seconds after due_at), over every run",

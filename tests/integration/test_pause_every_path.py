@@ -34,7 +34,7 @@ async def start(pool: asyncpg.Pool, claimed: list[asyncpg.Record]) -> set[uuid.U
         started = await transitions.start_runs(
             conn, fence_of(claimed), [False] * len(claimed), owner=WORKER, lease_seconds=30
         )
-    return set(started)
+    return {run for run, attempt in started.items() if attempt is not None}
 
 
 async def row(pool: asyncpg.Pool, run_id: object) -> asyncpg.Record:
@@ -181,11 +181,17 @@ async def test_a_start_is_refused_while_paused_and_consumes_no_attempt(
     free = await submit_run(api, "other", other, job="hello")
     claimed = await claim_all(pool, settings)  # all three handed to workers before the pauses
     assert len(claimed) == 3
+    job_run_id, tenant_run_id = uuid.UUID(str(job_run["id"])), uuid.UUID(str(tenant_run["id"]))
     await api.post("/tenants/acme/jobs/hello/pause", headers=auth)
     await api.post("/tenants/acme/pause", headers=admin)
 
-    # One start for the three, as a worker sends it: only the neighbour's run starts.
-    assert await start(pool, claimed) == {uuid.UUID(str(free["id"]))}
+    # One start for the three, as a worker sends it: only the neighbour's run starts; the two
+    # others come back refused (no attempt).
+    async with pool.acquire() as conn:
+        started = await transitions.start_runs(
+            conn, fence_of(claimed), [False] * 3, owner=WORKER, lease_seconds=30
+        )
+    assert started == {uuid.UUID(str(free["id"])): 1, job_run_id: None, tenant_run_id: None}
     for run in (job_run, tenant_run):
         after = await row(pool, run["id"])
         assert (after["status"], after["held"], after["attempt"]) == ("pending", "paused", 0)

@@ -1159,7 +1159,8 @@ RETURNING r.id, r.scheduled_at, r.due_at, r.status;
 
 -- name: start_runs
 -- dispatched -> running, fenced: only the delivery whose epoch matches starts, and only once. Rows
--- not returned were duplicates, stale epochs, cancelled or refused: the worker acks and drops them.
+-- not returned were duplicates, stale epochs or cancelled; refused ones come back with no attempt.
+-- The worker acks and drops both.
 -- An `inline` run has nothing to execute (a noop target): nothing can happen between its start and
 -- its end, so it goes straight to succeeded in this one write instead of two (the second write was
 -- a third of a noop run's database work). lease_owner stays set on an inline success: it names the
@@ -1183,19 +1184,24 @@ refused AS (
       AND r.scheduled_at >= :lo AND r.scheduled_at <= :hi
       AND EXISTS (SELECT 1 FROM paused p WHERE p.tenant_id = r.tenant_id AND (p.name IS NULL OR p.name = r.job))
     RETURNING r.id
+),
+started AS (
+    UPDATE job_runs r SET status = CASE WHEN m.inline THEN 'succeeded' ELSE 'running' END,
+        attempt = r.attempt + 1, started_at = now(),
+        finished_at = CASE WHEN m.inline THEN now() END,
+        lease_owner = :owner,
+        lease_expires_at = CASE WHEN m.inline THEN NULL ELSE now() + make_interval(secs => :lease_seconds) END
+    FROM unnest(CAST(:ids AS uuid[]), CAST(:scheduled_ats AS timestamptz[]), CAST(:epochs AS bigint[]),
+                CAST(:inline AS boolean[]))
+         AS m(id, scheduled_at, epoch, inline)
+    WHERE r.id = m.id AND r.scheduled_at = m.scheduled_at AND r.epoch = m.epoch AND r.status = 'dispatched'
+      AND r.scheduled_at >= :lo AND r.scheduled_at <= :hi
+      AND NOT EXISTS (SELECT 1 FROM paused p WHERE p.tenant_id = r.tenant_id AND (p.name IS NULL OR p.name = r.job))
+    RETURNING r.id, r.attempt
 )
-UPDATE job_runs r SET status = CASE WHEN m.inline THEN 'succeeded' ELSE 'running' END,
-    attempt = r.attempt + 1, started_at = now(),
-    finished_at = CASE WHEN m.inline THEN now() END,
-    lease_owner = :owner,
-    lease_expires_at = CASE WHEN m.inline THEN NULL ELSE now() + make_interval(secs => :lease_seconds) END
-FROM unnest(CAST(:ids AS uuid[]), CAST(:scheduled_ats AS timestamptz[]), CAST(:epochs AS bigint[]),
-            CAST(:inline AS boolean[]))
-     AS m(id, scheduled_at, epoch, inline)
-WHERE r.id = m.id AND r.scheduled_at = m.scheduled_at AND r.epoch = m.epoch AND r.status = 'dispatched'
-  AND r.scheduled_at >= :lo AND r.scheduled_at <= :hi
-  AND NOT EXISTS (SELECT 1 FROM paused p WHERE p.tenant_id = r.tenant_id AND (p.name IS NULL OR p.name = r.job))
-RETURNING r.id, r.attempt;
+SELECT id, attempt FROM started
+UNION ALL
+SELECT id, NULL FROM refused;
 
 -- name: renew_dispatch_leases
 -- Runs a worker holds back (their tenant is over its share of the worker's slots) stay dispatched:
