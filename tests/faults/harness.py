@@ -136,7 +136,7 @@ class Harness:
                     flush=True,
                 )
             await asyncio.sleep(max(0.0, window_end - c.duration - time.monotonic()))
-            injector = Injector(s, good, c.duration, self.receiver)
+            injector = Injector(s, good, c.duration, self.receiver, limited_auth if c.limited_runs else None)
             faults = asyncio.create_task(injector.inject(window_end))
             drained = await self.drain(window_end, window_end + c.drain_timeout)
             await faults

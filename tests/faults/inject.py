@@ -12,8 +12,9 @@ records how much it found, so a fault that hit an idle part is visible as one th
   their claims lapse and another worker delivers them (at least once).
 
 Killed processes are replaced, as an orchestrator would. The kills of a worker, of NATS and the
-Postgres crash also wait (bounded) for runs of the concurrency-limited job holding a slot, and record
-how many they struck (`Fault.limited`); the worker's kill prefers a worker with limited attempts in
+Postgres crash also wait (bounded) for runs of the concurrency-limited job holding a slot — first
+submitting a burst of them due now when none is in flight, so the precondition is arranged, not
+hoped for — and record how many they struck (`Fault.limited`); the worker's kill prefers a worker with limited attempts in
 flight at the receiver, and waits to see the receiver count them off (their connection closed by the
 kernel with the process) before the lease could free their slots.
 """
@@ -23,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
+import random
 import signal
 import time
 from collections import Counter
@@ -57,11 +59,19 @@ async def _until(
 
 
 class Injector:
-    def __init__(self, stack: Stack, victim: Victim, duration: float, receiver: Receiver):
+    def __init__(
+        self,
+        stack: Stack,
+        victim: Victim,
+        duration: float,
+        receiver: Receiver,
+        limited_auth: dict[str, str] | None = None,
+    ):
         self.s = stack
         self.victim = victim
         self.duration = duration
         self.receiver = receiver
+        self.limited_auth = limited_auth  # None: the harness runs no limited job
 
     async def _limited_in_flight(self) -> int:
         """Runs of the limited job holding a slot and claimed or started (none if it has no runs)."""
@@ -72,10 +82,26 @@ class Injector:
         return int(rows[0]["n"])
 
     async def _wait_for_limited(self) -> None:
-        """Until the limited job has runs in flight (bounded; at once when it has none at all)."""
-        rows = await self.s.fetch("SELECT count(*) AS n FROM job_runs WHERE tenant_id = $1", limited.TENANT)
-        if rows[0]["n"]:
-            await _until(self._limited_in_flight, every=0.02)
+        """Until the limited job has runs in flight (bounded; at once when the harness runs none). A
+        fault that must strike them arranges it rather than hoping: when none is in flight, a burst
+        of the limited job's runs is submitted due now, more than its slots, and waited for."""
+        if self.limited_auth is None:
+            return
+        if not await self._limited_in_flight():
+            await self._limited_burst(2 * limited.LIMIT * len(limited.KEYS))
+        await _until(self._limited_in_flight, every=0.02)
+
+    async def _limited_burst(self, n: int) -> None:
+        import httpx
+
+        assert self.limited_auth is not None
+        if not self.s.api_ports():
+            return
+        async with httpx.AsyncClient(
+            base_url=f"http://127.0.0.1:{self.s.api_ports()[-1]}", timeout=30
+        ) as api:
+            with contextlib.suppress(httpx.HTTPError, AssertionError):
+                await limited.submit(api, self.limited_auth, random.Random(n), n, 0.0, 0.0)
 
     async def inject(self, window_end: float) -> None:
         cycle = [

@@ -27,4 +27,6 @@ async def test_victim_runs_all_succeed_in_bounded_lag_beside_a_hostile_tenant_un
     assert report.statuses["victim"] == {"succeeded": len(report.outcome.accepted)}
     assert not report.unlanded and report.outcome.late_results_discarded > 0
     assert not report.over_limit and max(report.limited_peaks.values()) == report.outcome.limit
-    assert report.statuses["limited"] == {"succeeded": Config().limited_runs}
+    # Every limited run succeeded: the backlog, and the bursts a fault submitted to strike it.
+    assert set(report.statuses["limited"]) == {"succeeded"}
+    assert report.statuses["limited"]["succeeded"] >= Config().limited_runs
