@@ -32,6 +32,7 @@ class Victim:
         self.cut: Counter[int] = Counter()  # API port -> requests that died with a transport error
         self._keys = itertools.count()
         self.problems: list[str] = []  # victim requests no API ever accepted
+        self.answers: Counter[int] = Counter()  # HTTP status -> answers to submit_one's requests
 
     def job(self, receiver_url: str, max_attempts: int) -> dict[str, Any]:
         return {
@@ -92,6 +93,7 @@ class Victim:
                 continue
             finally:
                 self.in_flight[port] -= 1
+            self.answers[r.status_code] += 1
             if r.status_code in (200, 201):
                 self.accepted.append(r.json()["id"])
                 return
