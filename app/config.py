@@ -84,7 +84,13 @@ class Settings(BaseSettings):
     # processes (engines and workers, given CPU of their own) keep urgent runs from waiting for a core
     # the bulk drain holds; deploy at least one engine and one worker for each lane.
     lanes: Literal["all", "urgent", "normal"] = "all"
-    ack_wait_seconds: float = Field(default=30.0, gt=0)
+    # A message a worker received and has not answered is delivered again this long after the
+    # worker's last in-progress ack (sent every quarter of it while the worker holds the message:
+    # app/worker/completer.py). It bounds how long a killed worker's messages wait for another worker:
+    # at 30 s a fresh worker sat idle for 27 s beside hundreds of due runs the dead one had fetched.
+    # Shorter costs more in-progress acks, and redelivers what a worker stalled for three quarters of
+    # it holds; the epoch fence drops whatever of that was already started.
+    ack_wait_seconds: float = Field(default=5.0, gt=0)
 
     # Worker.
     worker_concurrency: int = Field(default=256, ge=1)

@@ -133,6 +133,8 @@ async def delete_streams(js: JetStreamContext, settings: Settings) -> None:
 
 
 async def ensure_consumer(js: JetStreamContext, settings: Settings) -> None:
+    """Create every lane's consumer, or bring an existing one to this configuration (ACK_WAIT_SECONDS
+    included): the server creates or updates, so a consumer an older release made is updated."""
     await ensure_stream(js, settings)
     for lane in lanes(settings):
         await js.add_consumer(lane.stream, consumer_config(lane, settings))

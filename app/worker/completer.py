@@ -26,6 +26,9 @@ from app.worker.delivery import Delivery, quietly
 log = logging.getLogger(__name__)
 FLUSH_MAX = 500
 FLUSH_DELAY = 0.002  # seconds an outcome may wait for company in the group commit
+# In-progress acks sent per ack_wait: a live worker's message is redelivered only once three in a
+# row are late or lost (its event loop stalled for three quarters of ack_wait).
+IN_PROGRESS_PER_ACK_WAIT = 4
 
 
 class Completer:
@@ -111,6 +114,19 @@ class Completer:
 
     # ── heartbeats ──
 
+    async def keep_messages(self, holding: Callable[[], list[Delivery]]) -> None:
+        """Keeps JetStream from redelivering the messages this worker holds and has not answered:
+        their runs held back, starting, executing, or with outcomes not yet recorded. An in-progress
+        ack restarts a message's ack timer, so ACK_WAIT_SECONDS can be short: what a killed worker
+        held goes to another worker at most that long after the kill. A loop of its own, not the
+        lease heartbeat's: at this pace that one's writes would multiply; this one only publishes."""
+        interval = self.settings.ack_wait_seconds / IN_PROGRESS_PER_ACK_WAIT
+        while True:
+            await asyncio.sleep(interval)
+            # One in_progress a message, however many of its runs are held.
+            for part in {d.msg.message: d.msg for d in holding() + self.unrecorded}.values():
+                await quietly(part.in_progress())
+
     async def heartbeat(
         self, executing: Callable[[], list[Delivery]], held: Callable[[], list[Delivery]]
     ) -> None:
@@ -123,9 +139,6 @@ class Completer:
             await asyncio.sleep(interval)
             alive, waiting = executing() + list(self.unrecorded), held()
             metrics.runs_held_back.set(len(waiting))
-            # One in_progress a message, however many of its runs are alive or held.
-            for part in {d.msg.message: d.msg for d in alive + waiting}.values():
-                await quietly(part.in_progress())
             await self.renew(waiting)
             if not alive:
                 continue

@@ -6,8 +6,10 @@ Delivery of its own, and the message is answered once all of its runs are (deliv
 Per start batch, one statement starts every delivery whose epoch still matches (the rest are
 duplicates, stale or cancelled: acked and dropped); a noop, having nothing to execute, is recorded
 succeeded by that same statement. Targets run concurrently (executor.py) in slots shared fairly
-between tenants (fairness.py); outcomes go to a group commit (completer.py). While a target runs,
-heartbeats (completer.py) tell JetStream (`in_progress`) and Postgres (lease) that the worker is alive.
+between tenants (fairness.py); outcomes go to a group commit (completer.py). Until a message is
+answered, in-progress acks keep JetStream from redelivering it (every quarter of ACK_WAIT_SECONDS,
+which is short so that a killed worker's messages reach another worker within seconds), and
+heartbeats keep the runs' leases in Postgres (completer.py).
 
 Holding back: a run whose tenant may not take a slot now waits here, still `dispatched`, its dispatch
 lease renewed, up to a fetch batch in all (held.py). Beyond that the heaviest tenant's newest
@@ -74,6 +76,7 @@ class Worker:
         self.completer = Completer(settings, pool, hot_index)
         self.callbacks = CallbackDeliverer(settings, pool, self.executor.signing_keys)
         self.held = HeldRuns()
+        self.starting: set[Delivery] = set()  # in a start statement now
         self.executing: dict[asyncio.Task[None], Delivery] = {}
         self.stopping = asyncio.Event()
         self._slot_freed = asyncio.Event()
@@ -105,13 +108,16 @@ class Worker:
             for sub, lane_starts in zip(subs, starts, strict=True)
         }
         completer = asyncio.create_task(self.completer.run(), name="completer")
-        heartbeat = asyncio.create_task(
-            self.completer.heartbeat(lambda: list(self.executing.values()), lambda: list(self.held)),
-            name="heartbeat",
-        )
+        heartbeats = {
+            asyncio.create_task(
+                self.completer.heartbeat(lambda: list(self.executing.values()), lambda: list(self.held)),
+                name="heartbeat",
+            ),
+            asyncio.create_task(self.completer.keep_messages(self._holding), name="in progress"),
+        }
         callbacks = asyncio.create_task(self.callbacks.run(), name="callbacks")
         try:
-            died = await supervise({*fetchers, completer, heartbeat, callbacks}, stop, "worker")
+            died = await supervise({*fetchers, completer, *heartbeats, callbacks}, stop, "worker")
         finally:
             halt.set()
             # The fetches in flight settle (what they brought is held, then handed back below).
@@ -119,7 +125,7 @@ class Worker:
             callbacks.cancel()  # deliveries in flight are left to their claims' lapse
             await asyncio.gather(callbacks, return_exceptions=True)
             await self.callbacks.close()
-            await self._shut_down(subs, set().union(*starts), completer, heartbeat)
+            await self._shut_down(subs, set().union(*starts), completer, heartbeats)
         if died is not None:
             raise died
 
@@ -168,7 +174,7 @@ class Worker:
         subs: list[PullConsumer],
         starts: set[asyncio.Task[None]],
         completer: asyncio.Task[None],
-        heartbeat: asyncio.Task[None],
+        heartbeats: set[asyncio.Task[None]],
     ) -> None:
         """Stop taking work; what runs gets the grace period to finish, its outcomes recorded. What
         does not finish, or cannot be recorded in time, is handed back exactly like a lost worker's
@@ -195,8 +201,9 @@ class Worker:
         completer.cancel()
         await asyncio.gather(completer, return_exceptions=True)
         await self.completer.flush(deadline=max(deadline, time.monotonic() + FINAL_FLUSH_SECONDS))
-        heartbeat.cancel()
-        await asyncio.gather(heartbeat, *starts, return_exceptions=True)
+        for heartbeat in heartbeats:
+            heartbeat.cancel()
+        await asyncio.gather(*heartbeats, *starts, return_exceptions=True)
         await self.executor.close()
 
     # ── receiving: decode, de-duplicate, hold ──
@@ -262,7 +269,18 @@ class Worker:
             log.error("starting a batch failed", exc_info=task.exception())
             metrics.unexpected_errors_total.labels("start").inc()
 
+    def _holding(self) -> list[Delivery]:
+        """The runs whose messages this worker holds unanswered (outcomes aside: the completer's)."""
+        return [*self.held, *self.starting, *self.executing.values()]
+
     async def _start(self, batch: list[Delivery]) -> None:
+        self.starting.update(batch)
+        try:
+            await self._start_batch(batch)
+        finally:
+            self.starting.difference_update(batch)
+
+    async def _start_batch(self, batch: list[Delivery]) -> None:
         while True:
             try:
                 async with self.pool.acquire() as conn:
@@ -284,8 +302,6 @@ class Worker:
                         await quietly(d.msg.nak())
                     return
                 log.warning("start: %s; retrying", exc)
-                for d in batch:
-                    await quietly(d.msg.in_progress())
                 await asyncio.sleep(1.0)
         for d in batch:
             attempt = started.get(d.run.run_id)

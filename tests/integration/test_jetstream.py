@@ -1,6 +1,7 @@
 """The JetStream plumbing against a real server. The engine's pipelined publisher: what it reports
 acked is exactly what the stream stored, a refusal or a missing stream is False, an ack later than
-the wait is ignored. The worker's pull consumer: a request that ends mid-fetch is renewed at once."""
+the wait is ignored. The worker's pull consumer: a request that ends mid-fetch is renewed at once.
+The workers' consumer: an existing one takes a new ack_wait."""
 
 from __future__ import annotations
 
@@ -109,4 +110,21 @@ async def test_a_pull_request_that_expires_mid_fetch_is_renewed_at_once(settings
             await m.ack()
     finally:
         await consumer.stop()
+        await nc.close()
+
+
+async def test_ensure_consumer_updates_the_ack_wait_of_an_existing_consumer(settings: Settings) -> None:
+    """A consumer left by a release with another ACK_WAIT_SECONDS takes the new one when a worker
+    starts: its messages would otherwise keep waiting the old ack_wait after their worker died."""
+    nc = await nats.connect(settings.nats_url)
+    js = nc.jetstream()
+    try:
+        await ensure_consumer(js, settings.model_copy(update={"ack_wait_seconds": 30.0}))
+        for lane in lanes(settings):
+            assert (await js.consumer_info(lane.stream, lane.consumer)).config.ack_wait == 30.0
+        await ensure_consumer(js, settings)
+        for lane in lanes(settings):
+            info = await js.consumer_info(lane.stream, lane.consumer)
+            assert info.config.ack_wait == settings.ack_wait_seconds == 5.0
+    finally:
         await nc.close()

@@ -15,7 +15,7 @@ from app.config import Settings
 from app.worker.consumer import Worker
 
 
-@pytest.mark.parametrize("part", ["heartbeat", "run"])
+@pytest.mark.parametrize("part", ["heartbeat", "keep_messages", "run"])
 async def test_a_worker_whose_completer_or_heartbeat_dies_stops_and_says_why(
     settings: Settings, pool: asyncpg.Pool, part: str
 ) -> None:
