@@ -75,6 +75,7 @@ class Victim:
         """One run due now, to a live API; a transport error is retried (same key) on another."""
         key = f"victim-{next(self._keys)}"
         body = self._run()
+        tried: list[str] = []  # what each attempt met, for a problem's message
         for attempt in range(20):
             live = ports()
             if not live:
@@ -87,18 +88,27 @@ class Victim:
                     r = await api.post(
                         f"/tenants/{TENANT}/runs", json=body, headers={**self.auth, "Idempotency-Key": key}
                     )
-            except httpx.TransportError:
+            except httpx.TransportError as exc:
+                tried.append(f"{port}: {exc!r}")
                 self.cut[port] += 1
                 await asyncio.sleep(0.2)
                 continue
             finally:
                 self.in_flight[port] -= 1
             self.answers[r.status_code] += 1
+            tried.append(f"{port}: {r.status_code}")
             if r.status_code in (200, 201):
                 self.accepted.append(r.json()["id"])
                 return
+            if r.status_code == 409 and r.json().get("field") == "idempotency_key":
+                # The same key is still in flight elsewhere (an earlier attempt cut off from us): the
+                # API says to retry once it has finished, and the retry replays or makes the run.
+                await asyncio.sleep(0.2)
+                continue
             if r.status_code < 500:
-                self.problems.append(f"victim run {key} refused: {r.status_code} {r.text[:200]}")
+                self.problems.append(
+                    f"victim run {key} refused: {r.status_code} {r.text[:200]} after {tried}"
+                )
                 return
             await asyncio.sleep(0.2)  # a 5xx while the API's database is away: try again
         self.problems.append(f"victim run {key} never accepted: no API answered it")
