@@ -102,9 +102,14 @@ class Run(BaseModel):
     result: Any = Field(
         description="What the last successful attempt returned: a python handler's value, a webhook's "
         "body (JSON if it is application/json and parses, else its text). Over "
-        "SCHEDULER_MAX_RESULT_BYTES (64 KiB) it is the first bytes of its JSON text, as a string."
+        "SCHEDULER_MAX_RESULT_BYTES (64 KiB) it is the first bytes of its JSON text, as a string; "
+        "JSON beyond a payload's bounds (nested deeper than SCHEDULER_MAX_PAYLOAD_DEPTH (32), an "
+        "integer beyond 64 bits, a number beyond a double) is its text, as a string."
     )
-    result_truncated: bool = Field(description="The result was cut to SCHEDULER_MAX_RESULT_BYTES.")
+    result_truncated: bool = Field(
+        description="The result is not the value as returned: cut to SCHEDULER_MAX_RESULT_BYTES, or "
+        "JSON beyond a payload's bounds kept as its text."
+    )
     held: HeldReasonName | None = Field(
         description="Why a pending run is held back: its job or tenant is `paused`, it waits for a "
         "`concurrency` slot (of its job's key, of its tenant's max_in_flight, or both), or for room in "
