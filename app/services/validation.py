@@ -1,13 +1,16 @@
 """Input checks shared by the routes and services: one rule for payloads, whichever door they use
-(job PUT, run POST, batch)."""
+(job PUT, run POST, batch), and one for moments, wherever one is accepted."""
 
 from __future__ import annotations
 
 import math
 import re
-from typing import Any
+from datetime import UTC, datetime
+from typing import Annotated, Any
 
 import orjson
+from pydantic import AfterValidator, AwareDatetime
+from pydantic_core import PydanticCustomError
 
 from app.errors import InvalidInput, PayloadTooLarge
 
@@ -77,6 +80,26 @@ def check_payload(payload: Any, limit: int, *, max_depth: int, field: str) -> No
     _check_shape(payload, max_depth, field)
     if _NUL.search(encoded):
         raise InvalidInput(f"{field} contains a NUL character (\\u0000); jsonb cannot store it", field=field)
+
+
+# ── moments ──
+
+
+def utc_moment(value: datetime) -> datetime:
+    """An aware moment in UTC; a ValueError naming the bound for one that has no UTC form: past
+    year 9999 or before year 1 once its offset applies (9999-12-31T23:59:59-14:00). Every moment
+    the API and the dashboard accept passes here: left to the database driver, such a moment was an
+    OverflowError, a 500, in a filter, a listing or a reschedule."""
+    try:
+        return value.astimezone(UTC)
+    except OverflowError:
+        raise PydanticCustomError(
+            "moment_out_of_range", "a moment between the years 1 and 9999 in UTC is required"
+        ) from None
+
+
+# What every body and query parameter that takes a moment declares (422 naming the field).
+Moment = Annotated[AwareDatetime, AfterValidator(utc_moment)]
 
 
 # ── text from outside, on its way into Postgres ──

@@ -7,11 +7,12 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 from uuid import UUID
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from app.api.schemas.common import PAYLOAD_RULE, PRIORITY_RULE, JobName, Priority, Strict
 from app.domain import RUN_FIELDS, AttemptOutcomeName, HeldReason, RunStatus
 from app.services.callbacks import Callback, CallbackState
+from app.services.validation import Moment
 
 # The statuses as the contract lists them, generated from the enum (an inline enum of strings in
 # openapi.json, as before the enum existed).
@@ -33,7 +34,7 @@ class RunSubmit(Strict):
         extra="forbid", json_schema_extra={"examples": [{"job": "send-report", "payload": {"user": 42}}]}
     )
     job: JobName
-    scheduled_at: AwareDatetime | None = Field(
+    scheduled_at: Moment | None = Field(
         default=None,
         description="ISO 8601 with a timezone; default now (the database's clock). At most "
         "SCHEDULER_MAX_SCHEDULE_AHEAD_DAYS (366) ahead and SCHEDULER_MAX_SCHEDULE_BEHIND_DAYS (7) behind.",
@@ -141,7 +142,7 @@ class RunReschedule(Strict):
     model_config = ConfigDict(
         extra="forbid", json_schema_extra={"examples": [{"due_at": "2030-01-01T09:00:00Z"}]}
     )
-    due_at: AwareDatetime = Field(
+    due_at: Moment = Field(
         description="ISO 8601 with a timezone: when the run may next be claimed. A past time means now; "
         "at most SCHEDULER_MAX_SCHEDULE_AHEAD_DAYS (366) ahead. The run keeps its id and scheduled_at.",
     )
@@ -150,8 +151,8 @@ class RunReschedule(Strict):
 class RunFilter(Strict):
     status: list[RunStatusName] | None = Field(default=None, min_length=1, max_length=6)
     job: JobName | None = None
-    scheduled_after: AwareDatetime | None = Field(default=None, description="scheduled_at >= this.")
-    scheduled_before: AwareDatetime | None = Field(default=None, description="scheduled_at < this.")
+    scheduled_after: Moment | None = Field(default=None, description="scheduled_at >= this.")
+    scheduled_before: Moment | None = Field(default=None, description="scheduled_at < this.")
     ids: list[UUID] | None = Field(default=None, min_length=1, max_length=1000)
 
 
