@@ -206,7 +206,8 @@ async def retry_run(
 ) -> Response:
     """Move a failed or cancelled run back to pending, due now, under a new epoch (a worker still
     finishing an old attempt has its outcome discarded). Its attempt count and last_error stay.
-    Another status is 409; a tenant over its backlog quota, 429."""
+    Another status, or a run that made 100 attempts (the most a run may make), is 409; a tenant over
+    its backlog quota, 429."""
     return json_response(
         await run_service.retry_run(
             state.pool,

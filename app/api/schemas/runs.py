@@ -10,7 +10,7 @@ from uuid import UUID
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.api.schemas.common import PAYLOAD_RULE, PRIORITY_RULE, JobName, Priority, Strict
-from app.domain import RUN_FIELDS, AttemptOutcomeName, HeldReason, RunStatus
+from app.domain import MAX_ATTEMPTS, RUN_FIELDS, AttemptOutcomeName, HeldReason, RunStatus
 from app.services.callbacks import Callback, CallbackState
 from app.services.validation import Moment
 
@@ -132,9 +132,10 @@ class RunRetry(Strict):
     max_attempts: int | None = Field(
         default=None,
         ge=1,
-        le=100,
+        le=MAX_ATTEMPTS,
         description="The run's new bound on attempts, more than the attempts already made. "
-        "Default: one more attempt if none is left, else the bound stays.",
+        "Default: one more attempt if none is left, else the bound stays. A run that made 100 "
+        "attempts is not retried (409).",
     )
 
 
