@@ -117,18 +117,22 @@ async def resolve_allowed(
     host: str, port: int, *, allow_private: bool, field: str = "target.url"
 ) -> list[str]:
     """Addresses the worker may connect to for this host. Raises InvalidInput naming `field` if none,
-    or if any resolved address is forbidden (a name that resolves to both public and private is refused)."""
+    or if any resolved address is forbidden (a name that resolves to both public and private is refused).
+
+    One message for a name that does not resolve and one that resolves where a webhook may not go:
+    two would tell a tenant which internal names exist, and which address and why would map the
+    deployment's internal DNS."""
+    unreachable = InvalidInput(
+        f"{field} host {host!r} must resolve, and only to public addresses",
+        field=field,
+    )
     try:
         infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    except socket.gaierror as exc:
-        raise InvalidInput(f"{field} host {host!r} does not resolve: {exc.strerror}", field=field) from exc
+    except socket.gaierror:
+        raise unreachable from None
     addresses = list(dict.fromkeys(str(info[4][0]) for info in infos))
     if any(forbidden_reason(a, allow_private=allow_private) for a in addresses):
-        # Which address and why stays unsaid: the answer would map the deployment's internal DNS.
-        raise InvalidInput(
-            f"{field} host {host!r} resolves to a private, loopback, link-local or metadata address",
-            field=field,
-        )
+        raise unreachable
     return addresses
 
 
