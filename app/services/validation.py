@@ -27,14 +27,14 @@ def shape_problem(value: Any, max_depth: int) -> str | None:
     """Why `value` is JSON no run keeps (None: it is within the bounds), as the end of a sentence
     naming it: nested deeper than `max_depth` containers, or a number JSON cannot carry.
 
-    Depth: the engine nests a payload two levels deeper inside its message, the API a result two
+    Depth: the engine nests a payload two levels deeper inside its message, the API a result three
     levels deeper in a listing, and orjson refuses anything past 254: a payload of 253 stored fine
     and then killed every engine that claimed it, a result of 253 failed every listing page holding
     it. Numbers: Python's JSON parser reads NaN, Infinity and 1e400 (an overflow to infinity), which
     orjson then writes as null, a silent change of the caller's data; an integer beyond 64 bits
     orjson cannot write at all."""
-    # Level by level, so a scalar costs a type check and no bookkeeping: 8000 values take a quarter
-    # of the time a stack of (value, depth) took.
+    # Level by level, so a scalar costs a type check and no bookkeeping: 8000 values take 1.8 ms,
+    # 3.9 ms as a stack of (value, depth).
     level: list[Any] = [value]
     depth = 0  # the containers around `level`'s values
     while level:
