@@ -115,8 +115,10 @@ class Settings(BaseSettings):
     # Admission and input limits.
     tenant_max_pending: int = Field(default=100_000, ge=1)
     max_payload_bytes: int = Field(default=65_536, ge=1)
-    # Nesting of a payload's arrays and objects. Real documents rarely pass ten; the engine's message
-    # adds two levels and orjson stops at 254, so 32 leaves every JSON codec on the way a wide margin.
+    # Nesting of a payload's arrays and objects, and of a result's (deeper, it is kept as text and
+    # flagged: app/services/answers.py). Real documents rarely pass ten; the engine's message, the
+    # API's listing and a callback's envelope add two or three levels and orjson stops at 254, so 32
+    # leaves every JSON codec on the way a wide margin.
     max_payload_depth: int = Field(default=32, ge=1, le=200)
     # Job definitions per tenant: each cron job materializes runs on its own, so the count is bounded.
     tenant_max_jobs: int = Field(default=1000, ge=1)

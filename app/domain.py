@@ -16,6 +16,9 @@ import orjson
 # Priority runs from 0 (most urgent) to LEAST_URGENT; a job's is DEFAULT_PRIORITY unless it says.
 LEAST_URGENT = 9
 DEFAULT_PRIORITY = 5
+# The most attempts a run may make: a job's max_attempts, a retry's, and what retries add up to (a
+# retry of a run that made this many is refused), so a run's attempt history stays bounded too.
+MAX_ATTEMPTS = 100
 
 
 class RunStatus(StrEnum):

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import base64
 import binascii
-from datetime import UTC, datetime
+from datetime import datetime
 from uuid import UUID
 
 from app.errors import InvalidInput
+from app.services.validation import utc_moment
 
 
 def decode_cursor(cursor: str, field: str = "cursor") -> tuple[datetime, UUID]:
@@ -18,8 +19,8 @@ def decode_cursor(cursor: str, field: str = "cursor") -> tuple[datetime, UUID]:
         if moment.tzinfo is None:
             raise ValueError("no time zone")
         # In UTC here: a moment past year 9999 once it is in UTC was an OverflowError inside the query.
-        return moment.astimezone(UTC), UUID(run_id)
-    except (ValueError, OverflowError, binascii.Error, UnicodeDecodeError) as exc:
+        return utc_moment(moment), UUID(run_id)
+    except (ValueError, binascii.Error, UnicodeDecodeError) as exc:
         raise InvalidInput("cursor is not one this API returned", field=field) from exc
 
 

@@ -50,13 +50,25 @@ def _drop_union_tags(loc: tuple[Any, ...]) -> tuple[Any, ...]:
     return tuple(out)
 
 
+def _header_named(loc: tuple[Any, ...]) -> Any:
+    """The header whose value a `target.headers` error is about: named in the detail, not in
+    `field`. A name that is itself at fault is not echoed (it may be anything)."""
+    if "target" not in loc or "headers" not in loc[loc.index("target") :] or loc[-1] == "[key]":
+        return None
+    after = loc.index("headers", loc.index("target")) + 1
+    return loc[after] if after < len(loc) else None
+
+
 async def _validation_error(_: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
     first = exc.errors()[0]
-    field = _field(_drop_union_tags(tuple(first.get("loc", ()))))
+    loc = tuple(first.get("loc", ()))
+    field = _field(_drop_union_tags(loc))
     if first.get("type") == "json_invalid":
         return problem_response(422, InvalidInput.code, "request body is not valid JSON", "body")
-    return problem_response(422, InvalidInput.code, f"{field}: {first.get('msg', 'invalid')}", field)
+    header = _header_named(loc)
+    where = field if header is None else f"{field}[{header!r}]"
+    return problem_response(422, InvalidInput.code, f"{where}: {first.get('msg', 'invalid')}", field)
 
 
 # Starlette's own errors (unknown route, wrong method, ...) by status; anything else is `http_error`.

@@ -9,7 +9,6 @@ from uuid import UUID
 
 from fastapi import APIRouter, Body, Header, Path, Query, Request, Response
 from fastapi.routing import APIRoute
-from pydantic import AwareDatetime
 
 from app.api.cursors import decode_cursor, encode_cursor
 from app.api.deps import PrincipalDep, State, StateDep, bearer, get_principal, get_state
@@ -30,7 +29,7 @@ from app.errors import InvalidInput
 from app.services import runs as run_service
 from app.services.callbacks import validate_callback
 from app.services.submission import RunRequest, Submitted, submit
-from app.services.validation import check_payload
+from app.services.validation import Moment, check_payload
 
 # Bodies at least this large are refused unread when their tenant is known to be full.
 UNREAD_REFUSAL_BYTES = 1 << 20
@@ -171,8 +170,8 @@ async def list_runs(
     principal: PrincipalDep,
     status: RunStatusName | None = None,
     job: Annotated[str | None, Query(pattern=JOB_NAME_PATTERN)] = None,
-    scheduled_after: Annotated[AwareDatetime | None, Query(description="scheduled_at >= this.")] = None,
-    scheduled_before: Annotated[AwareDatetime | None, Query(description="scheduled_at < this.")] = None,
+    scheduled_after: Annotated[Moment | None, Query(description="scheduled_at >= this.")] = None,
+    scheduled_before: Annotated[Moment | None, Query(description="scheduled_at < this.")] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 100,
     cursor: Annotated[str | None, Query(max_length=256)] = None,
 ) -> Response:
@@ -207,7 +206,8 @@ async def retry_run(
 ) -> Response:
     """Move a failed or cancelled run back to pending, due now, under a new epoch (a worker still
     finishing an old attempt has its outcome discarded). Its attempt count and last_error stay.
-    Another status is 409; a tenant over its backlog quota, 429."""
+    Another status, or a run that made 100 attempts (the most a run may make), is 409; a tenant over
+    its backlog quota, 429."""
     return json_response(
         await run_service.retry_run(
             state.pool,

@@ -14,7 +14,7 @@ import orjson
 from app.db import queries as q
 from app.db.run_ids import bounds_of, scheduled_bounds
 from app.db.wakeups import DUE_CHANNEL
-from app.domain import HeldReason
+from app.domain import MAX_ATTEMPTS, HeldReason
 
 
 @dataclass(frozen=True)
@@ -196,12 +196,14 @@ async def retry_runs(
     run_ids: list[uuid.UUID],
     max_attempts: int | None = None,
 ) -> list[asyncpg.Record]:
-    """failed | cancelled -> pending, due now, new epoch; the retried rows. `tenant_id` None: any."""
+    """failed | cancelled -> pending, due now, new epoch; the retried rows. `tenant_id` None: any. A
+    run that made MAX_ATTEMPTS attempts is not retried."""
     return await q.fetch(
         conn,
         "retry_runs",
         tenant_id=tenant_id,
         max_attempts=max_attempts,
+        attempts_cap=MAX_ATTEMPTS,
         channel=DUE_CHANNEL,
         **_ids(run_ids),
     )

@@ -14,7 +14,7 @@ import asyncpg
 
 from app.db import runs as run_repo
 from app.db.runs import TimeRange
-from app.domain import OnPending, RunRecord, RunStatus, run_record
+from app.domain import MAX_ATTEMPTS, OnPending, RunRecord, RunStatus, run_record
 from app.errors import Conflict, InvalidInput, NotFound
 from app.services.admission import AdmissionControl
 from app.services.callbacks import with_delivery_state
@@ -122,7 +122,8 @@ async def retry_run(
 ) -> RunRecord:
     """failed | cancelled -> pending, due now, under a new epoch (run_repo.retry_runs). A tenant's
     retry counts against its backlog quota like a submission (OverQuota, nothing written); the
-    admin's does not. Another status: Conflict; `max_attempts` not above the attempts made: InvalidInput."""
+    admin's does not. Another status, or MAX_ATTEMPTS attempts made already: Conflict; `max_attempts`
+    not above the attempts made: InvalidInput."""
     try:
         async with pool.acquire() as conn, admitted(admission, tenant_id, conn, 1):
             rows = await run_repo.retry_runs(conn, tenant_id, [run_id], max_attempts)
@@ -133,6 +134,12 @@ async def retry_run(
         await on_pending(rows)
         return run_record(rows[0])
     latest = await get_run(pool, run_id, tenant_id)  # NotFound if it is not the tenant's
+    if latest["status"] in RETRYABLE and latest["attempt"] >= MAX_ATTEMPTS:
+        raise Conflict(
+            f"run {run_id} made {latest['attempt']} attempts and a run makes at most {MAX_ATTEMPTS}; "
+            "submit a new run",
+            field="attempt",
+        )
     if latest["status"] in RETRYABLE:
         raise InvalidInput(
             f"max_attempts must be more than the {latest['attempt']} attempts already made",

@@ -10,13 +10,15 @@ metadata); the deployment may allow private targets (dev and tests do), never me
 from __future__ import annotations
 
 import asyncio
+import re
 import socket
 from functools import lru_cache
 from importlib.metadata import entry_points
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, HttpUrl, TypeAdapter
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, HttpUrl, TypeAdapter
+from pydantic_core import PydanticCustomError
 
 from app.errors import InvalidInput
 from app.services.addresses import forbidden_reason
@@ -57,10 +59,30 @@ def is_reserved_header(name: str) -> bool:
     return lower in RESERVED_HEADERS or lower.startswith(RESERVED_HEADER_PREFIXES)
 
 
-# Header names are RFC 9110 tokens and values hold no control characters but tab: a CR/LF would
-# let a tenant inject headers into the worker's request, and a NUL cannot be stored in jsonb.
+# Header names are RFC 9110 tokens. Values are RFC 9110 field values, strictly: visible ASCII, with
+# spaces and tabs only between visible characters (no obs-text). A CR/LF would let a tenant inject
+# headers into the worker's request, a NUL cannot be stored in jsonb, a character beyond ASCII
+# ("é☃") failed every attempt with UnicodeEncodeError, and a leading or trailing space with h11's
+# "Illegal header value": refused at PUT instead, naming the header.
 HeaderName = Annotated[str, Field(min_length=1, max_length=256, pattern=r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")]
-HeaderValue = Annotated[str, Field(max_length=4096, pattern=r"^[^\x00-\x08\x0a-\x1f\x7f]*$")]
+FIELD_VALUE = r"^(?:[\x21-\x7e]+(?:[ \t]+[\x21-\x7e]+)*)?$"
+_FIELD_VALUE = re.compile(FIELD_VALUE)
+
+
+def _field_value(value: str) -> str:
+    if not _FIELD_VALUE.match(value):
+        raise PydanticCustomError(
+            "header_value",
+            "a header value is visible ASCII, with spaces and tabs only between visible characters",
+        )
+    return value
+
+
+# The pattern is the contract's (openapi.json); the check is the validator's, for a message a
+# person can read.
+HeaderValue = Annotated[
+    str, Field(max_length=4096, json_schema_extra={"pattern": FIELD_VALUE}), AfterValidator(_field_value)
+]
 
 
 class HttpTarget(BaseModel):
@@ -95,18 +117,22 @@ async def resolve_allowed(
     host: str, port: int, *, allow_private: bool, field: str = "target.url"
 ) -> list[str]:
     """Addresses the worker may connect to for this host. Raises InvalidInput naming `field` if none,
-    or if any resolved address is forbidden (a name that resolves to both public and private is refused)."""
+    or if any resolved address is forbidden (a name that resolves to both public and private is refused).
+
+    One message for a name that does not resolve and one that resolves where a webhook may not go:
+    two would tell a tenant which internal names exist, and which address and why would map the
+    deployment's internal DNS."""
+    unreachable = InvalidInput(
+        f"{field} host {host!r} must resolve, and only to public addresses",
+        field=field,
+    )
     try:
         infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    except socket.gaierror as exc:
-        raise InvalidInput(f"{field} host {host!r} does not resolve: {exc.strerror}", field=field) from exc
+    except socket.gaierror:
+        raise unreachable from None
     addresses = list(dict.fromkeys(str(info[4][0]) for info in infos))
     if any(forbidden_reason(a, allow_private=allow_private) for a in addresses):
-        # Which address and why stays unsaid: the answer would map the deployment's internal DNS.
-        raise InvalidInput(
-            f"{field} host {host!r} resolves to a private, loopback, link-local or metadata address",
-            field=field,
-        )
+        raise unreachable
     return addresses
 
 

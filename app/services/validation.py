@@ -1,13 +1,16 @@
 """Input checks shared by the routes and services: one rule for payloads, whichever door they use
-(job PUT, run POST, batch)."""
+(job PUT, run POST, batch), and one for moments, wherever one is accepted."""
 
 from __future__ import annotations
 
 import math
 import re
-from typing import Any
+from datetime import UTC, datetime
+from typing import Annotated, Any
 
 import orjson
+from pydantic import AfterValidator, AwareDatetime
+from pydantic_core import PydanticCustomError
 
 from app.errors import InvalidInput, PayloadTooLarge
 
@@ -15,30 +18,52 @@ from app.errors import InvalidInput, PayloadTooLarge
 _NUL = re.compile(rb"(?<!\\)(?:\\\\)*\\u0000")
 
 
-def _check_shape(payload: Any, max_depth: int, field: str) -> None:
-    """Refuse nesting deeper than `max_depth` containers and numbers JSON cannot carry.
+# The integers orjson writes (and so the engine's messages and the API's answers carry): 64 bits,
+# signed or unsigned.
+_MIN_INT, _MAX_INT = -(2**63), 2**64 - 1
 
-    Depth: the engine nests a payload two levels deeper inside its message and orjson refuses
-    anything past 254, so a payload of 253 stored fine and then killed every engine that claimed
-    it. Non-finite numbers: Python's JSON parser reads NaN, Infinity and 1e400 (an overflow to
-    infinity), which orjson then writes as null, a silent change of the caller's data."""
-    stack: list[tuple[Any, int]] = [(payload, 0)]
-    while stack:
-        value, depth = stack.pop()
-        if isinstance(value, dict):
-            children: Any = value.values()
-        elif isinstance(value, list):
-            children = value
-        else:
-            if isinstance(value, float) and not math.isfinite(value):
-                raise InvalidInput(
-                    f"{field} holds a number JSON cannot represent (NaN, Infinity or out of range)",
-                    field=field,
-                )
-            continue
-        if depth + 1 > max_depth:
-            raise InvalidInput(f"{field} is nested deeper than {max_depth} levels", field=field)
-        stack.extend((child, depth + 1) for child in children)
+
+def shape_problem(value: Any, max_depth: int) -> str | None:
+    """Why `value` is JSON no run keeps (None: it is within the bounds), as the end of a sentence
+    naming it: nested deeper than `max_depth` containers, or a number JSON cannot carry.
+
+    Depth: the engine nests a payload two levels deeper inside its message, the API a result three
+    levels deeper in a listing, and orjson refuses anything past 254: a payload of 253 stored fine
+    and then killed every engine that claimed it, a result of 253 failed every listing page holding
+    it. Numbers: Python's JSON parser reads NaN, Infinity and 1e400 (an overflow to infinity), which
+    orjson then writes as null, a silent change of the caller's data; an integer beyond 64 bits
+    orjson cannot write at all."""
+    # Level by level, so a scalar costs a type check and no bookkeeping: 8000 values take 1.8 ms,
+    # 3.9 ms as a stack of (value, depth).
+    level: list[Any] = [value]
+    depth = 0  # the containers around `level`'s values
+    while level:
+        inner: list[Any] = []
+        containers = 0
+        for item in level:
+            if isinstance(item, dict):
+                inner.extend(item.values())
+                containers += 1
+            elif isinstance(item, list):
+                inner.extend(item)
+                containers += 1
+            elif isinstance(item, float):
+                if not math.isfinite(item):
+                    return "holds a number JSON cannot represent (NaN, Infinity or out of range)"
+            elif isinstance(item, int) and not _MIN_INT <= item <= _MAX_INT:
+                return "holds an integer beyond 64 bits"
+        if containers:
+            depth += 1
+            if depth > max_depth:
+                return f"is nested deeper than {max_depth} levels"
+        level = inner
+    return None
+
+
+def _check_shape(payload: Any, max_depth: int, field: str) -> None:
+    problem = shape_problem(payload, max_depth)
+    if problem is not None:
+        raise InvalidInput(f"{field} {problem}", field=field)
 
 
 def check_payload(payload: Any, limit: int, *, max_depth: int, field: str) -> None:
@@ -47,7 +72,7 @@ def check_payload(payload: Any, limit: int, *, max_depth: int, field: str) -> No
     try:
         encoded = orjson.dumps(payload)
     except orjson.JSONEncodeError as exc:  # too deep, an integer beyond 64 bits, a lone surrogate
-        _check_shape(payload, max_depth, field)  # names the depth when that is the reason
+        _check_shape(payload, max_depth, field)  # names the depth or the number when that is the reason
         raise InvalidInput(f"{field} cannot be stored as JSON: {exc}", field=field) from None
     if len(encoded) > limit:
         raise PayloadTooLarge(f"{field} is {len(encoded)} bytes; the limit is {limit}", field=field)
@@ -55,6 +80,26 @@ def check_payload(payload: Any, limit: int, *, max_depth: int, field: str) -> No
     _check_shape(payload, max_depth, field)
     if _NUL.search(encoded):
         raise InvalidInput(f"{field} contains a NUL character (\\u0000); jsonb cannot store it", field=field)
+
+
+# ── moments ──
+
+
+def utc_moment(value: datetime) -> datetime:
+    """An aware moment in UTC; a ValueError naming the bound for one that has no UTC form: past
+    year 9999 or before year 1 once its offset applies (9999-12-31T23:59:59-14:00). Every moment
+    the API and the dashboard accept passes here: left to the database driver, such a moment was an
+    OverflowError, a 500, in a filter, a listing or a reschedule."""
+    try:
+        return value.astimezone(UTC)
+    except OverflowError:
+        raise PydanticCustomError(
+            "moment_out_of_range", "a moment between the years 1 and 9999 in UTC is required"
+        ) from None
+
+
+# What every body and query parameter that takes a moment declares (422 naming the field).
+Moment = Annotated[AwareDatetime, AfterValidator(utc_moment)]
 
 
 # ── text from outside, on its way into Postgres ──

@@ -11,6 +11,7 @@ from fastapi import Query
 from app.api.schemas.common import JOB_NAME_PATTERN, TENANT_ID_PATTERN
 from app.errors import InvalidInput
 from app.services.ui_sessions import UiSession
+from app.services.validation import utc_moment
 
 PAGE_SIZE = 50
 TenantQuery = Annotated[str | None, Query(pattern=TENANT_ID_PATTERN)]
@@ -50,4 +51,7 @@ def moment(value: str | None, field: str) -> datetime | None:
         parsed = datetime.fromisoformat(value.strip())
     except ValueError:
         raise InvalidInput(f"not a date and time: {value!r}", field=field) from None
-    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
+    try:
+        return utc_moment(parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC))
+    except ValueError as exc:
+        raise InvalidInput(f"{field}: {exc}", field=field) from None

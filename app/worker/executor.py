@@ -37,7 +37,9 @@ class Executor:
         self.pool = pool
         self.handlers = handlers
         self.signing_keys = SigningKeys(pool, settings.signing_secret_cache_seconds)
-        self.answer_limits = AnswerLimits(settings.max_result_bytes, settings.max_retry_after_seconds)
+        self.answer_limits = AnswerLimits(
+            settings.max_result_bytes, settings.max_retry_after_seconds, settings.max_payload_depth
+        )
         # A connection for every slot, the reserve included: with fewer, a tenant's hanging calls
         # held every connection and the run that fairness let start waited for one anyway.
         # Identity encoding: the excerpt of an answer is read as sent, never inflated (targets.py).
@@ -127,7 +129,10 @@ class Executor:
                 name = run.target["handler"]
                 raise AttemptFailed(f"python handler {name!r} is not registered on this worker")
             _still_leased(lease_until)
-            return result_of_value(await handler(run.payload, context), self.settings.max_result_bytes)
+            value = await handler(run.payload, context)
+            return result_of_value(
+                value, self.settings.max_result_bytes, max_depth=self.settings.max_payload_depth
+            )
         if kind == "http":
             try:
                 keys = await self.signing_keys.get(run.tenant_id)

@@ -57,10 +57,12 @@ class AttemptFailed(Exception):
 
 @dataclass(frozen=True)
 class AnswerLimits:
-    """How much of a webhook's answer is kept: the result's bytes, a Retry-After's seconds."""
+    """How much of a webhook's answer is kept: the result's bytes and depth (a payload's), a
+    Retry-After's seconds."""
 
     max_result_bytes: int = 64 * 1024
     max_retry_after_seconds: float = 3600.0
+    max_result_depth: int = 32
 
 
 @dataclass(frozen=True)
@@ -192,7 +194,9 @@ async def call_http(
 
     answer = await send_bounded(client, sendable, keep)
     if 200 <= answer.status < 300:
-        return result_of_body(answer.body, answer.content_type, limits.max_result_bytes)
+        return result_of_body(
+            answer.body, answer.content_type, limits.max_result_bytes, max_depth=limits.max_result_depth
+        )
     text = answer.body.decode("utf-8", errors="replace")[:MAX_ERROR_BODY]
     retry_after = None
     if answer.status in RETRY_AFTER_STATUSES:

@@ -164,5 +164,5 @@ async def test_the_ssrf_rule_is_applied_again_at_delivery(stack: dict) -> None:
     run = await submit(api, auth)
     done = await callback_reaching(api, run["id"], auth, {"delivered", "failed"})
     assert done["callback"]["status"] == "failed" and done["callback"]["attempts"] == 3
-    assert "callback.url host '127.0.0.1' resolves to a private" in done["callback"]["last_error"]
+    assert "callback.url host '127.0.0.1' must resolve, and only to public" in done["callback"]["last_error"]
     assert receiver.callbacks_for(run["id"]) == []

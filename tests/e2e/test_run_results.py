@@ -151,3 +151,80 @@ async def test_a_killed_worker_leaves_its_attempt_lost(stack: dict) -> None:
     assert done["status"] == "failed"
     [lost] = done["attempts"]
     assert lost["outcome"] == "lost" and lost["epoch"] == 1 and lost["finished_at"] is not None
+
+
+def nested(depth: int) -> str:
+    return "[" * depth + "1" + "]" * depth
+
+
+async def test_answers_beyond_a_payloads_bounds_leave_the_run_readable_beside_a_good_tenant(
+    stack: dict,
+) -> None:
+    """A target answering JSON 253 and 254 deep (orjson's limit is 254, the run's and the listing's
+    wrappers included) or numbers beyond 64 bits or a double: each result is kept as its text,
+    flagged, so GET /runs/{id}, every listing page (paged through by next_cursor) and the run's
+    callback work. Stored as JSON, GET answered 500 at 254, every page holding the run at 253 and
+    254, and the callback failed at every attempt. The other tenant's runs keep their JSON results."""
+    api, hostile, receiver = stack["api"], stack["auth"], stack["receiver"]
+    await put_job(stack, hostile, max_attempts=1, callback={"url": receiver.url})
+    created = await create_tenant(api, "victim")
+    good = {"Authorization": f"Bearer {created['api_key']}"}
+    await put_job(stack, good, "victim", max_attempts=1, callback={"url": receiver.url})
+    await stack["spawn"]("worker").wait_ready(timeout=90)
+    beyond = {
+        "253": nested(253),
+        "254": nested(254),
+        "2**64": '{"n": 18446744073709551616}',
+        "1e400": '{"n": 1' + "0" * 400 + "}",
+    }
+    bad = {
+        name: await submit(stack, hostile, answer(body=body, content_type="application/json"))
+        for name, body in beyond.items()
+    }
+    # 32 levels deep, the bound, and the largest integer orjson writes.
+    within = {"rows": [1, 2], "deep": orjson.loads(nested(31)), "n": 18446744073709551615}
+    fine = [
+        await submit(
+            stack, good, answer(body=orjson.dumps(within).decode(), content_type="application/json"), "victim"
+        )
+        for _ in range(3)
+    ]
+    for run_id in fine:
+        ok = await finished(stack, good, run_id)
+        assert ok["status"] == "succeeded" and ok["result"] == within and not ok["result_truncated"], ok
+    for name, run_id in bad.items():
+        run = await finished(stack, hostile, run_id)
+        assert run["status"] == "succeeded", run
+        assert run["result"] == beyond[name] and run["result_truncated"] is True, (name, run["result"])
+
+    # Every listing page holding one of them, one run a page.
+    listed, cursor = [], None
+    while True:
+        r = await api.get(
+            "/tenants/acme/runs",
+            params={"limit": 1, **({"cursor": cursor} if cursor else {})},
+            headers=hostile,
+        )
+        assert r.status_code == 200, r.text
+        listed += [run["id"] for run in r.json()["runs"]]
+        cursor = r.json()["next_cursor"]
+        if cursor is None:
+            break
+    assert set(bad.values()) <= set(listed)
+    r = await api.get("/tenants/acme/runs", params={"limit": 500}, headers=hostile)
+    assert r.status_code == 200 and {run["id"] for run in r.json()["runs"]} >= set(bad.values())
+
+    # Each run's callback is delivered, its body the run with the result as text.
+    async def delivered(run_id: str, auth: dict) -> dict:
+        return dict((await api.get(f"/runs/{run_id}", headers=auth)).json())
+
+    for run_id, auth in [*((i, hostile) for i in bad.values()), *((i, good) for i in fine)]:
+        run = await eventually(
+            lambda run_id=run_id, auth=auth: delivered(run_id, auth),
+            until=lambda run: run["callback"]["status"] in ("delivered", "failed"),
+            timeout=30,
+            what=f"the callback of {run_id}",
+        )
+        assert run["callback"]["status"] == "delivered" and run["callback"]["attempts"] == 1, run["callback"]
+        [call] = receiver.callbacks_for(run_id)
+        assert orjson.loads(call.body)["data"]["result"] == run["result"]

@@ -14,6 +14,7 @@ import pytest
 from app.config import Settings
 from app.engine.partitions import PartitionMaintenance
 from tests.support import api_client, bearer, create_tenant, put_job, snapshot, submit_run
+from tests.ui_support import csrf_of, ui_sign_in
 
 
 def nested(depth: int) -> object:
@@ -112,6 +113,46 @@ async def test_a_cursor_past_year_9999_is_422(api: httpx.AsyncClient, tenant: di
         cursor = base64.urlsafe_b64encode(f"{at}|{uuid.uuid4()}".encode()).decode()
         r = await api.get("/tenants/acme/runs", params={"cursor": cursor}, headers=tenant["auth"])
         refused(r, 422, "cursor")
+
+
+# Moments that have no UTC form: converted by the database driver, an OverflowError, a 500.
+NO_UTC_FORM = ("9999-12-31T23:59:59-14:00", "0001-01-01T00:00:00+14:00")
+
+
+async def test_a_moment_without_a_utc_form_is_a_422_naming_its_field_wherever_one_is_accepted(
+    api: httpx.AsyncClient, tenant: dict, calm: dict[str, str], pool: asyncpg.Pool
+) -> None:
+    auth = tenant["auth"]
+    run = await submit_run(api, "acme", auth, job="hello")
+    before = await snapshot(pool)
+    browser = await ui_sign_in(str(api.base_url), tenant["api_key"])
+    csrf = csrf_of((await browser.get(f"/ui/runs/{run['id']}")).text)
+    for at in NO_UTC_FORM:
+        for name in ("scheduled_after", "scheduled_before"):
+            refused(await api.get("/tenants/acme/runs", params={name: at}, headers=auth), 422, name)
+            action = {"action": "cancel", "filter": {name: at}}
+            r = await api.post("/tenants/acme/runs/actions", json=action, headers=auth)
+            refused(r, 422, f"filter.{name}")
+            r = await browser.get("/ui/runs", params={name: at})  # the dashboard's filter: the same rule
+            assert r.status_code == 422 and f"{name}: a moment between the years 1 and 9999" in r.text, r.text
+        refused(
+            await api.post(f"/runs/{run['id']}/reschedule", json={"due_at": at}, headers=auth), 422, "due_at"
+        )
+        r = await browser.post(f"/ui/runs/{run['id']}/reschedule", data={"csrf_token": csrf, "due_at": at})
+        assert r.status_code == 422 and "due_at: a moment between the years 1 and 9999" in r.text, r.text
+        r = await api.post("/tenants/acme/runs", json={"job": "hello", "scheduled_at": at}, headers=auth)
+        refused(r, 422, "scheduled_at")
+        batch = {"runs": [{"job": "hello"}, {"job": "hello", "scheduled_at": at}]}
+        refused(
+            await api.post("/tenants/acme/runs/batch", json=batch, headers=auth), 422, "runs[1].scheduled_at"
+        )
+    await browser.aclose()
+    assert await snapshot(pool) == before
+    # The first and the last moment that have one are fine.
+    edges = {"scheduled_after": "0001-01-01T00:00:00Z", "scheduled_before": "9999-12-31T23:59:59Z"}
+    r = await api.get("/tenants/acme/runs", params=edges, headers=auth)
+    assert r.status_code == 200 and [listed["id"] for listed in r.json()["runs"]] == [run["id"]], r.text
+    await assert_calm_unharmed(api, calm)
 
 
 async def test_a_job_url_with_an_overlong_host_label_is_422(

@@ -96,6 +96,54 @@ async def test_retry_statuses_and_unknown_runs(
     assert_error(r, 422, "invalid_input", "run_id")
 
 
+async def test_retries_stop_at_the_most_attempts_a_run_may_make_beside_a_calm_tenant(
+    api: httpx.AsyncClient, tenant: dict, pool: asyncpg.Pool
+) -> None:
+    """A hostile tenant retrying one run as it fails, 130 times: each retry adds an attempt to its
+    bound until it made 100, the contract's bound on max_attempts; then 409 naming `attempt`,
+    nothing written (130 retries left max_attempts at 131, and as many entries of history). A bulk
+    retry leaves such a run too, matched but not changed, and retries the others."""
+    auth = tenant["auth"]
+    calm = bearer((await create_tenant(api, "calm"))["api_key"])
+    await put_job(api, "calm", "hello", calm)
+    run = await submit_run(api, "acme", auth, job="hello")
+    refusals = []
+    for attempt in range(1, 131):
+        await set_status(pool, run["id"], "failed", attempt=attempt)
+        r = await api.post(f"/runs/{run['id']}/retry", headers=auth)
+        if r.status_code == 200:
+            assert r.json()["max_attempts"] == max(3, attempt + 1) and attempt < 100, r.text
+        else:
+            refusals.append(attempt)
+            before = await snapshot(pool)
+            body = assert_error(r, 409, "conflict", "attempt")
+            assert "at most 100" in body["detail"]
+            assert await snapshot(pool) == before
+    assert refusals == list(range(100, 131))
+    assert await pool.fetchval("SELECT max(max_attempts) FROM job_runs") == 100
+    # A new bound cannot get past it either: 409 before the bound's own check.
+    r = await api.post(f"/runs/{run['id']}/retry", json={"max_attempts": 100}, headers=auth)
+    assert_error(r, 409, "conflict", "attempt")
+
+    # Bulk: the run at the bound is matched, not changed; another failed run is retried.
+    other = await submit_run(api, "acme", auth, job="hello")
+    await set_status(pool, other["id"], "failed", attempt=3)
+    assert await act(api, auth, action="retry", filter={"status": ["failed"]}) == {
+        "matched": 2,
+        "changed": 1,
+        "next_cursor": None,
+    }
+    stuck = (await api.get(f"/runs/{run['id']}", headers=auth)).json()
+    assert stuck["status"] == "failed" and stuck["max_attempts"] == 100
+    assert (await api.get(f"/runs/{other['id']}", headers=auth)).json()["status"] == "pending"
+
+    # The calm tenant's failed run is retried as ever.
+    mine = await submit_run(api, "calm", calm, job="hello")
+    await set_status(pool, mine["id"], "failed", attempt=3)
+    r = await api.post(f"/runs/{mine['id']}/retry", headers=calm)
+    assert r.status_code == 200 and r.json()["max_attempts"] == 4, r.text
+
+
 async def test_retry_counts_against_the_backlog_quota(settings: Settings, pool: asyncpg.Pool) -> None:
     async with api_client(settings, tenant_max_pending=1) as api:
         auth = bearer((await create_tenant(api, "acme"))["api_key"])

@@ -184,7 +184,7 @@ async def test_job_put_refuses_targets_resolving_to_private_addresses(strict_api
             accepted.append(f"{url}: {r.status_code} {r.text}")
             continue
         body = assert_error(r, 422, "invalid_input", field="target.url")
-        assert "private" in str(body["detail"]) or "resolve" in str(body["detail"]), body
+        assert str(body["detail"]).endswith("must resolve, and only to public addresses"), body
     assert not accepted, "\n".join(accepted)
     assert (await api.get("/tenants/acme/jobs", headers=auth)).json()["jobs"] == []  # nothing written
 
@@ -195,6 +195,33 @@ async def test_job_put_refuses_targets_resolving_to_private_addresses(strict_api
         headers=auth,
     )
     assert r.status_code == 201, r.text
+
+
+async def test_job_put_does_not_tell_which_internal_names_exist(strict_api: tuple) -> None:
+    """A name that does not resolve and one that resolves to a private address get one answer: two
+    ("does not resolve" / "resolves to a private address") let a tenant map the internal DNS."""
+    api, auth = strict_api
+    details = []
+    for host in ("intranet.example", "loopback.example", "nowhere.invalid", "no-such-name.example"):
+        r = await api.put(
+            "/tenants/acme/jobs/probe",
+            json={"target": {"type": "http", "url": f"http://{host}/"}},
+            headers=auth,
+        )
+        body = assert_error(r, 422, "invalid_input", field="target.url")
+        details.append(str(body["detail"]).replace(host, "HOST"))
+    assert len(set(details)) == 1, details
+    # The same for a callback's URL.
+    r = await api.put(
+        "/tenants/acme/jobs/probe",
+        json={"target": {"type": "noop"}, "callback": {"url": "http://nowhere.invalid/"}},
+        headers=auth,
+    )
+    body = assert_error(r, 422, "invalid_input", field="callback.url")
+    assert (
+        str(body["detail"])
+        == "callback.url host 'nowhere.invalid' must resolve, and only to public addresses"
+    )
 
 
 # ─────────────────────────────── size limits ───────────────────────────────

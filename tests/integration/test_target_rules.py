@@ -1,6 +1,6 @@
 """A job's webhook target through the API (issue 12, items 9 and 10): every IPv4-embedding and
-metadata form of a forbidden address is a 422 naming `target.url`, framing and hop-by-hop headers a
-422 naming `target.headers`, with nothing written, beside a well-behaved job that is accepted; and a
+metadata form of a forbidden address is a 422 naming `target.url`, framing and hop-by-hop headers and
+header values that are not visible ASCII a 422 naming `target.headers`, with nothing written, beside a well-behaved job that is accepted; and a
 job stored before a header was reserved cannot make the worker send it."""
 
 from __future__ import annotations
@@ -109,6 +109,49 @@ async def test_framing_and_hop_by_hop_headers_are_a_422_naming_target_headers(
     assert (
         await api.put("/tenants/acme/jobs/framing", json={"target": target}, headers=auth)
     ).status_code == 201
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "é☃",  # beyond ASCII: UnicodeEncodeError at every attempt
+        "caf\u00e9",
+        " leading",  # h11: "Illegal header value", at every attempt
+        "trailing\t",
+        "a\r\nX-Injected: 1",
+        "a\x00b",
+        "a\x7f",
+    ],
+)
+async def test_a_header_value_that_is_not_visible_ascii_is_a_422_naming_the_header(
+    api: httpx.AsyncClient, tenant: dict, value: str
+) -> None:
+    auth = bearer(tenant["api_key"])
+    target = {"type": "http", "url": "http://127.0.0.1:9/hook", "headers": {"X-Team": "blue", "X-A": value}}
+    r = await api.put("/tenants/acme/jobs/hdr", json={"target": target}, headers=auth)
+    assert r.status_code == 422 and r.json()["field"] == "target.headers", r.text
+    assert r.json()["detail"].startswith("target.headers['X-A']: a header value is visible ASCII"), r.text
+    assert (await api.get("/tenants/acme/jobs/hdr", headers=auth)).status_code == 404
+
+
+async def test_visible_ascii_header_values_with_inner_spaces_and_tabs_reach_the_target(
+    api: httpx.AsyncClient, tenant: dict
+) -> None:
+    """The well-behaved side of the rule: what it accepts, the worker sends as it is."""
+    auth = bearer(tenant["api_key"])
+    headers = {
+        "X-Team": "blue",
+        "X-Spaced": "a b\tc",
+        "X-Empty": "",
+        "X-Symbols": "!#$%&'*+-.^_`|~\"(),/:;<=>?@[]{}",
+    }
+    async with running_receiver() as receiver, httpx.AsyncClient() as client:
+        target = {"type": "http", "url": receiver.url, "headers": headers}
+        r = await api.put("/tenants/acme/jobs/hdr", json={"target": target}, headers=auth)
+        assert r.status_code == 201, r.text
+        await call_http(client, r.json()["target"], {"a": 1}, CONTEXT, [b"k" * 32], 5, True)
+    [call] = receiver.calls
+    assert {name: call.headers[name.lower()] for name in headers} == headers
 
 
 async def test_a_stored_job_naming_framing_headers_cannot_make_the_worker_send_them() -> None:

@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.api.schemas.common import PAYLOAD_RULE, Priority, Strict
-from app.domain import DEFAULT_PRIORITY, JOB_FIELDS, JobRecord
+from app.domain import DEFAULT_PRIORITY, JOB_FIELDS, MAX_ATTEMPTS, JobRecord
 from app.services.callbacks import Callback
 from app.services.targets import Target
 
@@ -74,7 +74,7 @@ class JobPut(Strict):
     payload: Any = Field(
         default_factory=dict, description=f"Each run's payload unless it brings one. {PAYLOAD_RULE}"
     )
-    max_attempts: int = Field(default=3, ge=1, le=100)
+    max_attempts: int = Field(default=3, ge=1, le=MAX_ATTEMPTS)
     backoff_seconds: float = Field(default=10, ge=0, le=86_400)
     timeout_seconds: float = Field(default=30, gt=0, le=3_600)
     misfire: Literal["latest", "all", "skip"] = "latest"

@@ -7,11 +7,12 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 from uuid import UUID
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from app.api.schemas.common import PAYLOAD_RULE, PRIORITY_RULE, JobName, Priority, Strict
-from app.domain import RUN_FIELDS, AttemptOutcomeName, HeldReason, RunStatus
+from app.domain import MAX_ATTEMPTS, RUN_FIELDS, AttemptOutcomeName, HeldReason, RunStatus
 from app.services.callbacks import Callback, CallbackState
+from app.services.validation import Moment
 
 # The statuses as the contract lists them, generated from the enum (an inline enum of strings in
 # openapi.json, as before the enum existed).
@@ -33,7 +34,7 @@ class RunSubmit(Strict):
         extra="forbid", json_schema_extra={"examples": [{"job": "send-report", "payload": {"user": 42}}]}
     )
     job: JobName
-    scheduled_at: AwareDatetime | None = Field(
+    scheduled_at: Moment | None = Field(
         default=None,
         description="ISO 8601 with a timezone; default now (the database's clock). At most "
         "SCHEDULER_MAX_SCHEDULE_AHEAD_DAYS (366) ahead and SCHEDULER_MAX_SCHEDULE_BEHIND_DAYS (7) behind.",
@@ -102,9 +103,14 @@ class Run(BaseModel):
     result: Any = Field(
         description="What the last successful attempt returned: a python handler's value, a webhook's "
         "body (JSON if it is application/json and parses, else its text). Over "
-        "SCHEDULER_MAX_RESULT_BYTES (64 KiB) it is the first bytes of its JSON text, as a string."
+        "SCHEDULER_MAX_RESULT_BYTES (64 KiB) it is the first bytes of its JSON text, as a string; "
+        "JSON beyond a payload's bounds (nested deeper than SCHEDULER_MAX_PAYLOAD_DEPTH (32), an "
+        "integer beyond 64 bits, a number beyond a double) is its text, as a string."
     )
-    result_truncated: bool = Field(description="The result was cut to SCHEDULER_MAX_RESULT_BYTES.")
+    result_truncated: bool = Field(
+        description="The result is not the value as returned: cut to SCHEDULER_MAX_RESULT_BYTES, or "
+        "JSON beyond a payload's bounds kept as its text."
+    )
     held: HeldReasonName | None = Field(
         description="Why a pending run is held back: its job or tenant is `paused`, it waits for a "
         "`concurrency` slot (of its job's key, of its tenant's max_in_flight, or both), or for room in "
@@ -126,9 +132,10 @@ class RunRetry(Strict):
     max_attempts: int | None = Field(
         default=None,
         ge=1,
-        le=100,
+        le=MAX_ATTEMPTS,
         description="The run's new bound on attempts, more than the attempts already made. "
-        "Default: one more attempt if none is left, else the bound stays.",
+        "Default: one more attempt if none is left, else the bound stays. A run that made 100 "
+        "attempts is not retried (409).",
     )
 
 
@@ -136,7 +143,7 @@ class RunReschedule(Strict):
     model_config = ConfigDict(
         extra="forbid", json_schema_extra={"examples": [{"due_at": "2030-01-01T09:00:00Z"}]}
     )
-    due_at: AwareDatetime = Field(
+    due_at: Moment = Field(
         description="ISO 8601 with a timezone: when the run may next be claimed. A past time means now; "
         "at most SCHEDULER_MAX_SCHEDULE_AHEAD_DAYS (366) ahead. The run keeps its id and scheduled_at.",
     )
@@ -145,8 +152,8 @@ class RunReschedule(Strict):
 class RunFilter(Strict):
     status: list[RunStatusName] | None = Field(default=None, min_length=1, max_length=6)
     job: JobName | None = None
-    scheduled_after: AwareDatetime | None = Field(default=None, description="scheduled_at >= this.")
-    scheduled_before: AwareDatetime | None = Field(default=None, description="scheduled_at < this.")
+    scheduled_after: Moment | None = Field(default=None, description="scheduled_at >= this.")
+    scheduled_before: Moment | None = Field(default=None, description="scheduled_at < this.")
     ids: list[UUID] | None = Field(default=None, min_length=1, max_length=1000)
 
 

@@ -829,6 +829,7 @@ retried AS (
       AND r.scheduled_at >= :lo AND r.scheduled_at < :hi
       AND (CAST(:tenant_id AS text) IS NULL OR r.tenant_id = :tenant_id)
       AND (CAST(:max_attempts AS int) IS NULL OR :max_attempts > r.attempt)
+      AND r.attempt < :attempts_cap
     RETURNING r.*
 ),
 notified AS (
