@@ -134,6 +134,12 @@ class Settings(BaseSettings):
     http_body_min_rate: int = Field(default=16_384, ge=1)  # bytes a second
     http_max_connections: int = Field(default=1000, ge=1)
     http_max_connections_per_client: int = Field(default=0, ge=0)
+    # Where browsers reach the API (the dashboard): an https URL makes its cookies Secure whatever
+    # the scheme of the hop in front of the server says.
+    public_url: str | None = Field(default=None, pattern=r"^https?://[^\s/]+(/\S*)?$")
+    # Proxies whose X-Forwarded-For and X-Forwarded-Proto uvicorn believes (comma-separated
+    # addresses or networks, `*` for any); unset: uvicorn's default, 127.0.0.1 and ::1.
+    forwarded_allow_ips: str | None = None
     max_batch: int = Field(default=1000, ge=1)
     max_schedule_ahead_days: int = Field(default=366, ge=1)
     max_schedule_behind_days: int = Field(default=7, ge=0)

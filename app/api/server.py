@@ -281,6 +281,8 @@ def server_options(settings: Settings) -> dict[str, Any]:
         "timeout_keep_alive": settings.http_keep_alive_seconds,
         "limit_concurrency": settings.http_max_connections,
     }
+    if settings.forwarded_allow_ips is not None:
+        options["forwarded_allow_ips"] = settings.forwarded_allow_ips
     return options
 
 
