@@ -6,6 +6,7 @@ import asyncio
 import functools
 import json
 from collections.abc import Callable, Coroutine
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any
 from uuid import UUID
@@ -16,6 +17,7 @@ from pydantic import AwareDatetime
 
 from app.api.cursors import decode_cursor, encode_cursor
 from app.api.deps import PrincipalDep, State, StateDep, bearer, get_principal, get_state
+from app.api.large_json import loads_in_pieces
 from app.api.schemas.common import JOB_NAME_PATTERN, TENANT_ID_PATTERN, error_responses, json_response
 from app.api.schemas.runs import (
     IdempotencyKey,
@@ -39,6 +41,10 @@ from app.services.validation import check_payload
 # Bodies at least this large are refused unread when their tenant is known to be full, and parsed
 # off the event loop otherwise.
 LARGE_BODY_BYTES = 1 << 20
+# One thread parses them, one at a time, in pieces (app/api/large_json.py): the parser's C steps
+# hold the GIL, and four whole parses at once handed it to one another while the event loop waited
+# (1.2 s stalls).
+_PARSER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="body-parser")
 
 
 class _LargeBodiesOffTheLoop(APIRoute):
@@ -48,16 +54,15 @@ class _LargeBodiesOffTheLoop(APIRoute):
     still answered 200 when the tenant is full. The caller is authenticated first, so only the
     tenant itself learns that it is full (and only its own requests make admission count again).
 
-    Any other large body is parsed in a thread (FastAPI then finds it parsed): the event loop, which
-    the engine shares, keeps answering meanwhile, but for the parser's own C steps, which hold the
-    GIL (json.loads: 0.03-0.5 s for 16 MiB, by its shape)."""
+    Any other large body is parsed in a thread, in pieces (FastAPI then finds it parsed): the event
+    loop, which the engine shares, keeps answering meanwhile, waiting at most for one piece's C
+    step, which holds the GIL (a run's field; a whole 16 MiB json.loads held it 0.03-0.5 s)."""
 
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()
 
         async def refuse_or_handle(request: Request) -> Response:
-            declared = request.headers.get("content-length", "")
-            if not (declared.isdigit() and int(declared) >= LARGE_BODY_BYTES):
+            if not _large(request):
                 return await handler(request)
             state = await get_state(request)
             tenant_id = request.path_params.get("tenant_id", "")
@@ -79,7 +84,7 @@ async def _parse_off_the_loop(request: Request) -> None:
     parser raises is left for FastAPI to meet again and answer as it always has."""
     body = await request.body()
     try:
-        request._json = await asyncio.to_thread(json.loads, body)
+        request._json = await asyncio.get_running_loop().run_in_executor(_PARSER, loads_in_pieces, body)
     except json.JSONDecodeError:
         raise InvalidInput("request body is not valid JSON", field="body") from None
     except (RecursionError, UnicodeDecodeError):
@@ -119,6 +124,16 @@ def _check(settings: Settings, body: RunSubmit, field: str, header_key: str | No
     if header_key is not None and key is not None and key != header_key:
         raise InvalidInput("Idempotency-Key header and body idempotency_key differ", field="idempotency_key")
     return key if header_key is None else header_key
+
+
+def _check_all(settings: Settings, runs: list[RunSubmit]) -> None:
+    for i, run in enumerate(runs):
+        _check(settings, run, f"runs[{i}].")
+
+
+def _large(request: Request) -> bool:
+    declared = request.headers.get("content-length", "")
+    return declared.isdigit() and int(declared) >= LARGE_BODY_BYTES
 
 
 async def _request(
@@ -188,7 +203,11 @@ async def submit_batch(
     # The checks walk every payload (a second for 16 MiB of small values): in a thread, not on the
     # event loop, which the engine shares.
     settings = state.settings
-    await asyncio.to_thread(lambda: [_check(settings, r, f"runs[{i}].") for i, r in enumerate(body.runs)])
+    checks = functools.partial(_check_all, settings, body.runs)
+    if _large(request):
+        await asyncio.get_running_loop().run_in_executor(_PARSER, checks)
+    else:
+        await asyncio.to_thread(checks)
     requests = [await _request(state, r, f"runs[{i}].", checked=True) for i, r in enumerate(body.runs)]
     submitted = await _submit(state, request, tenant_id, requests)
     return json_response({"runs": [s.run for s in submitted]}, 201)

@@ -269,3 +269,52 @@ async def test_a_full_tenant_whose_count_aged_pays_for_its_own_refusals(
         assert answers and all(a.startswith(b"HTTP/1.1 429") for a in answers), {a[:20] for a in answers}
         assert max(took) < 0.5, sorted(took)[-5:]
         assert await pending(pool, "hostile") == 200
+
+
+async def test_large_batches_are_parsed_off_the_event_loop(settings: Settings, pool: asyncpg.Pool) -> None:
+    """Four connections post 11 MiB batches refused once parsed (the last payload is too deep),
+    beside a well-behaved tenant: each was parsed and checked on the event loop (1.2-1.6 s each),
+    and the other tenant's submissions took seconds. A large valid batch is still taken, and a
+    large body that is not JSON refused as any other."""
+    async with api_client(settings) as api:
+        port = int(str(api.base_url).rsplit(":", 1)[1].strip("/"))
+        hostile = bearer((await create_tenant(api, "hostile"))["api_key"])
+        good = bearer((await create_tenant(api, "good"))["api_key"])
+        for tenant, auth in (("hostile", hostile), ("good", good)):
+            await put_job(api, tenant, "hello", auth)
+        deep: object = 1
+        for _ in range(40):
+            deep = {"a": deep}
+        runs = [{"job": "hello", "payload": list(range(1000)) * 3}] * 999 + [
+            {"job": "hello", "payload": deep}
+        ]
+        body = orjson.dumps({"runs": runs})
+        stop = time.monotonic() + 5
+        answers: list[bytes] = []
+
+        async def flood() -> None:
+            while time.monotonic() < stop:
+                answers.append(
+                    await asyncio.to_thread(post_whole, port, "/tenants/hostile/runs/batch", hostile, body)
+                )
+
+        floods = [asyncio.create_task(flood()) for _ in range(4)]
+        took: list[float] = []
+        while time.monotonic() < stop:
+            started = time.perf_counter()
+            r = await api.post("/tenants/good/runs", json={"job": "hello"}, headers=good)
+            assert r.status_code == 201, r.text
+            took.append(time.perf_counter() - started)
+            await asyncio.sleep(0.05)
+        await asyncio.gather(*floods)
+        assert answers and all(a.startswith(b"HTTP/1.1 422") for a in answers), {a[:20] for a in answers}
+        assert max(took) < 1.0, sorted(took)[-5:]
+        assert await pending(pool, "hostile") == 0
+        valid = await api.post(
+            "/tenants/hostile/runs/batch", content=orjson.dumps({"runs": runs[:999]}), headers=hostile
+        )
+        assert valid.status_code == 201 and len(valid.json()["runs"]) == 999, valid.text[:200]
+        refused = await api.post("/tenants/hostile/runs/batch", content=body, headers=hostile)
+        assert refused.status_code == 422 and refused.json()["field"] == "runs[999].payload", refused.text
+        broken = await api.post("/tenants/hostile/runs/batch", content=body[:-1], headers=hostile)
+        assert broken.status_code == 422 and broken.json()["field"] == "body", broken.text
