@@ -175,6 +175,7 @@ class GuardedHttpToolsProtocol(BoundedHttpToolsProtocol):
         self._limit_concurrency = self.limit_concurrency
         self._timer: asyncio.TimerHandle | None = None
         self._peer: str | None = None  # counted in door.by_client
+        self._head_begun = False  # a request's first byte arrived, its head's end not yet
         self._in_body = False
         self._body_since = 0.0
         self._body_bytes = 0
@@ -206,11 +207,13 @@ class GuardedHttpToolsProtocol(BoundedHttpToolsProtocol):
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
+        self._head_begun = True
         if self._timer is None:  # a kept-alive connection's next request; a fresh one's is running
             self._arm(self.door.head_timeout, self._head_timed_out)
 
     def on_headers_complete(self) -> None:
         self._disarm()
+        self._head_begun = False
         probe = self.url.split(b"?", 1)[0] in PROBE_PATHS
         self.limit_concurrency = None if probe else self._limit_concurrency
         super().on_headers_complete()
@@ -249,10 +252,10 @@ class GuardedHttpToolsProtocol(BoundedHttpToolsProtocol):
         self._timer = None
         if self.transport.is_closing():
             return
-        if self.cycle is None or self.cycle.response_complete:
+        if self._head_begun and (self.cycle is None or self.cycle.response_complete):
             msg = f"the request's head did not arrive within {self.door.head_timeout:g} s"
             self._answer_and_close(408, "http_error", msg)
-        else:  # a pipelined head behind a response still being written: nothing may cut into it
+        else:  # nothing sent (closed as an idle one is), or a head behind a response being written
             self.transport.close()
 
     def _check_body(self) -> None:
@@ -260,7 +263,8 @@ class GuardedHttpToolsProtocol(BoundedHttpToolsProtocol):
         if not self._in_body or self.transport.is_closing():
             return
         now, door = self.loop.time(), self.door
-        if self.flow.read_paused:  # the app has not taken what arrived: the client cannot send
+        # The app has not taken what arrived, or the client waits for its 100 Continue: it cannot send.
+        if self.flow.read_paused or (self.cycle is not None and self.cycle.waiting_for_100_continue):
             self._body_since, self._body_bytes = now, 0
             self._arm(door.body_timeout, self._check_body)
             return
