@@ -130,6 +130,24 @@ class Settings(BaseSettings):
     # the server: one that does races the client's next request on it, which then gets a connection
     # reset instead of an answer (an unanswered POST), seen under load at uvicorn's default of 5 s.
     http_keep_alive_seconds: float = Field(default=75.0, gt=0, le=3600)
+    # The front door (app/api/server.py). A request's head must arrive within HEAD_TIMEOUT (of the
+    # connection's opening, or of its first byte on a kept-alive connection) and its body within
+    # BODY_TIMEOUT plus a second per BODY_MIN_RATE bytes; slower connections are closed. From
+    # MAX_CONNECTIONS connections open (or requests in flight) a request is answered 503, the health
+    # probes excepted; beyond twice as many (at most the process's file descriptors less 256) a new
+    # connection is answered 503 and closed unread, and beyond MAX_CONNECTIONS_PER_CLIENT of one
+    # peer address (0: no bound; behind a proxy every connection is the proxy's).
+    http_head_timeout_seconds: float = Field(default=10.0, gt=0, le=3600)
+    http_body_timeout_seconds: float = Field(default=10.0, gt=0, le=3600)
+    http_body_min_rate: int = Field(default=16_384, ge=1)  # bytes a second
+    http_max_connections: int = Field(default=1000, ge=1)
+    http_max_connections_per_client: int = Field(default=0, ge=0)
+    # Where browsers reach the API (the dashboard): an https URL makes its cookies Secure whatever
+    # the scheme of the hop in front of the server says.
+    public_url: str | None = Field(default=None, pattern=r"^https?://[^\s/]+(/\S*)?$")
+    # Proxies whose X-Forwarded-For and X-Forwarded-Proto uvicorn believes (comma-separated
+    # addresses or networks, `*` for any); unset: uvicorn's default, 127.0.0.1 and ::1.
+    forwarded_allow_ips: str | None = None
     max_batch: int = Field(default=1000, ge=1)
     max_schedule_ahead_days: int = Field(default=366, ge=1)
     max_schedule_behind_days: int = Field(default=7, ge=0)

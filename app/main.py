@@ -149,6 +149,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         # declared type is refused by BodyLimit with 415 rather than misread as a string.
         strict_content_type=False,
     )
+    app.state.settings = settings  # what a route needs before the database is reached (app/ui)
     build_openapi = app.openapi
 
     def openapi() -> dict[str, Any]:

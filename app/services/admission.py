@@ -35,15 +35,47 @@ class AdmissionControl:
     def ticket(self, tenant_id: str) -> Ticket:
         return Ticket(self, self._backlogs.setdefault(tenant_id, _Backlog()), tenant_id)
 
-    def known_full(self, tenant_id: str) -> OverQuota | None:
-        """The refusal, if a count at most `ttl_seconds` old already says no run fits: the route
-        answers 429 without reading (and parsing) a body that would be refused anyway."""
+    def may_be_full(self, tenant_id: str) -> bool:
+        """Whether the tenant's last count (however old) said its backlog is full."""
         backlog = self._backlogs.get(tenant_id)
-        if backlog is None or time.monotonic() - backlog.counted_at > self.ttl_seconds:
+        return backlog is not None and backlog.count + backlog.reserved >= self.max_pending
+
+    async def known_full(
+        self, tenant_id: str, count_pending: Callable[[int], Awaitable[int]]
+    ) -> OverQuota | None:
+        """The refusal, if the tenant's backlog is known to be full: its last count said no run fits
+        and a count at most `ttl_seconds` old still says so (taken again when older, by one request
+        while the others wait, as in `admit`). The route answers 429 without reading (and parsing) a
+        body that would be refused anyway, so a full tenant's flood costs one count per TTL, not a
+        parse per request: with the count trusted only while fresh, each 16 MiB batch arriving after
+        it aged was parsed first (1.2-1.6 s of the event loop each). A tenant never counted, or
+        below the quota at its last count, is not known full: its body is read."""
+        backlog = self._backlogs.get(tenant_id)
+        if backlog is None or not self.may_be_full(tenant_id):
             return None
+        if backlog.counting is not None or time.monotonic() - backlog.counted_at > self.ttl_seconds:
+            await self._count(backlog, count_pending)
         if backlog.count + backlog.reserved < self.max_pending:
             return None
         return _over_quota(tenant_id, backlog.count + backlog.reserved, self.max_pending)
+
+    async def _count(self, backlog: _Backlog, count_pending: Callable[[int], Awaitable[int]]) -> None:
+        """Takes the shared count again, or waits for the one another request is taking."""
+        if backlog.counting is not None:  # another request is counting: its answer serves all
+            await asyncio.shield(backlog.counting)
+            return
+        backlog.counting = asyncio.get_running_loop().create_future()
+        try:
+            # The runs this process is inserting settle first (no new ones are admitted while a
+            # count is due), so the count sees each of them once: in the database, not also in
+            # `reserved`. Counted mid-insert, a run committed but not yet settled was counted
+            # twice and the tenant refused below its quota (9 of 10 admitted, under load).
+            await backlog.idle.wait()
+            fresh = await count_pending(self.max_pending + 1)
+            backlog.count, backlog.counted_at = fresh, time.monotonic()
+        finally:
+            backlog.counting.set_result(None)
+            backlog.counting = None
 
     def _fresh_enough(self, backlog: _Backlog, adding: int) -> bool:
         age = time.monotonic() - backlog.counted_at
@@ -81,21 +113,8 @@ class Ticket:
         """Reserves `adding` runs, or raises OverQuota. `count_pending(limit)` counts the tenant's
         pending runs (up to `limit`): called only when the shared count is too old."""
         control, backlog = self._control, self._backlog
-        if backlog.counting is not None:  # another request is counting: its answer serves all
-            await asyncio.shield(backlog.counting)
-        elif not control._fresh_enough(backlog, adding):
-            backlog.counting = asyncio.get_running_loop().create_future()
-            try:
-                # The runs this process is inserting settle first (no new ones are admitted while a
-                # count is due), so the count sees each of them once: in the database, not also in
-                # `reserved`. Counted mid-insert, a run committed but not yet settled was counted
-                # twice and the tenant refused below its quota (9 of 10 admitted, under load).
-                await backlog.idle.wait()
-                fresh = await count_pending(control.max_pending + 1)
-                backlog.count, backlog.counted_at = fresh, time.monotonic()
-            finally:
-                backlog.counting.set_result(None)
-                backlog.counting = None
+        if backlog.counting is not None or not control._fresh_enough(backlog, adding):
+            await control._count(backlog, count_pending)
         # From here to the reservation nothing awaits: the check and the reservation are one step.
         pending = backlog.count + backlog.reserved
         if pending + adding > control.max_pending:

@@ -221,3 +221,9 @@ async def _submit(
             out.append(Submitted(run_record(row), False))
     await with_delivery_state(conn, [s.run for s in out if not s.created])
     return out
+
+
+async def count_pending(pool: asyncpg.Pool, tenant_id: str, limit: int) -> int:
+    """The tenant's pending runs, up to `limit`: the count admission takes (AdmissionControl)."""
+    async with pool.acquire() as conn:
+        return await run_repo.count_pending_runs(conn, tenant_id, limit)

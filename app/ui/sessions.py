@@ -1,6 +1,7 @@
 """Signing in and out of the dashboard, the session every page depends on, and the CSRF check of
 every form that changes something. The session cookie holds a random token (HttpOnly, SameSite=
-Strict, Secure over TLS, scoped to /ui); the session itself lives in Postgres (services.ui_sessions)."""
+Strict, Secure over TLS or whenever SCHEDULER_PUBLIC_URL is https, scoped to /ui); the session
+itself lives in Postgres (services.ui_sessions)."""
 
 from __future__ import annotations
 
@@ -35,9 +36,17 @@ def _set_cookie(request: Request, response: Response, name: str, value: str, max
         max_age=max_age,
         path="/ui",
         httponly=True,
-        secure=request.url.scheme == "https",
+        secure=_over_tls(request),
         samesite="strict",
     )
+
+
+def _over_tls(request: Request) -> bool:
+    """Whether browsers reach us over TLS: the public URL is https (a TLS proxy's hop to the server
+    may be plain HTTP, and its X-Forwarded-Proto believed only from SCHEDULER_FORWARDED_ALLOW_IPS),
+    or this request's own scheme is."""
+    public_url: str = request.app.state.settings.public_url or ""
+    return public_url.startswith("https://") or request.url.scheme == "https"
 
 
 async def current_session(request: Request, state: StateDep) -> UiSession:

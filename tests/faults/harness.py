@@ -9,7 +9,9 @@ tenant isolation in SQL and at the webhook receiver (tests/faults/report.py says
 It owns its Postgres and NATS (embedded, in a temp dir), since it crashes them. The victim's runs
 come due over three phases: `quiet` (alone), `hostile` (beside the hostile tenant: poison input,
 NUL and huge answers, hanging endpoints that hit their timeouts) and `faults` (the same, under the
-faults of tests/faults/inject.py). The report gives the victim's due lag per phase. Beside them, a
+faults of tests/faults/inject.py). Through the hostile phase, slow and half-sent connections are
+held at each API (hostile.hold_the_door): each must be cut at the API's head timeout while /healthz
+keeps answering. The report gives the victim's due lag per phase. Beside them, a
 third tenant's concurrency-limited job (tests/faults/limited.py) has a backlog held behind its
 slots throughout the fault window, and the receiver counts its requests in flight per key.
 """
@@ -35,7 +37,7 @@ from app.bus.jetstream import close, connect
 from tests.faults import hostile, limited, victim
 from tests.faults.hostile import Hostile
 from tests.faults.inject import SECONDS_PER_FAULT, Injector
-from tests.faults.report import HOSTILE_BEHAVIOURS, Outcome, Report, Run, check
+from tests.faults.report import HOSTILE_BEHAVIOURS, Door, Outcome, Report, Run, check
 from tests.faults.stack import Stack, embedded, stack_settings, stale_counters
 from tests.faults.victim import Victim
 from tests.processes import processes
@@ -65,6 +67,8 @@ class Config:
     # faster than its slots (LIMIT x 3 keys, ~1 s a run) free up, so a backlog waits held under
     # every fault of the cycle.
     limited_runs: int = 180
+    # Slow and half-sent connections held at each API through the hostile phase (0: none).
+    slow_connections: int = 100
 
 
 class Harness:
@@ -73,6 +77,7 @@ class Harness:
         self.stack = stack
         self.receiver = receiver
         self.rng = random.Random(config.seed)
+        self.door: Door | None = None
 
     async def _tenant(self, api: httpx.AsyncClient, tenant: str) -> dict[str, str]:
         r = await api.post(
@@ -124,18 +129,27 @@ class Harness:
                 )
             window_end = time.monotonic() + 1 + total
             await asyncio.sleep(1 + c.quiet)
+            door: asyncio.Task[Door] | None = None
             if c.hostile:
                 print(f"  t={time.monotonic() - s.started:6.1f}s the hostile tenant starts", flush=True)
+                if c.slow_connections:
+                    held = max(1.0, window_end - c.duration - time.monotonic() - 1)
+                    door = asyncio.create_task(hostile.hold_the_door(s.api_ports(), c.slow_connections, held))
                 if c.poison:
                     await bad.poison_the_api()
                     await bad.poison_the_database(due_in=1.0)
+                    await bad.deep_answers()
                 left = window_end - time.monotonic()
                 n = await bad.submit(0.5, left, max(1, round(left / c.burst_every)), c.hangers, c.answers)
                 print(
                     f"  hostile: {n} runs; poison answers {[(a.name, a.status) for a in bad.answers]}",
                     flush=True,
                 )
+            if bad.deep_runs:
+                await bad.read_deep_answers()
             await asyncio.sleep(max(0.0, window_end - c.duration - time.monotonic()))
+            if door is not None:
+                self.door = await door
             injector = Injector(s, good, c.duration, self.receiver, limited_auth if c.limited_runs else None)
             faults = asyncio.create_task(injector.inject(window_end))
             drained = await self.drain(window_end, window_end + c.drain_timeout)
@@ -234,6 +248,7 @@ class Harness:
             elapsed=time.monotonic() - s.started,
             callbacks={r["id"]: r["status"] for r in callbacks},
             limit=limited.LIMIT if self.config.limited_runs else 0,
+            door=self.door,
         )
 
 
@@ -278,6 +293,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--limited-runs", type=int, default=Config.limited_runs, help="runs of the limited job (0: none)"
     )
+    parser.add_argument(
+        "--slow-connections",
+        type=int,
+        default=Config.slow_connections,
+        help="slow connections held at each API through the hostile phase (0: none)",
+    )
     parser.add_argument("--seed", type=int, default=Config.seed)
     parser.add_argument("--keep", action="store_true", help="keep the temp dir (logs, data) afterwards")
     args = parser.parse_args(argv)
@@ -293,6 +314,7 @@ def main(argv: list[str] | None = None) -> None:
         lag_bounds=tuple(float(b) for b in args.lag_bounds.split(",")),  # type: ignore[arg-type]
         seed=args.seed,
         limited_runs=args.limited_runs,
+        slow_connections=args.slow_connections,
     )
     root = Path(tempfile.mkdtemp(prefix="scheduler-faults-"))
     print(

@@ -5,7 +5,10 @@ bodies, or hang until their short timeout — many at once, to fill the workers'
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import random
+import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -13,7 +16,7 @@ from typing import Any
 import asyncpg
 import httpx
 
-from tests.faults.report import PoisonAnswer
+from tests.faults.report import Door, PoisonAnswer
 
 TENANT = "hostile"
 DEPTH = 254  # one level deeper than orjson allows once the engine wraps the payload in its message
@@ -52,6 +55,7 @@ class Hostile:
         self.answers: list[PoisonAnswer] = []
         self.poison_run: str | None = None
         self.problems: list[str] = []  # the hostile tenant's own submissions that failed (API gone)
+        self.deep_runs: dict[str, str] = {}  # run id -> what its endpoint answers (deep_answers)
 
     async def setup(self, receiver_url: str) -> None:
         for name, job in jobs(receiver_url).items():
@@ -127,6 +131,50 @@ class Hostile:
             self.poison_run,
         )
 
+    async def deep_answers(self) -> None:
+        """Runs whose endpoint answers JSON 253 and 254 levels deep (what orjson can still write
+        inside the run, and one past it), succeeding and failing: stored as the run's result or its
+        error, they must not turn reading the run, or listing the tenant's runs, into a 500."""
+        for depth, status in ((DEPTH - 1, 200), (DEPTH, 200), (DEPTH, 500)):
+            answer = {"status": status, "body": nested(depth).decode(), "content_type": "application/json"}
+            try:
+                r = await self.request(
+                    "POST",
+                    f"/tenants/{TENANT}/runs",
+                    json={"job": "plain", "payload": {"answer": answer}},
+                    headers=self.auth,
+                )
+            except httpx.TransportError as exc:
+                self.problems.append(f"the hostile tenant could not submit a deep-answer run: {exc!r}")
+                continue
+            if r.status_code != 201:
+                self.problems.append(f"the hostile tenant's deep-answer run was refused: {r.status_code}")
+                continue
+            self.deep_runs[r.json()["id"]] = f"{depth} deep, {status}"
+
+    async def read_deep_answers(self, timeout: float = 15.0) -> None:
+        """Once the deep-answer runs have ended (or `timeout`), each is read through the API, and the
+        tenant's runs are listed: every answer must be a 200."""
+        deadline = time.monotonic() + timeout
+        while self.deep_runs and time.monotonic() < deadline:
+            rows = await self.fetch(
+                "SELECT count(*) AS n FROM job_runs WHERE id = ANY($1::uuid[])"
+                " AND status NOT IN ('succeeded', 'failed', 'cancelled')",
+                list(self.deep_runs),
+            )
+            if not rows[0]["n"]:
+                break
+            await asyncio.sleep(0.5)
+        reads = [(f"GET a run answered {name}", f"/runs/{run}") for run, name in self.deep_runs.items()]
+        if self.deep_runs:
+            reads.append(("list runs answered 254 deep", f"/tenants/{TENANT}/runs?limit=200"))
+        for name, path in reads:
+            try:
+                status = (await self.request("GET", path, headers=self.auth, retry=False)).status_code
+            except httpx.TransportError:
+                status = 0
+            self.answers.append(PoisonAnswer(name, status, 0, refuse=False))
+
     async def submit(
         self, start: float, window: float, bursts: int, hangers: int, answers: tuple[str, ...]
     ) -> int:
@@ -162,3 +210,70 @@ class Hostile:
             else:
                 self.problems.append(f"the hostile tenant's batch answered {r.status_code}")
         return accepted
+
+
+# ── the front door (issue 29 item 4): slow and half-sent requests beside everyone else ──
+
+HEAD_TIMEOUT = 2.0  # the harness's APIs' SCHEDULER_HTTP_HEAD_TIMEOUT_SECONDS (tests/faults/stack.py)
+SLOW_HEAD = b"POST /tenants/victim/runs HTTP/1.1\r\nHost: x\r\nContent-Type: applic"
+
+
+async def _slow_connection(port: int, source: str, drip: bool, until: float, door: Door) -> None:
+    """One slow client, reconnecting whenever the server closes it, until `until`: a head sent a
+    byte a second (`drip`) or nothing at all after connecting."""
+    while time.monotonic() < until:
+        try:
+            reader, writer = await asyncio.open_connection("127.0.0.1", port, local_addr=(source, 0))
+        except OSError:
+            door.refused += 1  # the API is gone or refuses: the probes say whether it still serves
+            await asyncio.sleep(0.5)
+            continue
+        door.opened += 1
+        opened = time.monotonic()
+        try:
+            writer.write(SLOW_HEAD[:10] if drip else b"")
+            while time.monotonic() < until:
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(1.0):
+                        if not await reader.read(65536):
+                            door.cut += 1
+                            break
+                        continue  # an answer (408): the close follows
+                if drip:
+                    writer.write(b"x")
+        except ConnectionError:
+            door.cut += 1
+        finally:
+            door.longest = max(door.longest, time.monotonic() - opened)
+            writer.close()
+
+
+async def _probe(port: int, until: float, door: Door) -> None:
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=5) as api:
+        while time.monotonic() < until:
+            started = time.monotonic()
+            try:
+                ok = (await api.get("/healthz")).status_code == 200
+            except httpx.TransportError:
+                ok = False
+            door.probes += 1
+            door.probe_failures += not ok
+            door.slowest_probe = max(door.slowest_probe, time.monotonic() - started)
+            await asyncio.sleep(0.5)
+
+
+async def hold_the_door(ports: list[int], per_port: int, seconds: float) -> Door:
+    """`per_port` slow connections to each API from other loopback addresses (127.0.0.2-11), half
+    dripping a request head, half sending nothing, for `seconds`, while /healthz is probed. Each API
+    must cut them at its head timeout and keep answering."""
+    door = Door(HEAD_TIMEOUT)
+    until = time.monotonic() + seconds
+    await asyncio.gather(
+        *(
+            _slow_connection(port, f"127.0.0.{2 + i % 10}", i % 2 == 0, until, door)
+            for port in ports
+            for i in range(per_port)
+        ),
+        *(_probe(port, until, door) for port in ports),
+    )
+    return door

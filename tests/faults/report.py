@@ -108,6 +108,28 @@ class PoisonAnswer:
 
 
 @dataclass
+class Door:
+    """Slow and half-sent connections held at the APIs beside everyone (hostile.hold_the_door), and
+    /healthz probed meanwhile."""
+
+    head_timeout: float  # the APIs' SCHEDULER_HTTP_HEAD_TIMEOUT_SECONDS
+    opened: int = 0
+    cut: int = 0  # closed by the server
+    refused: int = 0  # connections that could not be opened
+    longest: float = 0.0  # seconds the longest-lived slow connection stayed open
+    probes: int = 0
+    probe_failures: int = 0
+    slowest_probe: float = 0.0
+
+    def render(self) -> str:
+        return (
+            f"{self.opened} opened, {self.cut} cut by the server (longest open {self.longest:.1f}s, "
+            f"head timeout {self.head_timeout:g}s), {self.refused} refused; /healthz {self.probes} probes, "
+            f"{self.probe_failures} failed, slowest {self.slowest_probe:.2f}s"
+        )
+
+
+@dataclass
 class Outcome:
     """Everything the harness observed, as plain data (fabricated by the checks' own tests)."""
 
@@ -127,6 +149,7 @@ class Outcome:
     elapsed: float = 0.0
     callbacks: dict[str, str] = field(default_factory=dict)  # victim run -> its latest callback's status
     limit: int = 0  # the limited job's concurrency limit per key (0: the harness ran no limited job)
+    door: Door | None = None  # slow connections held during the hostile phase (None: none)
 
 
 @dataclass
@@ -203,6 +226,7 @@ class Report:
             + ", ".join(
                 f"{a.name} → {a.status}{f' +{a.written} rows' if a.written else ''}" for a in o.poison_answers
             ),
+            f"slow connections        {o.door.render() if o.door else 'none'}",
             f"processes that died     {len(o.died)} (not killed by the harness) {o.died}",
             f"late results discarded  {o.late_results_discarded:g} (stale counters: {o.stale})",
             f"worker RSS peak         {o.worker_rss_mib:.0f} MiB",
@@ -299,6 +323,19 @@ def hostile_contained(r: Report) -> list[str]:
     if r.behaviours["hang"] and not r.behaviours["hang abandoned"]:
         out.append("no hanging endpoint was abandoned by its caller: timeouts never hit")
     out += [f"harness request failed: {p}" for p in r.outcome.problems]
+    door = r.outcome.door
+    if door is not None:
+        # A connection lives at most the head timeout, plus a drip's second and the loop's slack.
+        if door.longest > door.head_timeout + 3:
+            out.append(
+                f"a slow connection stayed open {door.longest:.1f}s (head timeout {door.head_timeout:g}s)"
+            )
+        if not door.cut:
+            out.append("no slow connection was cut by the server")
+        if door.probe_failures:
+            out.append(
+                f"/healthz failed {door.probe_failures} of {door.probes} probes beside slow connections"
+            )
     if r.outcome.died:
         out.append(f"processes exited on their own or never became ready: {r.outcome.died}")
     return out

@@ -25,6 +25,7 @@ from app.config import Settings
 from app.db.errors import DB_ERRORS
 from app.dev import EmbeddedNats, EmbeddedPostgres
 from stack.databases import with_database
+from tests.faults.hostile import HEAD_TIMEOUT
 from tests.faults.report import Fault
 from tests.processes import Process
 
@@ -74,6 +75,8 @@ def stack_settings(database_url: str, nats_url: str) -> Settings:
         callback_poll_seconds=0.2,
         callback_timeout_seconds=5.0,
         callback_max_attempts=25,
+        # Slow connections (hostile.hold_the_door) are cut soon, so they turn over within the phase.
+        http_head_timeout_seconds=HEAD_TIMEOUT,
     )
 
 

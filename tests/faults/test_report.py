@@ -13,6 +13,7 @@ from tests.faults.report import (
     FAULT_KINDS,
     HOSTILE_BEHAVIOURS,
     LIMITED_FAULT_KINDS,
+    Door,
     Fault,
     Outcome,
     PoisonAnswer,
@@ -62,6 +63,7 @@ def good() -> Outcome:
         late_results_discarded=2,
         callbacks={r.id: "delivered" for r in victims},
         limit=2,
+        door=Door(2.0, opened=300, cut=280, longest=2.6, probes=40, slowest_probe=0.05),
     )
 
 
@@ -256,6 +258,28 @@ BAD: dict[str, tuple[Callable[[Outcome], Outcome], str]] = {
             ],
         ),
         "kill -9 worker: an orphaned request stayed counted",
+    ),
+    "a slow connection the server never cut": (
+        lambda o: dataclasses.replace(o, door=dataclasses.replace(o.door, longest=9.5)),
+        "a slow connection stayed open 9.5s",
+    ),
+    "no slow connection cut at all": (
+        lambda o: dataclasses.replace(o, door=dataclasses.replace(o.door, cut=0)),
+        "no slow connection was cut by the server",
+    ),
+    "/healthz failing beside slow connections": (
+        lambda o: dataclasses.replace(o, door=dataclasses.replace(o.door, probe_failures=3)),
+        "/healthz failed 3 of 40 probes",
+    ),
+    "reading a run that answered 254 deep is a 500": (
+        lambda o: dataclasses.replace(
+            o,
+            poison_answers=[
+                *o.poison_answers,
+                PoisonAnswer("GET a run answered 254 deep, 200", 500, 0, False),
+            ],
+        ),
+        "valid hostile input 'GET a run answered 254 deep, 200' answered 500",
     ),
     "an engine died on its own": (
         lambda o: dataclasses.replace(o, died=["engine on :1234 exited 1"]),

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import time
 from datetime import UTC, datetime, timedelta
 
 import asyncpg
 import httpx
+import orjson
 
 from app.config import Settings
 from app.engine.cron import CronMaterializer
@@ -210,3 +212,109 @@ async def test_across_two_api_processes_the_overshoot_is_bounded_as_documented(
         for api in (one, two):
             r = await api.post("/tenants/acme/runs", json={"job": "hello"}, headers=auth)
             assert r.status_code == 429, r.text
+
+
+def post_whole(port: int, path: str, auth: dict[str, str], body: bytes) -> bytes:
+    """A POST of the whole body (sent even if the answer comes first); returns the answer's head."""
+    headers = "".join(f"{k}: {v}\r\n" for k, v in auth.items())
+    head = f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n{headers}"
+    head += f"Content-Length: {len(body)}\r\n\r\n"
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+        sock.sendall(head.encode() + body)
+        return sock.recv(65536)
+
+
+async def test_a_full_tenant_whose_count_aged_pays_for_its_own_refusals(
+    settings: Settings, pool: asyncpg.Pool
+) -> None:
+    """Four connections post 11 MiB batches as a tenant over its quota, its count older than the
+    count's TTL (1 s), beside a well-behaved tenant. Each batch used to be read and parsed before
+    its 429 (1.2-1.6 s of the event loop each): the other tenant's submissions took seconds."""
+    async with api_client(settings, tenant_max_pending=200) as api:
+        port = int(str(api.base_url).rsplit(":", 1)[1].strip("/"))
+        hostile = bearer((await create_tenant(api, "hostile"))["api_key"])
+        good = bearer((await create_tenant(api, "good"))["api_key"])
+        for tenant, auth in (("hostile", hostile), ("good", good)):
+            await put_job(api, tenant, "hello", auth)
+        batch = {"runs": [{"job": "hello"}] * 200}
+        r = await api.post("/tenants/hostile/runs/batch", json=batch, headers=hostile)
+        assert r.status_code == 201, r.text
+        r = await api.post("/tenants/hostile/runs", json={"job": "hello"}, headers=hostile)
+        assert r.status_code == 429  # counted: full
+        await asyncio.sleep(1.2)  # the count is now older than its TTL
+        # Declared, never sent: only a refusal before reading can answer it.
+        head = await asyncio.to_thread(post_head_only, port, "/tenants/hostile/runs/batch", hostile, 15 << 20)
+        assert head.startswith(b"HTTP/1.1 429"), head
+        body = orjson.dumps({"runs": [{"job": "hello", "payload": list(range(1000)) * 3}] * 1000})
+        stop = time.monotonic() + 4
+        answers: list[bytes] = []
+
+        async def flood() -> None:
+            while time.monotonic() < stop:
+                answers.append(
+                    await asyncio.to_thread(post_whole, port, "/tenants/hostile/runs/batch", hostile, body)
+                )
+                await asyncio.sleep(1.1)  # past the TTL again between batches
+
+        floods = [asyncio.create_task(flood()) for _ in range(4)]
+        took: list[float] = []
+        while time.monotonic() < stop:
+            started = time.perf_counter()
+            r = await api.post("/tenants/good/runs", json={"job": "hello"}, headers=good)
+            assert r.status_code == 201, r.text
+            assert (await api.get("/healthz")).status_code == 200
+            took.append(time.perf_counter() - started)
+            await asyncio.sleep(0.05)
+        await asyncio.gather(*floods)
+        assert answers and all(a.startswith(b"HTTP/1.1 429") for a in answers), {a[:20] for a in answers}
+        assert max(took) < 0.5, sorted(took)[-5:]
+        assert await pending(pool, "hostile") == 200
+
+
+async def test_large_batches_are_parsed_off_the_event_loop(settings: Settings, pool: asyncpg.Pool) -> None:
+    """Four connections post 11 MiB batches refused once parsed (the last payload is too deep),
+    beside a well-behaved tenant: each was parsed and checked on the event loop (1.2-1.6 s each),
+    and the other tenant's submissions took seconds. A large valid batch is still taken, and a
+    large body that is not JSON refused as any other."""
+    async with api_client(settings) as api:
+        port = int(str(api.base_url).rsplit(":", 1)[1].strip("/"))
+        hostile = bearer((await create_tenant(api, "hostile"))["api_key"])
+        good = bearer((await create_tenant(api, "good"))["api_key"])
+        for tenant, auth in (("hostile", hostile), ("good", good)):
+            await put_job(api, tenant, "hello", auth)
+        deep: object = 1
+        for _ in range(40):
+            deep = {"a": deep}
+        runs = [{"job": "hello", "payload": list(range(1000)) * 3}] * 999 + [
+            {"job": "hello", "payload": deep}
+        ]
+        body = orjson.dumps({"runs": runs})
+        stop = time.monotonic() + 5
+        answers: list[bytes] = []
+
+        async def flood() -> None:
+            while time.monotonic() < stop:
+                answers.append(
+                    await asyncio.to_thread(post_whole, port, "/tenants/hostile/runs/batch", hostile, body)
+                )
+
+        floods = [asyncio.create_task(flood()) for _ in range(4)]
+        took: list[float] = []
+        while time.monotonic() < stop:
+            started = time.perf_counter()
+            r = await api.post("/tenants/good/runs", json={"job": "hello"}, headers=good)
+            assert r.status_code == 201, r.text
+            took.append(time.perf_counter() - started)
+            await asyncio.sleep(0.05)
+        await asyncio.gather(*floods)
+        assert answers and all(a.startswith(b"HTTP/1.1 422") for a in answers), {a[:20] for a in answers}
+        assert max(took) < 1.0, sorted(took)[-5:]
+        assert await pending(pool, "hostile") == 0
+        valid = await api.post(
+            "/tenants/hostile/runs/batch", content=orjson.dumps({"runs": runs[:999]}), headers=hostile
+        )
+        assert valid.status_code == 201 and len(valid.json()["runs"]) == 999, valid.text[:200]
+        refused = await api.post("/tenants/hostile/runs/batch", content=body, headers=hostile)
+        assert refused.status_code == 422 and refused.json()["field"] == "runs[999].payload", refused.text
+        broken = await api.post("/tenants/hostile/runs/batch", content=body[:-1], headers=hostile)
+        assert broken.status_code == 422 and broken.json()["field"] == "body", broken.text

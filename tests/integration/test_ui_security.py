@@ -5,10 +5,11 @@ from __future__ import annotations
 import asyncpg
 import httpx
 
+from app.config import Settings
 from app.services import ui_sessions
 from app.services.auth import KeyCache
 from app.ui.render import CONTENT_SECURITY_POLICY
-from tests.support import ADMIN_TOKEN, snapshot, submit_run
+from tests.support import ADMIN_TOKEN, api_client, create_tenant, snapshot, submit_run
 from tests.ui_support import csrf_of, ui_sign_in
 
 
@@ -173,3 +174,51 @@ async def test_the_run_page_shows_the_trace_id_of_the_submission(
     browser = await ui_sign_in(str(api.base_url), tenant["api_key"])
     assert f"<code>{trace_id}</code>" in (await browser.get(f"/ui/runs/{run['id']}")).text
     await browser.aclose()
+
+
+def _cookies(r: httpx.Response) -> dict[str, str]:
+    """Set-Cookie headers by cookie name."""
+    return {v.split("=", 1)[0]: v for k, v in r.headers.multi_items() if k == "set-cookie"}
+
+
+async def _sign_in_over_plain_http(
+    client: httpx.AsyncClient, api_key: str, headers: dict[str, str]
+) -> dict[str, str]:
+    """Signs in as a browser behind a TLS proxy would (it keeps Secure cookies: the proxy speaks
+    HTTPS to it), returning the Set-Cookie headers of the sign-in form and of the sign-in."""
+    form = await client.get("/ui/login", headers=headers)
+    login = _cookies(form)["scheduler_login"]
+    r = await client.post(
+        "/ui/login",
+        data={"token": api_key, "csrf_token": csrf_of(form.text)},
+        headers={**headers, "Cookie": login.split(";", 1)[0]},
+    )
+    assert r.status_code == 200, r.text
+    return {**_cookies(r), "scheduler_login": login}
+
+
+def _secure(cookie: str) -> bool:
+    return "secure" in {a.strip().split("=")[0].lower() for a in cookie.split(";")}
+
+
+async def test_cookies_are_secure_whenever_the_public_url_is_https(settings: Settings) -> None:
+    """Behind a TLS proxy that uvicorn does not trust (anywhere but 127.0.0.1 by default), the
+    request reaches the server as plain HTTP: the cookies went out without Secure."""
+    async with api_client(settings, public_url="https://scheduler.example.com") as api:
+        key = (await create_tenant(api, "acme"))["api_key"]
+        cookies = await _sign_in_over_plain_http(api, key, {})
+        assert _secure(cookies["scheduler_login"]) and _secure(cookies["scheduler_session"]), cookies
+    async with api_client(settings, public_url="http://127.0.0.1:8000") as api:
+        key = (await create_tenant(api, "beta"))["api_key"]
+        cookies = await _sign_in_over_plain_http(api, key, {})
+        assert not _secure(cookies["scheduler_session"]), cookies  # plain HTTP end to end
+
+
+async def test_forwarded_proto_is_believed_only_from_the_allowed_proxies(settings: Settings) -> None:
+    https = {"X-Forwarded-Proto": "https"}
+    async with api_client(settings, forwarded_allow_ips="127.0.0.1") as api:
+        key = (await create_tenant(api, "acme"))["api_key"]
+        assert _secure((await _sign_in_over_plain_http(api, key, https))["scheduler_session"])
+    async with api_client(settings, forwarded_allow_ips="10.0.0.7") as api:  # not us: not believed
+        key = (await create_tenant(api, "beta"))["api_key"]
+        assert not _secure((await _sign_in_over_plain_http(api, key, https))["scheduler_session"])

@@ -60,9 +60,9 @@ async def test_release_gives_back_and_committed_counts() -> None:
     await kept.admit(count, 6)
     kept.committed()
     kept.release()  # a no-op once committed
-    assert control.known_full("a") is None
+    assert await control.known_full("a", count) is None
     await control.ticket("a").admit(count, 4)  # 6 committed + 4 = the quota
-    refusal = control.known_full("a")
+    refusal = await control.known_full("a", count)
     assert isinstance(refusal, OverQuota) and refusal.field == "tenant_id"
     assert count.calls == 1  # within the TTL, far from the quota, nothing was counted again
 
@@ -82,8 +82,27 @@ async def test_near_the_quota_a_count_is_taken_again_sooner() -> None:
     assert count.calls == 2
 
 
-def test_known_full_needs_a_count_first() -> None:
-    assert AdmissionControl(max_pending=0).known_full("never-counted") is None
+async def test_known_full_needs_a_count_first() -> None:
+    count = Counter(pending=5)
+    assert await AdmissionControl(max_pending=0).known_full("never-counted", count) is None
+    assert count.calls == 0  # a tenant not known to be full costs no count
+
+
+async def test_a_full_tenant_stays_known_full_after_its_count_ages_at_one_count_per_ttl() -> None:
+    # Trusted only while fresh, an aged count let every later large batch of a full tenant be read
+    # and parsed before its 429 (a second of the event loop each).
+    control = AdmissionControl(max_pending=5, ttl_seconds=0.05)
+    count = Counter(pending=5)
+    with pytest.raises(OverQuota):
+        await control.ticket("a").admit(count, 1)
+    await asyncio.sleep(0.06)  # the count is older than its TTL
+    refusals = await asyncio.gather(*(control.known_full("a", count) for _ in range(10)))
+    assert all(isinstance(r, OverQuota) for r in refusals)
+    assert count.calls == 2  # counted again once, for all ten
+    count.pending = 2  # the backlog drained meanwhile
+    await asyncio.sleep(0.06)
+    assert await control.known_full("a", count) is None  # no longer full: the body is read
+    assert not control.may_be_full("a")
 
 
 async def test_a_count_waits_for_runs_being_inserted_so_none_is_counted_twice() -> None:
