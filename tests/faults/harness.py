@@ -139,6 +139,7 @@ class Harness:
                     await bad.poison_the_api()
                     await bad.poison_the_database(due_in=1.0)
                     await bad.deep_answers()
+                    await bad.retry_past_a_pause()
                 left = window_end - time.monotonic()
                 n = await bad.submit(0.5, left, max(1, round(left / c.burst_every)), c.hangers, c.answers)
                 print(
@@ -152,8 +153,10 @@ class Harness:
                 self.door = await door
             injector = Injector(s, good, c.duration, self.receiver, limited_auth if c.limited_runs else None)
             faults = asyncio.create_task(injector.inject(window_end))
+            pause_ends = asyncio.create_task(bad.end_the_pause(window_end))  # held through the faults
             drained = await self.drain(window_end, window_end + c.drain_timeout)
             await faults
+            await pause_ends
             # The injector may finish after the window (a fault waits for work in flight): what its
             # last fault disturbed drains too (briefly, if the drain already timed out: long enough
             # for a killed deliverer's claims to lapse and be delivered by another worker).
@@ -239,6 +242,7 @@ class Harness:
             lag_bounds=dict(zip(phases, self.config.lag_bounds, strict=True)),
             poison_answers=bad.answers,
             poison_run=bad.poison_run,
+            paused_runs=bad.paused_runs,
             problems=bad.problems + good.problems,
             hostile_answers=self.config.answers if self.config.hostile else (),
             died=died,

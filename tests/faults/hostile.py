@@ -22,6 +22,8 @@ TENANT = "hostile"
 DEPTH = 254  # one level deeper than orjson allows once the engine wraps the payload in its message
 HANG_TIMEOUT = 2  # the hanging job's timeout_seconds: short, so it is hit for real many times
 HUGE_BYTES = 8 * 1024 * 1024  # one huge answer; several run at once
+PAUSED_JOB = "paused"
+PAUSED_RUNS = 40
 
 Fetch = Callable[..., Awaitable[list[asyncpg.Record]]]
 Request = Callable[..., Awaitable[httpx.Response]]  # Stack.request: to whichever API is alive
@@ -43,6 +45,8 @@ def jobs(receiver_url: str) -> dict[str, dict[str, Any]]:
         "hang": {"target": hook, "max_attempts": 2, "backoff_seconds": 0.2, "timeout_seconds": HANG_TIMEOUT},
         "nul": {"target": hook, "max_attempts": 2, "backoff_seconds": 0.2, "timeout_seconds": 5},
         "huge": {"target": hook, "max_attempts": 2, "backoff_seconds": 0.2, "timeout_seconds": 10},
+        # Paused, then its cancelled runs retried (retry_past_a_pause): none may reach the receiver.
+        PAUSED_JOB: {"target": hook, "max_attempts": 2, "backoff_seconds": 0.2, "timeout_seconds": 5},
     }
 
 
@@ -56,6 +60,7 @@ class Hostile:
         self.poison_run: str | None = None
         self.problems: list[str] = []  # the hostile tenant's own submissions that failed (API gone)
         self.deep_runs: dict[str, str] = {}  # run id -> what its endpoint answers (deep_answers)
+        self.paused_runs: list[str] = []  # runs of the paused job retried under its pause
 
     async def setup(self, receiver_url: str) -> None:
         for name, job in jobs(receiver_url).items():
@@ -151,6 +156,53 @@ class Hostile:
                 self.problems.append(f"the hostile tenant's deep-answer run was refused: {r.status_code}")
                 continue
             self.deep_runs[r.json()["id"]] = f"{depth} deep, {status}"
+
+    async def _answer(self, name: str, method: str, path: str, **kwargs: Any) -> httpx.Response | None:
+        """A valid request of the hostile tenant's, its status kept as an answer that must be a 2xx."""
+        try:
+            r = await self.request(method, path, headers=self.auth, **kwargs)
+        except httpx.TransportError as exc:
+            self.problems.append(f"the hostile tenant's {name} found no API: {exc!r}")
+            return None
+        self.answers.append(PoisonAnswer(name, r.status_code, 0, refuse=False))
+        return r if r.status_code < 300 else None
+
+    async def retry_past_a_pause(self) -> None:
+        """Runs of a job made, cancelled, the job paused, then the runs retried — half one by one,
+        half in bulk — which makes them due at once: the pause must hold every one of them, so the
+        receiver never sees them (checked in report.py, `pause_holds`). A retry once made them due and
+        unheld, and the engine, woken by its NOTIFY, claimed them before the keeper held them."""
+        later = (datetime.now(UTC) + timedelta(hours=1)).isoformat()
+        made = await self._answer(
+            "submit the runs to pause",
+            "POST",
+            f"/tenants/{TENANT}/runs/batch",
+            json={"runs": [{"job": PAUSED_JOB, "scheduled_at": later}] * PAUSED_RUNS},
+        )
+        if made is None:
+            return
+        ids = [run["id"] for run in made.json()["runs"]]
+        actions = f"/tenants/{TENANT}/runs/actions"
+        await self._answer("cancel them", "POST", actions, json={"action": "cancel", "filter": {"ids": ids}})
+        await self._answer("pause their job", "POST", f"/tenants/{TENANT}/jobs/{PAUSED_JOB}/pause")
+        half = PAUSED_RUNS // 2
+        for run in ids[:half]:
+            await self._answer("retry one under the pause", "POST", f"/runs/{run}/retry")
+        await self._answer(
+            "retry the rest in bulk", "POST", actions, json={"action": "retry", "filter": {"ids": ids[half:]}}
+        )
+        self.paused_runs = ids
+
+    async def end_the_pause(self, at: float) -> None:
+        """At `at` (time.monotonic()), the held runs are cancelled, so every run ends."""
+        await asyncio.sleep(max(0.0, at - time.monotonic()))
+        if self.paused_runs:
+            await self._answer(
+                "cancel the held runs",
+                "POST",
+                f"/tenants/{TENANT}/runs/actions",
+                json={"action": "cancel", "filter": {"ids": self.paused_runs}},
+            )
 
     async def read_deep_answers(self, timeout: float = 15.0) -> None:
         """Once the deep-answer runs have ended (or `timeout`), each is read through the API, and the

@@ -32,6 +32,8 @@ runs held back behind their slots while the faults strike):
   Not excused either: a frozen worker's calls. One frozen between its fenced start and its request
   would send it after the thaw, when its slot may be another run's (the worker does not check its
   lease before sending); the check would then name that (run, epoch) — a finding, not noise.
+For the hostile tenant's paused job (hostile.retry_past_a_pause): its cancelled runs retried one
+by one and in bulk under the pause are held through the faults, so none may reach the receiver.
 A fault counts only if it landed: work was in flight at that moment (`Fault.in_flight > 0`), and a
 fault whose own postcondition failed (the stream lost at a NATS crash, no crash recovery after a
 Postgres crash) says so in `Fault.problem`.
@@ -150,6 +152,7 @@ class Outcome:
     callbacks: dict[str, str] = field(default_factory=dict)  # victim run -> its latest callback's status
     limit: int = 0  # the limited job's concurrency limit per key (0: the harness ran no limited job)
     door: Door | None = None  # slow connections held during the hostile phase (None: none)
+    paused_runs: list[str] = field(default_factory=list)  # runs retried under their job's pause
 
 
 @dataclass
@@ -176,6 +179,7 @@ class Report:
     limited_peaks: dict[str, int]  # key -> the most requests of it in flight at the receiver at once
     over_limit: list[str]  # attempts that arrived with `limit` others of their key in flight
     limited_not_called: list[str]  # limited runs the receiver never saw
+    paused_runs_called: list[str]  # runs retried under their job's pause that the receiver saw
 
     def violations(self) -> list[str]:
         return [v for check in CHECKS for v in check(self)]
@@ -227,6 +231,7 @@ class Report:
                 f"{a.name} → {a.status}{f' +{a.written} rows' if a.written else ''}" for a in o.poison_answers
             ),
             f"slow connections        {o.door.render() if o.door else 'none'}",
+            f"retried under a pause   {len(o.paused_runs)} runs, {len(self.paused_runs_called)} reached the receiver",
             f"processes that died     {len(o.died)} (not killed by the harness) {o.died}",
             f"late results discarded  {o.late_results_discarded:g} (stale counters: {o.stale})",
             f"worker RSS peak         {o.worker_rss_mib:.0f} MiB",
@@ -386,6 +391,16 @@ def limits_hold(r: Report) -> list[str]:
     return out
 
 
+def pause_holds(r: Report) -> list[str]:
+    """A paused job's runs, retried under the pause, never reach their target."""
+    if not r.paused_runs_called:
+        return []
+    return [
+        f"{len(r.paused_runs_called)} runs retried under their job's pause reached the receiver"
+        f"{_examples(r.paused_runs_called)}"
+    ]
+
+
 CHECKS: list[Callable[[Report], list[str]]] = [
     no_run_lost,
     every_run_ends,
@@ -396,6 +411,7 @@ CHECKS: list[Callable[[Report], list[str]]] = [
     hostile_contained,
     every_callback_delivered,
     limits_hold,
+    pause_holds,
 ]
 
 
@@ -490,4 +506,5 @@ def check(o: Outcome) -> Report:
         limited_peaks=peaks(attempts) if o.limit else {},
         over_limit=over_limit(attempts, o.limit) if o.limit else [],
         limited_not_called=[r.id for r in limited if r.id not in called],
+        paused_runs_called=sorted({i for i, _ in pairs} & set(o.paused_runs)),
     )

@@ -281,6 +281,15 @@ BAD: dict[str, tuple[Callable[[Outcome], Outcome], str]] = {
         ),
         "valid hostile input 'GET a run answered 254 deep, 200' answered 500",
     ),
+    "a run retried under its job's pause reached the receiver": (
+        lambda o: dataclasses.replace(
+            o,
+            paused_runs=["p0", "p1"],
+            runs=[*o.runs, Run("p0", "hostile", "cancelled", 1, 2, 2)],
+            calls=[*o.calls, call("p0", 2)],
+        ),
+        "1 runs retried under their job's pause reached the receiver",
+    ),
     "an engine died on its own": (
         lambda o: dataclasses.replace(o, died=["engine on :1234 exited 1"]),
         "processes exited on their own",
