@@ -30,6 +30,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -47,8 +48,8 @@ class Unavailable(RuntimeError):
 
 
 def postgres_bin_dir() -> Path:
-    """The first Postgres 15+ server binaries of Debian's layout, or `SCHEDULER_PG_BIN_DIR`."""
-    configured = os.environ.get("SCHEDULER_PG_BIN_DIR")
+    """The first Postgres 15+ server binaries of Debian's layout, or `SCHEDULER_TEST_PG_BIN_DIR`."""
+    configured = os.environ.get("SCHEDULER_TEST_PG_BIN_DIR")
     candidates = (
         [Path(configured)] if configured else [Path(f"/usr/lib/postgresql/{v}/bin") for v in PG_VERSIONS]
     )
@@ -166,9 +167,9 @@ class PatroniCluster:
         the leader); returns once every standby streams and one is the synchronous standby. Whatever
         started is stopped on failure."""
         deadline = time.monotonic() + timeout
-        bin_dir, etcd = postgres_bin_dir(), etcd_binary()
-        patroni_available()
         try:
+            bin_dir, etcd = postgres_bin_dir(), etcd_binary()
+            patroni_available()
             self.user = system_user()
             if self.user is not None:
                 os.chown(self.root, self.user.pw_uid, self.user.pw_gid)
@@ -234,7 +235,9 @@ class PatroniCluster:
         hosts = ",".join(f"127.0.0.1:{n.port}" for n in self.nodes)
         return f"postgresql://{SUPERUSER}@{hosts}/{database}?target_session_attrs=read-write"
 
-    def wait(self, condition: Any, what: str, deadline: float) -> None:
+    def wait(self, condition: Callable[[], object], what: str, deadline: float) -> None:
+        """Polls `condition` until it holds; TimeoutError past `deadline` (time.monotonic()), and
+        RuntimeError as soon as a Patroni not killed on purpose exits, each with the logs' ends."""
         while not condition():
             if time.monotonic() > deadline:
                 raise TimeoutError(

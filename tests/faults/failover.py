@@ -14,6 +14,7 @@ API's answers: only 2xx and 503, never another 5xx.
 
     python -m tests.faults.failover kill          # by hand; prints the figures
     python -m tests.faults.failover switchover
+    SCHEDULER_TEST_KEEP_PATRONI=1 python -m …      # keeps the cluster's directory: Postgres's logs
 """
 
 from __future__ import annotations
@@ -227,7 +228,7 @@ def failover_settings(database_url: str, nats_url: str, redis_url: str | None) -
 @contextlib.asynccontextmanager
 async def patroni_database(nodes: int = 3) -> AsyncIterator[tuple[PatroniCluster, str]]:
     """A Patroni cluster with a migrated database `scheduler`; the URL names every server."""
-    cluster = PatroniCluster(nodes, keep=bool(os.environ.get("SCHEDULER_KEEP_PATRONI")))
+    cluster = PatroniCluster(nodes, keep=bool(os.environ.get("SCHEDULER_TEST_KEEP_PATRONI")))
     try:
         await asyncio.to_thread(cluster.start)
         admin = await asyncpg.connect(cluster.url("postgres"))
