@@ -14,15 +14,20 @@ The URL may name several servers, libpq's way (`postgresql://app@db1:5432,db2:54
 asyncpg tries them in order and keeps the first that accepts writes (`target_session_attrs`,
 `read-write` unless the URL says otherwise), so after a failover every new connection finds the new
 primary by itself. A connection attempt is bounded by CONNECT_TIMEOUT_SECONDS, every host included:
-while no server is the primary, a request waits that long at most, then gets its 503."""
+while no server is the primary, a request waits that long at most, then gets its 503. A connection
+whose server turned read-only under it (a fenced old primary: `default_transaction_read_only` set
+and reloaded) is closed at the first write it refuses (25006), so the pool connects anew, to the
+primary, instead of handing out that connection again."""
 
 from __future__ import annotations
 
+from types import TracebackType
 from typing import Any
 from urllib.parse import parse_qsl, urlencode
 
 import asyncpg
 import orjson
+from asyncpg.pool import PoolAcquireContext
 
 SERVER_SETTINGS = {
     "plan_cache_mode": "force_custom_plan",
@@ -87,22 +92,51 @@ async def _keep_session(conn: asyncpg.Connection) -> None:
     saved. asyncpg still rolls back an open transaction and drops client-side listeners first."""
 
 
+class _Acquired(PoolAcquireContext):  # type: ignore[misc]
+    __slots__ = ()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None = None,
+        exc_val: BaseException | None = None,
+        exc_tb: TracebackType | None = None,
+    ) -> None:
+        if isinstance(exc_val, asyncpg.ReadOnlySQLTransactionError) and self.connection is not None:
+            self.connection.terminate()  # released closed: the pool replaces it with a new one
+        await super().__aexit__(exc_type, exc_val, exc_tb)
+
+
+class Pool(asyncpg.Pool):  # type: ignore[misc]
+    """asyncpg's pool, but a connection that met a read-only server is not used again."""
+
+    __slots__ = ()
+
+    def acquire(self, *, timeout: float | None = None) -> PoolAcquireContext:
+        return _Acquired(self, timeout)
+
+
 async def create_pool(
     dsn: str, *, min_size: int = 1, max_size: int = 10, name: str = "scheduler", session_state: bool = True
 ) -> asyncpg.Pool:
     """`session_state=False` for pools whose users never leave session state behind (no SET, LISTEN
     or advisory lock outside a transaction): the API's."""
-    pool = await asyncpg.create_pool(
+    pool = Pool(
         writable_dsn(dsn),
         timeout=CONNECT_TIMEOUT_SECONDS,
         min_size=min_size,
         max_size=max_size,
+        # asyncpg.create_pool's defaults, which Pool itself requires.
+        max_queries=50000,
+        max_inactive_connection_lifetime=300.0,
+        loop=None,
+        connection_class=asyncpg.Connection,
+        record_class=asyncpg.Record,
         init=_init,
         reset=None if session_state else _keep_session,
         server_settings={**SERVER_SETTINGS, "application_name": name},
         command_timeout=60,
     )
-    assert pool is not None
+    await pool
     return pool
 
 

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import asyncpg
 import httpx
+import pytest
 
 from app.config import Settings
+from app.db.connection import create_pool
 from tests.support import Services, count_rows
 
 
@@ -58,3 +60,22 @@ async def test_no_writable_server_is_a_503_and_the_retry_makes_one_run(
     again = await api.post("/tenants/acme/runs", json={"job": "hello"}, headers=headers)
     assert again.status_code == 200 and again.json()["id"] == first.json()["id"]
     assert await count_rows(pool, "job_runs") == 1
+
+
+async def test_a_connection_whose_server_turned_read_only_is_not_used_again(settings: Settings) -> None:
+    """A fenced old primary (default_transaction_read_only set and reloaded) refuses every write of
+    the sessions it still has: the pool must connect anew rather than hand that connection out again.
+    One session made read-only stands for it (the API's pool keeps session state across releases)."""
+    assert settings.database_url
+    pool = await create_pool(settings.database_url, min_size=1, max_size=1, session_state=False)
+    try:
+        async with pool.acquire() as conn:
+            await conn.execute("SET default_transaction_read_only = on")
+            fenced = conn.get_server_pid()
+        with pytest.raises(asyncpg.ReadOnlySQLTransactionError):
+            await pool.execute("CREATE TABLE read_only_probe (i int)")
+        async with pool.acquire() as conn:
+            assert conn.get_server_pid() != fenced
+            await conn.execute("CREATE TABLE read_only_probe (i int)")
+    finally:
+        await pool.close()
