@@ -11,7 +11,8 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app.api.schemas.common import TARGET_TYPES
-from app.errors import PROBLEM_JSON, AppError, InvalidInput, problem
+from app.errors import PROBLEM_JSON, AppError, InvalidInput, Unavailable, problem
+from app.services.availability import DATABASE_ERRORS, RETRY_AFTER_SECONDS, database_away
 
 log = logging.getLogger(__name__)
 
@@ -94,7 +95,26 @@ async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
     return problem_response(500, "internal_error", "internal error")
 
 
+async def _database_error(request: Request, exc: Exception) -> JSONResponse:
+    """The database away (a restart, a failover with no primary yet) is the service unavailable for
+    a moment: 503 with Retry-After, which a client retries (with its Idempotency-Key, a submission
+    whose answer was lost is answered with the run it made). Anything else is a bug: 500."""
+    if not database_away(exc):
+        return await _unexpected(request, exc)
+    log.warning("database unavailable: %s: %s", type(exc).__name__, exc)
+    return problem_response(
+        503,
+        Unavailable.code,
+        "the database is unavailable for a moment (a restart or failover); retry",
+        headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
+    )
+
+
 def install_error_handlers(app: FastAPI) -> None:
+    # Handlers by class run inside the app (Starlette's ExceptionMiddleware), where the one for
+    # Exception runs outermost and re-raises: the database's classes get theirs.
+    for database_error in DATABASE_ERRORS:
+        app.add_exception_handler(database_error, _database_error)
     app.add_exception_handler(AppError, _app_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)

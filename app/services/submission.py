@@ -60,6 +60,10 @@ class _LostRace(Exception):
     """A concurrent request committed the same idempotency key first; the transaction is retried."""
 
 
+class _KeyInFlight(Exception):
+    """Another request holds the same idempotency key, uncommitted, past IDEMPOTENCY_IN_FLIGHT_WAIT."""
+
+
 async def submit(
     pool: asyncpg.Pool,
     admission: AdmissionControl,
@@ -92,9 +96,8 @@ async def submit(
             # old partition list and was refused (nothing was written); planned again, it finds the day.
             if attempt == 2 or "partition constraint" not in str(exc):
                 raise
-        except asyncpg.LockNotAvailableError:
-            # insert_idempotency_keys waited IDEMPOTENCY_IN_FLIGHT_WAIT for another request holding
-            # the same key, uncommitted (the IETF Idempotency-Key draft's "request in progress").
+        except _KeyInFlight:
+            # The IETF Idempotency-Key draft's "request in progress".
             raise Conflict(
                 "a request with this idempotency key is still in flight; retry once it has finished",
                 field="idempotency_key",
@@ -185,16 +188,24 @@ async def _submit(
 
     keyed = [i for i in fresh if requests[i].idempotency_key is not None]
     if keyed:
-        won = await run_repo.insert_idempotency_keys(
-            conn,
-            tenant_id,
-            keys=[requests[i].idempotency_key for i in keyed],  # type: ignore[misc]
-            run_ids=[created[i]["id"] for i in keyed],
-            run_scheduled_ats=[created[i]["scheduled_at"] for i in keyed],
-            body_hashes=[hashes[i] for i in keyed],
-            grace_seconds=IDEMPOTENCY_GRACE_SECONDS,
-            in_flight_wait_ms=IDEMPOTENCY_IN_FLIGHT_WAIT_MS,
-        )
+        try:
+            won = await run_repo.insert_idempotency_keys(
+                conn,
+                tenant_id,
+                keys=[requests[i].idempotency_key for i in keyed],  # type: ignore[misc]
+                run_ids=[created[i]["id"] for i in keyed],
+                run_scheduled_ats=[created[i]["scheduled_at"] for i in keyed],
+                body_hashes=[hashes[i] for i in keyed],
+                grace_seconds=IDEMPOTENCY_GRACE_SECONDS,
+                in_flight_wait_ms=IDEMPOTENCY_IN_FLIGHT_WAIT_MS,
+            )
+        except asyncpg.LockNotAvailableError:
+            # The insert waited that long on another request's uncommitted key. Only this wait is
+            # the key's: the bound holds to the transaction's end, and COMMIT may wait on a lock
+            # too — NOTIFY's queue lock, held by commits waiting for a synchronous standby (none
+            # attached yet after a failover). That one is the database unavailable for a moment:
+            # it goes on as a LockNotAvailableError, a 503 (app.services.availability).
+            raise _KeyInFlight from None
         if len(won) != len(keyed):
             raise _LostRace
         for i in keyed:

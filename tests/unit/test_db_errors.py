@@ -19,6 +19,9 @@ def test_a_server_away_or_busy_is_transient() -> None:
         asyncpg.exceptions.ConnectionDoesNotExistError("x"),
         asyncpg.InternalClientError("x"),
         ConnectionRefusedError(),
+        # A failover: the old primary is now a standby, or no host of the URL is the primary yet.
+        asyncpg.exceptions.ReadOnlySQLTransactionError("cannot execute INSERT in a read-only transaction"),
+        asyncpg.exceptions.TargetServerAttributeNotMatched("None of the hosts match"),
         TimeoutError(),
     ):
         assert is_transient(exc), exc
@@ -31,6 +34,7 @@ def test_a_value_refused_is_not() -> None:
         asyncpg.exceptions.DataError("invalid input for query argument"),
         _base.DataError("the driver cannot encode a lone surrogate"),
         asyncpg.exceptions.UndefinedColumnError("x"),
+        asyncpg.exceptions.InvalidTransactionStateError("another 25xxx: a bug, not an outage"),
         ValueError("x"),
     ):
         assert not is_transient(exc), exc
