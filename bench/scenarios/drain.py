@@ -15,7 +15,7 @@ from typing import Any
 
 from app.dev import EmbeddedNats
 from bench import endtoend, pgstats, workload
-from bench.measure import rate
+from bench.measure import cpu_seconds, rate
 from bench.report import Report
 from bench.scenarios._common import add_backlog_arguments, begin, shared_host, sized
 from bench.stack import Bench
@@ -200,9 +200,16 @@ async def _replicated(
                 "R1, one server": {"nats_url": url, "stream_replicas": 1},
                 "R3, three servers": {"nats_url": cluster.url, "stream_replicas": 3},
             }
+            # The servers' own CPU, read by pid: the host's other nats-servers are not counted.
+            servers = {
+                "R1, one server": {"n1": _pid(single)},
+                "R3, three servers": {name: _pid(server) for name, server in cluster.servers.items()},
+            }
             walls: dict[str, list[float]] = {name: [] for name in setups}
+            nats_cpu: dict[str, list[float]] = {name: [] for name in setups}
             for i in range(args.rounds):
                 for name in list(setups) if i % 2 == 0 else list(reversed(setups)):
+                    before = sum(cpu_seconds(servers[name], names=()).values())
                     d = await endtoend.drain(
                         bench,
                         n,
@@ -213,7 +220,12 @@ async def _replicated(
                         overrides=setups[name],
                     )
                     walls[name].append(d.wall)
-                    print(f"  round {i + 1}, {name}: {rate(n, d.wall):.0f} runs/s", flush=True)
+                    nats_cpu[name].append(sum(cpu_seconds(servers[name], names=()).values()) - before)
+                    print(
+                        f"  round {i + 1}, {name}: {rate(n, d.wall):.0f} runs/s, "
+                        f"nats-server CPU {nats_cpu[name][-1] / n * 1e6:.0f} µs/run",
+                        flush=True,
+                    )
     finally:
         await asyncio.to_thread(single.stop)
     one, three = walls["R1, one server"], walls["R3, three servers"]
@@ -222,6 +234,22 @@ async def _replicated(
     rows.append(["median", rate(n, median(one)), rate(n, median(three)), median(one) / median(three)])
     columns = ["round", "R1, one server", "R3, three servers", "R3 / R1"]
     report.table("Drain rate by round (runs/s, polled)", columns, rows)
+    cpu_rows: list[list[Any]] = [
+        [i + 1, a / n * 1e6, b / n * 1e6, b / a if a else None]
+        for i, (a, b) in enumerate(
+            zip(nats_cpu["R1, one server"], nats_cpu["R3, three servers"], strict=True)
+        )
+    ]
+    one_cpu, three_cpu = median(nats_cpu["R1, one server"]), median(nats_cpu["R3, three servers"])
+    cpu_rows.append(
+        ["median", one_cpu / n * 1e6, three_cpu / n * 1e6, three_cpu / one_cpu if one_cpu else None]
+    )
+    report.table(
+        "nats-server CPU per run (µs, every server of the setup, over the whole drain with its set-up)",
+        columns,
+        cpu_rows,
+    )
+    report.data["nats_cpu_seconds"] = nats_cpu
     report.workload = {
         "runs": n,
         "tenants": args.tenants,
@@ -241,3 +269,8 @@ async def _replicated(
         "has. It prices the replication's CPU and round trips here, not a deployment's. "
         + shared_host(report, "Postgres, NATS and both scheduler processes")
     )
+
+
+def _pid(server: EmbeddedNats) -> int:
+    assert server.proc is not None
+    return server.proc.pid
