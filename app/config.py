@@ -16,11 +16,18 @@ def _default_owner() -> str:
     return os.environ.get("HOSTNAME") or socket.gethostname()
 
 
+def nats_servers(url: str) -> list[str]:
+    """A NATS_URL's servers (one, or several separated by commas), as nats-py's `servers` list."""
+    return [u.strip() for u in url.split(",") if u.strip()]
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="SCHEDULER_", extra="ignore")
 
     # Connections. Unset URLs make `scheduler dev` start embedded servers; other commands require them.
     database_url: str | None = None
+    # One NATS server, or a cluster's servers separated by commas (`nats://n1:4222,nats://n2:4222`):
+    # a connection moves to another of them when its server goes away.
     nats_url: str | None = None
     redis_url: str | None = None
 
@@ -52,6 +59,11 @@ class Settings(BaseSettings):
     # arrivals, never sees more than the limit in one window (migration 0013).
     rate_limit_margin_seconds: float = Field(default=0.25, ge=0, le=60)
     publish_timeout_seconds: float = Field(default=5.0, gt=0)
+    # What JetStream did not ack is sent again, with a doubling backoff, for this long (at most half
+    # the dispatch lease) before its runs go back to pending: a stream electing a new leader answers
+    # "no responders" for seconds, and releasing at once had the loop claim and release the same runs
+    # over and over. The same Nats-Msg-Id makes a message the stream did store a duplicate it drops.
+    publish_retry_seconds: float = Field(default=30.0, ge=0)
     # Claimed batches whose PubAcks are still awaited while the next batch is claimed.
     dispatch_batches_in_flight: int = Field(default=2, ge=1, le=16)
     # Backpressure (app/engine/backlog.py): stop claiming while the stream holds more than the workers
@@ -91,6 +103,11 @@ class Settings(BaseSettings):
     # Shorter costs more in-progress acks, and redelivers what a worker stalled for three quarters of
     # it holds; the epoch fence drops whatever of that was already started.
     ack_wait_seconds: float = Field(default=5.0, gt=0)
+    # Copies JetStream keeps of each lane's stream and of the workers' consumers on it. 3 on a cluster
+    # of three servers: any one server may be lost, messages and consumer state with it, and nothing
+    # is (a stream's leader is elected again among the other two). A start raises an existing stream's
+    # and consumer's replicas to this; it never lowers them.
+    stream_replicas: int = Field(default=1, ge=1, le=5)
 
     # Worker.
     worker_concurrency: int = Field(default=256, ge=1)
@@ -177,6 +194,17 @@ class Settings(BaseSettings):
 
     data_dir: str = ".scheduler-dev"
     log_level: str = "INFO"
+
+    @field_validator("nats_url")
+    @classmethod
+    def _nats_servers(cls, value: str | None) -> str | None:
+        if value is not None and value.strip() and not all(u.strip() for u in value.split(",")):
+            raise ValueError("NATS_URL: an empty server in the list")
+        return value
+
+    @property
+    def nats_servers(self) -> list[str]:
+        return nats_servers(self.nats_url or "")
 
     @field_validator("database_url")
     @classmethod

@@ -47,10 +47,12 @@ async def drain(
     timeout: float = 600.0,
     workers: int = 1,
     interval: float = 0.25,
+    overrides: dict[str, Any] | None = None,
 ) -> Drain:
+    """`overrides`: settings of the processes beside the app's defaults (another NATS_URL, say)."""
     lead = 0.5 + n / 10_000  # room to commit the backlog before it falls due
     async with bench.database() as url:
-        base = bench.settings(url)
+        base = bench.settings(url, **(overrides or {}))
         engine = ops_process("engine", base, bench.logs)
         # The drain is over once every outcome is recorded; a worker slow to exit (its shutdown once
         # waited out nc.drain()'s 30 s timeout) is killed after a few seconds and reported.
@@ -58,7 +60,7 @@ async def drain(
         ws = [ops_process("worker", base, bench.logs, name=name, stop_timeout=5.0) for name in names]
         procs: list[SchedulerProcess] = [engine, *ws]
         pool = await create_pool(url, min_size=1, max_size=2, name="bench-drain")
-        nc = await bench.nats()
+        nc = await bench.nats(base.nats_url)
         try:
             async with pool.acquire() as conn:
                 await workload.seed_tenants(conn, tenants)

@@ -20,7 +20,7 @@ from nats.js.errors import NotFoundError
 
 from app.bus.jetstream import delete_streams
 from app.bus.message import decode
-from app.config import Settings
+from app.config import Settings, nats_servers
 from stack import databases
 from stack.databases import with_database
 from stack.servers import Services
@@ -79,15 +79,17 @@ class Bench:
         s = self.services
         return isolated_settings(
             database_url=database_url,
-            nats_url=s.nats_url,
+            nats_url=values.pop("nats_url", s.nats_url),
             redis_url=s.redis_url,
             admin_token=ADMIN_TOKEN,
             prefix="bench",
             **values,
         )
 
-    async def nats(self) -> NATS:
-        return await nats.connect(self.services.nats_url, name="scheduler-bench", max_reconnect_attempts=3)
+    async def nats(self, url: str | None = None) -> NATS:
+        """A connection to the services' NATS, or to `url` (one server or several, comma-separated)."""
+        servers = nats_servers(url or self.services.nats_url)
+        return await nats.connect(servers=servers, name="scheduler-bench", max_reconnect_attempts=3)
 
     async def environment(self, *, redis: bool) -> dict[str, Any]:
         from bench.env import collect

@@ -19,7 +19,7 @@ from nats.js.errors import NotFoundError
 
 from app.bus.jetstream import delete_streams
 from app.bus.message import decode
-from app.config import Settings
+from app.config import Settings, nats_servers
 from app.dev import free_port
 from app.telemetry.ops_server import HostedServer
 from stack import databases
@@ -146,7 +146,7 @@ async def stream_runs(nats_url: str, settings: Settings) -> list[str]:
     of its own (the workers' is left as it is)."""
     import nats
 
-    nc = await nats.connect(nats_url)
+    nc = await nats.connect(servers=nats_servers(nats_url))
     try:
         js = nc.jetstream()
         sub = await js.pull_subscribe(f"{settings.subject_prefix}.>", durable="audit", stream=settings.stream)
@@ -167,7 +167,7 @@ async def delete_stream(settings: Settings) -> None:
     import nats
 
     with contextlib.suppress(Exception):
-        nc = await nats.connect(settings.nats_url)
+        nc = await nats.connect(servers=settings.nats_servers)
         try:
             await delete_streams(nc.jetstream(), settings)
         finally:

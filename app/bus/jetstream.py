@@ -3,8 +3,10 @@ is app/bus/publisher.py, pulling app/bus/pull.py."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
+import time
 from dataclasses import dataclass
 
 import nats
@@ -20,15 +22,19 @@ from nats.js.api import (
 )
 from nats.js.errors import BadRequestError, NotFoundError
 
-from app.config import Settings
+from app.config import Settings, nats_servers
 
 log = logging.getLogger(__name__)
 
 DUPLICATE_WINDOW_SECONDS = 120.0
+CONSUMER_REPLICAS_EXCEED_STREAM = 10126  # JetStream's error code
+SCALE_TIMEOUT_SECONDS = 60.0
 
 
 async def connect(url: str, name: str, *, retry_at_start: bool = True) -> NATS:
     """A connection that keeps reconnecting: a NATS restart stalls publishes, it does not end the process.
+    `url` is NATS_URL: one server or a cluster's, separated by commas; a lost server's connection
+    moves to another (and to the servers the cluster announces).
 
     `retry_at_start=False`: a server that cannot be reached at all raises after a second try instead
     of being retried forever inside this call, so the caller can report it and stop when asked
@@ -38,12 +44,16 @@ async def connect(url: str, name: str, *, retry_at_start: bool = True) -> NATS:
         log.warning("nats: %s", exc)
 
     nc = await nats.connect(
-        url,
+        servers=nats_servers(url),
         name=name,
         # nats-py counts per server and gives up once a server failed more than this; -1 never does.
         max_reconnect_attempts=-1 if retry_at_start else 1,
         reconnect_time_wait=0.5,
         connect_timeout=5,
+        # A server that vanished without closing the connection (a partition, a dead host) is noticed
+        # within three missed pings, not nats-py's default four minutes.
+        ping_interval=10,
+        max_outstanding_pings=3,
         error_cb=on_error,
     )
     nc.options["max_reconnect_attempts"] = -1  # read again at every reconnect
@@ -89,7 +99,7 @@ def lanes(settings: Settings) -> list[Lane]:
     return [normal, Lane("urgent", settings.urgent_stream, settings.urgent_subject_prefix, settings.consumer)]
 
 
-def stream_config(lane: Lane) -> StreamConfig:
+def stream_config(lane: Lane, replicas: int = 1) -> StreamConfig:
     return StreamConfig(
         name=lane.stream,
         subjects=[lane.subjects],
@@ -97,6 +107,7 @@ def stream_config(lane: Lane) -> StreamConfig:
         retention=RetentionPolicy.WORK_QUEUE,
         storage=StorageType.FILE,
         duplicate_window=DUPLICATE_WINDOW_SECONDS,
+        num_replicas=replicas,
     )
 
 
@@ -112,16 +123,22 @@ def consumer_config(lane: Lane, settings: Settings) -> ConsumerConfig:
         max_deliver=-1,
         max_ack_pending=max(20_000, settings.worker_concurrency * 4),
         filter_subject=lane.subjects,
+        num_replicas=settings.stream_replicas,
     )
 
 
 async def ensure_stream(js: JetStreamContext, settings: Settings) -> None:
-    """Create every lane's stream, or bring an existing one to this configuration. Safe to race."""
+    """Create every lane's stream, or bring an existing one to this configuration. Safe to race.
+
+    Replicas are only ever raised (STREAM_REPLICAS): a process still configured for fewer, during a
+    rolling change, leaves a stream as replicated as it found it."""
     for lane in lanes(settings):
-        config = stream_config(lane)
+        config = stream_config(lane, settings.stream_replicas)
         try:
             await js.add_stream(config)
         except BadRequestError:
+            current = (await js.stream_info(lane.stream)).config.num_replicas or 1
+            config.num_replicas = max(config.num_replicas or 1, current)
             await js.update_stream(config)
 
 
@@ -133,8 +150,32 @@ async def delete_streams(js: JetStreamContext, settings: Settings) -> None:
 
 
 async def ensure_consumer(js: JetStreamContext, settings: Settings) -> None:
-    """Create every lane's consumer, or bring an existing one to this configuration (ACK_WAIT_SECONDS
-    included): the server creates or updates, so a consumer an older release made is updated."""
+    """Every lane's stream, and the workers' consumer on it created or brought to this configuration
+    (ACK_WAIT_SECONDS included, so a consumer an older release made is updated; its replicas, like the
+    stream's, only ever raised)."""
     await ensure_stream(js, settings)
     for lane in lanes(settings):
-        await js.add_consumer(lane.stream, consumer_config(lane, settings))
+        config = consumer_config(lane, settings)
+        with contextlib.suppress(NotFoundError):
+            current = (await js.consumer_info(lane.stream, lane.consumer)).config.num_replicas or 1
+            config.num_replicas = max(config.num_replicas or 1, current)
+        try:
+            await js.add_consumer(lane.stream, config)
+        except BadRequestError as exc:
+            if exc.err_code != CONSUMER_REPLICAS_EXCEED_STREAM:
+                raise
+            # The stream was just raised and its new replicas are still catching up (about ten
+            # seconds on loopback): a consumer may not have more replicas than its stream has yet.
+            await _until_scaled(js, lane.stream)
+            await js.add_consumer(lane.stream, config)
+
+
+async def _until_scaled(js: JetStreamContext, stream: str) -> None:
+    """Until the stream has every replica its configuration asks for, or SCALE_TIMEOUT_SECONDS."""
+    deadline = time.monotonic() + SCALE_TIMEOUT_SECONDS
+    while time.monotonic() < deadline:
+        info = await js.stream_info(stream)
+        have = 1 + len(info.cluster.replicas or []) if info.cluster is not None else 1
+        if have >= (info.config.num_replicas or 1):
+            return
+        await asyncio.sleep(0.5)

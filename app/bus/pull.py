@@ -10,6 +10,7 @@ import time
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
+from nats.errors import NoRespondersError
 
 from app.bus.jetstream import Lane
 
@@ -36,6 +37,7 @@ class PullConsumer:
         self.queue: asyncio.Queue[Msg | None] = asyncio.Queue()
         self._outstanding = 0
         self._request_ends = 0.0
+        self._refused = False  # the last request was answered 503: the consumer has no leader now
         self._sub: Subscription | None = None
 
     async def start(self) -> None:
@@ -52,6 +54,7 @@ class PullConsumer:
             self.queue.put_nowait(msg)
         elif status != "100":  # 404 no messages, 408 request expired, 409 …: the request is over
             self._outstanding = 0
+            self._refused = status == "503"
             self.queue.put_nowait(None)
 
     def drain_local(self) -> list[Msg]:
@@ -67,7 +70,9 @@ class PullConsumer:
         return msgs
 
     async def fetch(self, batch: int, timeout: float) -> list[Msg]:
-        """Up to `batch` messages; [] if none arrived within `timeout`."""
+        """Up to `batch` messages; [] if none arrived within `timeout`. NoRespondersError when the
+        consumer answers no request (a server lost, its leader being elected: seconds), for the
+        caller to wait before it asks again rather than ask as fast as the 503s come back."""
         deadline = time.monotonic() + timeout
         msgs = self._take(batch)
         while not msgs:
@@ -87,5 +92,8 @@ class PullConsumer:
                 continue
             if first is not None:
                 msgs.append(first)
+            elif self._refused:
+                self._refused = False
+                raise NoRespondersError
             self._take(batch, msgs)
         return msgs

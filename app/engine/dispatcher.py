@@ -46,6 +46,9 @@ from app.telemetry import metrics
 log = logging.getLogger(__name__)
 # While paused, the queue is asked this often: the workers may empty the room in well under a poll.
 PAUSED_RECHECK_SECONDS = 0.25
+# A batch's unacked messages are sent again after this, doubled each time up to the cap (jittered).
+RETRY_FIRST_SECONDS = 0.25
+RETRY_MAX_SECONDS = 2.0
 
 
 class Dispatcher:
@@ -73,6 +76,7 @@ class Dispatcher:
         # Busy time of each phase, read by the bench: claim SQL, publish (send + PubAcks), and
         # settle (releasing what was not acked).
         self.phase_seconds = {"claim": 0.0, "publish": 0.0, "settle": 0.0}
+        self._stop = asyncio.Event()  # run()'s: a stopping engine re-sends nothing more
 
     def _spent(self, phase: str, seconds: float) -> None:
         self.phase_seconds[phase] += seconds
@@ -81,6 +85,7 @@ class Dispatcher:
     # ── the loop ──
 
     async def run(self, stop: asyncio.Event) -> None:
+        self._stop = stop
         slots = asyncio.Semaphore(self.settings.dispatch_batches_in_flight)
         settling: set[asyncio.Task[None]] = set()
         urgent_loop = None
@@ -231,10 +236,12 @@ class Dispatcher:
         return min(MAX_MESSAGE_BYTES, server - 4096) if server > 8192 else MAX_MESSAGE_BYTES
 
     async def settle(self, built: Built, sent: Sent) -> None:
-        """Runs whose message JetStream did not ack go back to pending now, not after their lease. If
-        the database is unreachable here, the lease lapses and the reaper does the same."""
+        """Runs whose message JetStream did not ack, even sent again (`publish_again`), go back to
+        pending now, not after their lease. If the database is unreachable here, the lease lapses and
+        the reaper does the same."""
         t0 = time.perf_counter()
-        ok_flags = built.run_flags(await self.publisher.acked(sent, self.settings.publish_timeout_seconds))
+        acked = await self.publisher.acked(sent, self.settings.publish_timeout_seconds)
+        ok_flags = built.run_flags(await self.publish_again(built, acked))
         t1 = time.perf_counter()
         self._spent("publish", t1 - t0)
         metrics.publish_duration_seconds.observe(t1 - t0)
@@ -257,6 +264,36 @@ class Dispatcher:
                 "releasing %d unpublished runs failed (%s); the reaper rescues them", len(failed), exc
             )
         self._spent("settle", time.perf_counter() - t1)
+
+    async def publish_again(self, built: Built, acked: list[bool]) -> list[bool]:
+        """Send the messages JetStream did not ack again, after a doubling backoff, until it acks them
+        all or PUBLISH_RETRY_SECONDS (at most half the dispatch lease, which is still running) pass;
+        which are acked now. A stream electing its leader answers "no responders" at once for
+        seconds: without the wait the loop claimed, failed and released the same runs over and over.
+        Meanwhile this batch holds its slot, so the loop claims at most the batches in flight."""
+        s = self.settings
+        deadline = time.monotonic() + min(s.publish_retry_seconds, s.dispatch_lease_seconds / 2)
+        delay, sends = RETRY_FIRST_SECONDS, 1
+        while not all(acked) and not self._stop.is_set():
+            wait = delay * random.uniform(0.8, 1.2)
+            if time.monotonic() + wait >= deadline:
+                break
+            await sleep_or_stop(self._stop, wait)
+            if self._stop.is_set():
+                break
+            missing = [i for i, ok in enumerate(acked) if not ok]
+            metrics.publish_retries_total.inc(len(missing))
+            again = await self.publisher.publish(
+                [built.messages[i] for i in missing], s.publish_timeout_seconds
+            )
+            for i, ok in zip(missing, again, strict=True):
+                acked[i] = ok
+            delay, sends = min(delay * 2, RETRY_MAX_SECONDS), sends + 1
+        if sends > 1:
+            log.warning(
+                "JetStream acked %d of %d messages, sent up to %d times", sum(acked), len(acked), sends
+            )
+        return acked
 
 
 def _log_settle_failure(task: asyncio.Task[None]) -> None:

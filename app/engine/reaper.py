@@ -103,8 +103,11 @@ class Reaper:
         return _earliest(previous, now)
 
     def _margin(self) -> float:
-        # A message is published at most publish_timeout after its claim (later, its run was released).
-        return self.settings.publish_timeout_seconds + CLOCK_SKEW_SECONDS
+        # A message is published at most its PubAck wait and the re-sending after it later than its
+        # claim (app/engine/dispatcher.py: publish_again; later, its run was released).
+        s = self.settings
+        retrying = min(s.publish_retry_seconds, s.dispatch_lease_seconds / 2)
+        return s.publish_timeout_seconds + retrying + CLOCK_SKEW_SECONDS
 
     async def run(self, stop: asyncio.Event) -> None:
         await every(stop, self.settings.reap_interval_seconds, self.reap_once, "reaper")

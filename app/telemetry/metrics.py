@@ -35,7 +35,12 @@ dispatch_phase_seconds_total = Counter(
 runs_claimed_total = Counter("scheduler_runs_claimed_total", "Runs claimed (pending -> dispatched).")
 runs_published_total = Counter("scheduler_runs_published_total", "Runs published and acked by JetStream.")
 publish_failures_total = Counter(
-    "scheduler_publish_failures_total", "Runs whose publish failed; they went back to pending at once."
+    "scheduler_publish_failures_total",
+    "Runs JetStream did not ack, even sent again; they went back to pending.",
+)
+publish_retries_total = Counter(
+    "scheduler_publish_retries_total",
+    "Messages sent again because JetStream did not ack them (a stream electing its leader, a server lost).",
 )
 runs_reaped_total = Counter(
     "scheduler_runs_reaped_total",

@@ -54,6 +54,7 @@ log = logging.getLogger(__name__)
 START_BATCHES_IN_FLIGHT = 2
 PEEK_INTERVAL = 1.0  # seconds between fetches while every slot is taken (at most)
 FINAL_FLUSH_SECONDS = 2.0  # at shutdown, outcomes get at least this long to be recorded
+FETCH_RETRY_SECONDS = 0.5  # a fetch that failed is tried again after this (or at once at shutdown)
 
 
 class Worker:
@@ -145,9 +146,9 @@ class Worker:
                 continue
             try:
                 msgs = await sub.fetch(size, timeout=1.0)
-            except Exception as exc:  # NATS reconnecting: wait it out
-                log.warning("fetch: %s", exc)
-                await asyncio.sleep(0.5)
+            except Exception as exc:  # NATS reconnecting, the consumer's leader being elected: wait it out
+                log.warning("fetch (%s): %s: %s", sub.lane.name, type(exc).__name__, exc)
+                await first_of((halt,), FETCH_RETRY_SECONDS)
                 continue
             fetch_size.observe(len(msgs))
             if msgs:

