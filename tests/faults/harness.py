@@ -43,6 +43,8 @@ from tests.faults.victim import Victim
 from tests.processes import processes
 from tests.receiver import Receiver, running_receiver
 
+TRICKLE_SENDERS = 2  # clients submitting one run after another through the fault window
+
 
 @dataclass(frozen=True)
 class Config:
@@ -153,9 +155,14 @@ class Harness:
                 self.door = await door
             injector = Injector(s, good, c.duration, self.receiver, limited_auth if c.limited_runs else None)
             faults = asyncio.create_task(injector.inject(window_end))
+            # Submissions go on through the fault window, one by one (each fault's first 2xx after it).
+            trickle_stop = asyncio.Event()
+            trickle = asyncio.create_task(good.senders(s.api_ports, trickle_stop, TRICKLE_SENDERS))
             pause_ends = asyncio.create_task(bad.end_the_pause(window_end))  # held through the faults
             drained = await self.drain(window_end, window_end + c.drain_timeout)
             await faults
+            trickle_stop.set()
+            await trickle
             await pause_ends
             # The injector may finish after the window (a fault waits for work in flight): what its
             # last fault disturbed drains too (briefly, if the drain already timed out: long enough
@@ -191,6 +198,7 @@ class Harness:
         s = self.stack
         rows = await s.fetch(
             "SELECT id::text AS id, tenant_id, status, attempt, max_attempts, epoch, scheduled_at,"
+            " COALESCE(held_due_at, due_at) AS due_at, started_at,"
             # A run still waiting has waited now() - due_at so far (none, if not due yet); a started
             # one, started_at - due_at.
             " CASE WHEN status IN ('pending', 'dispatched') AND due_at > now() THEN NULL"
@@ -199,6 +207,11 @@ class Harness:
             " FROM job_runs WHERE tenant_id = ANY($1)",
             [victim.TENANT, hostile.TENANT, limited.TENANT],
         )
+
+        began = datetime.now(UTC) - timedelta(seconds=time.monotonic() - s.started)
+
+        def since(at: datetime | None) -> float | None:  # on Fault.at's clock ('infinity': None)
+            return None if at is None or at.year >= 9999 else (at - began).total_seconds()
 
         def phase(at: datetime) -> str:
             offset = (at - t0).total_seconds()
@@ -214,6 +227,8 @@ class Harness:
                 r["epoch"],
                 phase(r["scheduled_at"]),
                 r["lag"],
+                since(r["due_at"]),
+                since(r["started_at"]),
             )
             for r in rows
         ]
@@ -243,6 +258,7 @@ class Harness:
             poison_answers=bad.answers,
             poison_run=bad.poison_run,
             paused_runs=bad.paused_runs,
+            answered=[(t - s.started, status) for t, status in good.answered],
             problems=bad.problems + good.problems,
             hostile_answers=self.config.answers if self.config.hostile else (),
             died=died,

@@ -97,6 +97,8 @@ class Run:
     epoch: int
     phase: str = "faults"  # when it was scheduled (PHASES)
     lag: float | None = None  # seconds from due_at to started_at of its last attempt (or to now, waiting)
+    due: float | None = None  # when it fell due, and when its last attempt started, in seconds since
+    started: float | None = None  # the harness began (Fault.at's clock); None: not yet
 
 
 @dataclass(frozen=True)
@@ -153,6 +155,9 @@ class Outcome:
     limit: int = 0  # the limited job's concurrency limit per key (0: the harness ran no limited job)
     door: Door | None = None  # slow connections held during the hostile phase (None: none)
     paused_runs: list[str] = field(default_factory=list)  # runs retried under their job's pause
+    # (seconds since the harness began, HTTP status) of every answer to the victim's one-by-one
+    # submissions, which go on through the fault window.
+    answered: list[tuple[float, int]] = field(default_factory=list)
 
 
 @dataclass
@@ -232,6 +237,9 @@ class Report:
             ),
             f"slow connections        {o.door.render() if o.door else 'none'}",
             f"retried under a pause   {len(o.paused_runs)} runs, {len(self.paused_runs_called)} reached the receiver",
+            f"victim submissions      {len(o.answered)} answered one by one {dict(Counter(s for _, s in o.answered))}",
+            "per fault",
+            *(f"  {figures.render()}" for figures in per_fault(o)),
             f"processes that died     {len(o.died)} (not killed by the harness) {o.died}",
             f"late results discarded  {o.late_results_discarded:g} (stale counters: {o.stale})",
             f"worker RSS peak         {o.worker_rss_mib:.0f} MiB",
@@ -391,6 +399,60 @@ def limits_hold(r: Report) -> list[str]:
     return out
 
 
+@dataclass(frozen=True)
+class FaultFigures:
+    """What one fault cost, over its slot (until the next fault): seconds from it to the first
+    accepted submission and to the first run started after it; the p99 due lag of the victim's runs
+    that fell due in the slot; the 5xx answers other than 503 in the slot (must be 0)."""
+
+    fault: Fault
+    first_submission: float | None
+    first_start: float | None
+    p99_lag: float | None
+    other_5xx: int
+
+    def render(self) -> str:
+        def s(x: float | None) -> str:
+            return "-" if x is None else f"{x:.2f}s"
+
+        return (
+            f"{self.fault.kind:<34} first 2xx after {s(self.first_submission):>7}, first start after "
+            f"{s(self.first_start):>7}, p99 lag of runs due in its slot {s(self.p99_lag):>7}, "
+            f"5xx other than 503: {self.other_5xx}"
+        )
+
+
+def per_fault(o: Outcome) -> list[FaultFigures]:
+    faults = sorted((f for f in o.faults if f.in_flight is not None), key=lambda f: f.at)
+    out = []
+    for i, f in enumerate(faults):
+        end = faults[i + 1].at if i + 1 < len(faults) else math.inf
+        lags = sorted(
+            r.lag
+            for r in o.runs
+            if r.tenant == "victim" and r.due is not None and f.at <= r.due < end
+            if r.lag is not None
+        )
+        oks = [t for t, status in o.answered if t >= f.at and status < 300]
+        starts = [r.started for r in o.runs if r.started is not None and r.started >= f.at]
+        out.append(
+            FaultFigures(
+                f,
+                min(oks) - f.at if oks else None,
+                min(starts) - f.at if starts else None,
+                lags[min(len(lags) - 1, int(0.99 * len(lags)))] if lags else None,
+                sum(1 for t, status in o.answered if f.at <= t < end and status >= 500 and status != 503),
+            )
+        )
+    return out
+
+
+def only_503s(r: Report) -> list[str]:
+    """A submission is answered, or refused with 503 while the database is away: never another 5xx."""
+    other = Counter(status for _, status in r.outcome.answered if status >= 500 and status != 503)
+    return [f"the victim's submissions were answered {dict(other)}: a 5xx other than 503"] if other else []
+
+
 def pause_holds(r: Report) -> list[str]:
     """A paused job's runs, retried under the pause, never reach their target."""
     if not r.paused_runs_called:
@@ -412,6 +474,7 @@ CHECKS: list[Callable[[Report], list[str]]] = [
     every_callback_delivered,
     limits_hold,
     pause_holds,
+    only_503s,
 ]
 
 

@@ -19,6 +19,7 @@ from tests.faults.report import (
     PoisonAnswer,
     Run,
     check,
+    per_fault,
 )
 from tests.receiver import Call
 
@@ -290,6 +291,10 @@ BAD: dict[str, tuple[Callable[[Outcome], Outcome], str]] = {
         ),
         "1 runs retried under their job's pause reached the receiver",
     ),
+    "a submission answered 500 while a part was down": (
+        lambda o: dataclasses.replace(o, answered=[(1.0, 201), (2.0, 503), (2.5, 500), (3.0, 201)]),
+        "a 5xx other than 503",
+    ),
     "an engine died on its own": (
         lambda o: dataclasses.replace(o, died=["engine on :1234 exited 1"]),
         "processes exited on their own",
@@ -325,3 +330,25 @@ def test_a_dead_engines_claims_never_called_under_their_epoch_are_counted_as_und
     report = check(o)
     assert report.claims_never_delivered == 1
     assert "2 held at the kill, 1 never delivered" in report.render()
+
+
+def test_per_fault_figures_are_taken_over_each_faults_slot() -> None:
+    kill, crash = Fault(10.0, "", "kill -9 api", "", 3), Fault(20.0, "", "crash postgres", "", 5)
+    runs = [
+        Run("a", "victim", "succeeded", 1, 25, 1, "faults", 0.5, due=11.0, started=11.5),
+        Run("b", "victim", "succeeded", 1, 25, 1, "faults", 4.0, due=19.0, started=23.0),
+        Run("c", "victim", "succeeded", 1, 25, 1, "faults", 0.2, due=21.0, started=21.2),
+    ]
+    o = dataclasses.replace(
+        good(),
+        faults=[crash, kill, Fault(25.0, "", "start api", "")],  # out of order; a note is no fault
+        runs=runs,
+        answered=[(9.0, 201), (10.5, 503), (12.0, 201), (20.5, 500), (22.0, 201)],
+    )
+    figures = {f.fault.kind: f for f in per_fault(o)}
+    assert set(figures) == {"kill -9 api", "crash postgres"}
+    assert (figures["kill -9 api"].first_submission, figures["kill -9 api"].first_start) == (2.0, 1.5)
+    assert figures["kill -9 api"].p99_lag == 4.0 and figures["kill -9 api"].other_5xx == 0
+    assert figures["crash postgres"].first_submission == 2.0
+    assert figures["crash postgres"].first_start == pytest.approx(1.2)
+    assert figures["crash postgres"].p99_lag == 0.2 and figures["crash postgres"].other_5xx == 1

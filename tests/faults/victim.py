@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import random
+import time
 from collections import Counter
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -33,6 +34,7 @@ class Victim:
         self._keys = itertools.count()
         self.problems: list[str] = []  # victim requests no API ever accepted
         self.answers: Counter[int] = Counter()  # HTTP status -> answers to submit_one's requests
+        self.answered: list[tuple[float, int]] = []  # (time.monotonic(), HTTP status) of each answer
 
     def job(self, receiver_url: str, max_attempts: int) -> dict[str, Any]:
         return {
@@ -96,6 +98,7 @@ class Victim:
             finally:
                 self.in_flight[port] -= 1
             self.answers[r.status_code] += 1
+            self.answered.append((time.monotonic(), r.status_code))
             tried.append(f"{port}: {r.status_code}")
             if r.status_code in (200, 201):
                 self.accepted.append(r.json()["id"])
