@@ -50,10 +50,14 @@ async def connect(url: str, name: str, *, retry_at_start: bool = True) -> NATS:
         max_reconnect_attempts=-1 if retry_at_start else 1,
         reconnect_time_wait=0.5,
         connect_timeout=5,
-        # A server that vanished without closing the connection (a partition, a dead host) is noticed
-        # within three missed pings, not nats-py's default four minutes.
-        ping_interval=10,
-        max_outstanding_pings=3,
+        # A server that froze or vanished without closing the connection (a stopped process, a dead
+        # host) is noticed in 10-15 s: at the ping that finds two unanswered, not nats-py's default
+        # four minutes. That is well inside an engine's 30 s of re-sending a batch
+        # (PUBLISH_RETRY_SECONDS), so the engine moves to another server and its batch is acked
+        # there instead of going back to pending; a server that still answers pings keeps its
+        # clients.
+        ping_interval=5,
+        max_outstanding_pings=2,
         error_cb=on_error,
     )
     nc.options["max_reconnect_attempts"] = -1  # read again at every reconnect

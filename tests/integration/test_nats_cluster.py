@@ -1,15 +1,16 @@
 """Lose any one NATS server, lose nothing: a three-server cluster on loopback (stack/nats_cluster.py)
-holding the lanes at three replicas, its stream leader killed under load; and, on one server, the
-stream losing messages outright (JetStream acknowledges before it syncs to disk), which Postgres, the
-truth, makes good through the reaper."""
+holding the lanes at three replicas, its stream leader killed, frozen (SIGSTOP) and cut off from the
+other two under load; and, on one server, the stream losing messages outright (JetStream
+acknowledges before it syncs to disk), which Postgres, the truth, makes good through the reaper."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 import time
 from collections import Counter
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from datetime import timedelta
 from pathlib import Path
 
@@ -27,7 +28,7 @@ from app.worker.consumer import Worker
 from stack.eventually import eventually
 from stack.nats_cluster import NatsCluster, running_cluster
 from tests import factories
-from tests.processes import processes
+from tests.processes import Process, processes
 from tests.receiver import Receiver, running_receiver
 from tests.support import Services, make_settings
 
@@ -35,6 +36,12 @@ from tests.support import Services, make_settings
 @pytest_asyncio.fixture(loop_scope="session")
 async def cluster() -> AsyncIterator[NatsCluster]:
     async with running_cluster() as c:
+        yield c
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def partitionable_cluster() -> AsyncIterator[NatsCluster]:
+    async with running_cluster(partitionable=True) as c:
         yield c
 
 
@@ -243,3 +250,211 @@ async def test_a_pull_during_the_consumers_election_raises_at_once_then_resumes(
         await consumer.stop()
     finally:
         await close(nc)
+
+
+FAULT_SECONDS = 12.0
+MOVED_WITHIN_SECONDS = 28.0
+
+
+async def published(process: Process) -> float:
+    """An engine's scheduler_runs_published_total."""
+    found = re.search(r"^scheduler_runs_published_total (\S+)$", await process.metrics(), re.M)
+    return float(found.group(1)) if found else 0.0
+
+
+async def publish_retries(process: Process) -> float:
+    found = re.search(r"^scheduler_publish_retries_total (\S+)$", await process.metrics(), re.M)
+    return float(found.group(1)) if found else 0.0
+
+
+async def stream_leader(js: nats.js.JetStreamContext, stream: str) -> str | None:
+    """The stream's leader as the servers `js` reaches see it; None while they cannot tell."""
+    with contextlib.suppress(Exception):
+        info = await js.stream_info(stream)
+        return info.cluster.leader if info.cluster is not None else None
+    return None
+
+
+async def all_current(js: nats.js.JetStreamContext, stream: str) -> bool:
+    """A leader and both other replicas current."""
+    with contextlib.suppress(Exception):
+        info = await js.stream_info(stream)
+        cluster = info.cluster
+        return (
+            cluster is not None
+            and cluster.leader is not None
+            and len(cluster.replicas) == 2
+            and all(r.current and not r.offline for r in cluster.replicas)
+        )
+    return False
+
+
+async def a_server_faulted_under_load(
+    s: Settings,
+    cluster: NatsCluster,
+    pool: asyncpg.Pool,
+    tmp_path: Path,
+    fault: Callable[[str], None],
+    recover: Callable[[str], None],
+    *,
+    struck_engine_moves: bool,
+) -> dict[str, float]:
+    """Runs flowing through two engines and a worker, `fault(leader)` strikes the server leading the
+    stream, and `recover(leader)` undoes it once the other two have elected a leader and the drain
+    went on through them. One engine is connected to the stream's leader alone, the other and the
+    worker to the other two, so the fault lands on a process's connection and a new leader must
+    carry the rest. Every run succeeds; no (run, epoch) starts twice; every claim started an attempt
+    (nothing released and claimed again); no process exits; the old leader rejoins as a current
+    replica. `struck_engine_moves`: the struck engine notices its server is gone (unanswered pings)
+    and publishes through another while the fault lasts. Returns what was measured."""
+    provisioning = await connect(cluster.url, "provisioning")
+    try:
+        await ensure_consumer(provisioning.jetstream(), s)
+        await eventually(
+            lambda: all_current(provisioning.jetstream(timeout=2), s.stream),
+            until=bool,
+            timeout=30,
+            what="three current replicas",
+        )
+        leader = await stream_leader(provisioning.jetstream(timeout=2), s.stream)
+    finally:
+        await close(provisioning)
+    assert leader is not None
+    others = ",".join(server.url() for name, server in cluster.servers.items() if name != leader)
+    n = 400
+    figures: dict[str, float] = {}
+    async with running_receiver() as receiver, processes(s, tmp_path) as spawn:
+        on_leader = spawn("engine", SCHEDULER_NATS_URL=cluster.servers[leader].url())
+        elsewhere, worker = (
+            spawn("engine", SCHEDULER_NATS_URL=others),
+            spawn("worker", SCHEDULER_NATS_URL=others),
+        )
+        await asyncio.gather(on_leader.wait_ready(), elsewhere.wait_ready(), worker.wait_ready())
+        async with pool.acquire() as conn:
+            await factories.job(conn, target={"type": "http", "url": receiver.url})
+            # Due over the next twenty seconds: claims and publishes go on through the fault.
+            now = await conn.fetchval("SELECT now()")
+            runs = await factories.runs(
+                conn,
+                n,
+                start=now - timedelta(seconds=1),
+                step=timedelta(milliseconds=50),
+                target={"type": "http", "url": receiver.url},
+            )
+            await conn.execute("""UPDATE job_runs SET payload = '{"sleep": 0.2}'""")
+        nc = await nats.connect(servers=others.split(","))  # the survivors' view
+        js = nc.jetstream(timeout=1)
+        try:
+            await eventually(
+                lambda: statuses(pool), until=lambda c: c["succeeded"] >= 40, timeout=30, what="a first drain"
+            )
+            fault(leader)
+            struck = time.monotonic()
+            # Its server frozen or without a quorum, the struck engine gets no PubAck from now on.
+            before = await published(on_leader)
+            at_fault = await statuses(pool)
+            # Runs were dispatched and not all done when the fault struck.
+            assert at_fault["succeeded"] < n and at_fault["dispatched"] + at_fault["running"] > 0, at_fault
+            await eventually(
+                lambda: stream_leader(js, s.stream),
+                until=lambda name: name not in (None, leader),
+                timeout=30,
+                interval=0.2,
+                what="a new leader",
+            )
+            figures["new_leader_s"] = time.monotonic() - struck
+            at_election = (await statuses(pool))["succeeded"]
+            # The other two carry the drain while the struck server is still out.
+            await eventually(
+                lambda: statuses(pool),
+                until=lambda c: c["succeeded"] > at_election,
+                timeout=15,
+                what="a drain through the other two",
+            )
+
+            async def struck_engine_published() -> None:
+                await eventually(
+                    lambda: published(on_leader),
+                    until=lambda count: count > before,
+                    # Inside its 30 s of re-sending (PUBLISH_RETRY_SECONDS), or its batch went back
+                    # to pending; a connection moved only after 30-40 s fails here.
+                    timeout=MOVED_WITHIN_SECONDS - (time.monotonic() - struck),
+                    interval=0.1,
+                    what="the struck engine publishing again",
+                )
+                figures["struck_engine_stall_s"] = time.monotonic() - struck
+
+            if struck_engine_moves:
+                await struck_engine_published()
+            # Past JetStream's election timeout for sure, and within the struck engine's
+            # PUBLISH_RETRY_SECONDS (30 s).
+            await asyncio.sleep(max(0.0, FAULT_SECONDS - (time.monotonic() - struck)))
+            figures["fault_s"] = time.monotonic() - struck
+            recover(leader)
+            if not struck_engine_moves:  # its batch in flight at the fault: acked once it is back
+                await struck_engine_published()
+            await eventually(
+                lambda: all_current(js, s.stream), until=bool, timeout=30, what="the old leader current again"
+            )
+            figures["rejoined_s"] = time.monotonic() - struck
+            done = await eventually(
+                lambda: statuses(pool), until=lambda c: c["succeeded"] == n, timeout=45, what="every run"
+            )
+        finally:
+            await nc.close()
+        assert done == Counter({"succeeded": n})
+        logs = f"engines:\n{on_leader.output()}\n{elsewhere.output()}\nworker:\n{worker.output()}"
+        assert on_leader.alive() and elsewhere.alive() and worker.alive(), logs
+        figures["struck_engine_retries"] = await publish_retries(on_leader)
+        figures["other_engine_retries"] = await publish_retries(elsewhere)
+        # The fault landed on the struck engine: it had messages to re-send.
+        assert figures["struck_engine_retries"] > 0, logs
+        ids = {str(r["id"]) for r in runs}
+        calls = starts(receiver)
+        assert {run for run, _ in calls} == ids
+        assert max(calls.values()) == 1, [k for k, v in calls.items() if v > 1]
+        claims = await pool.fetch("SELECT attempt, epoch, count(*) AS n FROM job_runs GROUP BY 1, 2")
+        assert all(r["epoch"] == r["attempt"] for r in claims), ([tuple(r) for r in claims], logs)
+        figures["due_lag_p99_s"] = await pool.fetchval(
+            "SELECT percentile_cont(0.99) WITHIN GROUP"
+            " (ORDER BY extract(epoch FROM started_at - due_at)) FROM job_runs"
+        )
+    return figures
+
+
+async def test_the_stream_leader_frozen_past_its_election_timeout_loses_nothing(
+    services: Services, database: str, cluster: NatsCluster, pool: asyncpg.Pool, tmp_path: Path
+) -> None:
+    """SIGSTOP of the server leading the stream while runs are in flight, until the other two have
+    elected a leader and carried the drain on; then SIGCONT. The frozen server's clients see a
+    stalled connection, not a closed one: the engine connected to it re-sends its unacked batch
+    (same Nats-Msg-Id) until its unanswered pings move it to another server (10-15 s), where the
+    batch is acked within its PUBLISH_RETRY_SECONDS, so nothing goes back to pending; the old leader
+    rejoins as a current follower."""
+    s = on_cluster(services, database, cluster, stream_replicas=3, urgent_priority=-1)
+    figures = await a_server_faulted_under_load(
+        s,
+        cluster,
+        pool,
+        tmp_path,
+        lambda name: cluster.servers[name].pause(),
+        lambda name: cluster.servers[name].resume(),
+        struck_engine_moves=True,
+    )
+    print("frozen leader:", {k: round(v, 2) for k, v in figures.items()})
+
+
+async def test_the_stream_leader_cut_off_from_the_cluster_loses_nothing(
+    services: Services, database: str, partitionable_cluster: NatsCluster, pool: asyncpg.Pool, tmp_path: Path
+) -> None:
+    """The server leading the stream cut off from the other two (its routes dropped and refused, its
+    clients still served) while runs are in flight: the other two elect a leader and carry the
+    drain; the engine connected only to the cut-off server gets no PubAck (its server answers its
+    pings, so it does not move) and re-sends until the partition heals, within its
+    PUBLISH_RETRY_SECONDS; then the cluster converges and every run ends once."""
+    cluster = partitionable_cluster
+    s = on_cluster(services, database, cluster, stream_replicas=3, urgent_priority=-1)
+    figures = await a_server_faulted_under_load(
+        s, cluster, pool, tmp_path, cluster.partition, lambda _: cluster.heal(), struck_engine_moves=False
+    )
+    print("partitioned leader:", {k: round(v, 2) for k, v in figures.items()})
