@@ -56,12 +56,15 @@ def manifest_queries(k8s: Path = K8S) -> list[Query]:
 
 
 def _rule_groups(doc: dict[str, Any]) -> list[dict[str, Any]]:
-    # A PrometheusRule (spec.groups) or a ConfigMap carrying a rules file.
+    # A PrometheusRule (spec.groups) or a ConfigMap carrying a rules file (a YAML file by its name:
+    # other ConfigMaps carry other formats, nats.conf say).
     if doc.get("kind") == "PrometheusRule":
         return list(doc.get("spec", {}).get("groups", []))
     groups: list[dict[str, Any]] = []
     if doc.get("kind") == "ConfigMap":
-        for text in doc.get("data", {}).values():
+        for name, text in doc.get("data", {}).items():
+            if not name.endswith((".yaml", ".yml")):
+                continue
             rules = yaml.safe_load(text)
             if isinstance(rules, dict):
                 groups += rules.get("groups", [])

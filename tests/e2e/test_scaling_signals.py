@@ -32,8 +32,27 @@ async def test_the_tier_that_binds_is_the_one_its_signal_scales(services: Servic
     )
     # Small claim batches, so backpressure holds most of the backlog in Postgres (the engine pauses).
     bench = Bench(bench_services, smoke=True, out=tmp_path / "results", batch_size=10)
-    args = argparse.Namespace(
-        runs=150, delay=0.3, engines=1, workers=1, concurrency=8, lease=4.0, tenants=3, timeout=180.0
+    parser = argparse.ArgumentParser()
+    slow_target.add_arguments(parser)  # the scenario's own options, their defaults included
+    args = parser.parse_args(
+        [
+            "--runs",
+            "150",
+            "--delay",
+            "0.3",
+            "--engines",
+            "1",
+            "--workers",
+            "1",
+            "--concurrency",
+            "8",
+            "--lease",
+            "4",
+            "--tenants",
+            "3",
+            "--timeout",
+            "180",
+        ]
     )
     try:
         report = await slow_target.run(bench, args)

@@ -9,6 +9,8 @@ itself, with Patroni, is tests/faults/test_postgres_failover.py."""
 
 from __future__ import annotations
 
+from urllib.parse import urlsplit
+
 import asyncpg
 import httpx
 import pytest
@@ -19,11 +21,14 @@ from tests.support import Services, count_rows
 
 
 async def _sessions_anew(admin: asyncpg.Connection, database: str) -> None:
-    """Ends every session of the database: the API's pool connects anew, under the new default."""
-    await admin.execute(
-        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()",
+    """Ends every session of the database, waiting until each is gone (a terminated backend may still
+    answer a moment): the API's pool connects anew, under the new default."""
+    ended = await admin.fetch(
+        "SELECT pg_terminate_backend(pid, 5000) AS gone FROM pg_stat_activity"
+        " WHERE datname = $1 AND pid <> pg_backend_pid()",
         database,
     )
+    assert all(r["gone"] for r in ended), "a session outlived its termination"
 
 
 async def test_no_writable_server_is_a_503_and_the_retry_makes_one_run(
@@ -35,7 +40,7 @@ async def test_no_writable_server_is_a_503_and_the_retry_makes_one_run(
 ) -> None:
     auth = tenant["auth"]
     assert isinstance(auth, dict) and settings.database_url
-    database = settings.database_url.rsplit("/", 1)[1].split("?")[0]
+    database = urlsplit(settings.database_url).path.lstrip("/")  # the host may be a socket's path
     headers = {**auth, "Idempotency-Key": "failover-1"}
     admin = await asyncpg.connect(services.postgres_url)
     try:
