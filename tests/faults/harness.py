@@ -158,10 +158,10 @@ class Harness:
             # Submissions go on through the fault window, one by one (each fault's first 2xx after it).
             trickle_stop = asyncio.Event()
             trickle = asyncio.create_task(good.senders(s.api_ports, trickle_stop, TRICKLE_SENDERS))
+            faults.add_done_callback(lambda _: trickle_stop.set())  # the window's end, not the drain's
             pause_ends = asyncio.create_task(bad.end_the_pause(window_end))  # held through the faults
             drained = await self.drain(window_end, window_end + c.drain_timeout)
             await faults
-            trickle_stop.set()
             await trickle
             await pause_ends
             # The injector may finish after the window (a fault waits for work in flight): what its
