@@ -140,14 +140,14 @@ class Settings(BaseSettings):
     # Job definitions per tenant: each cron job materializes runs on its own, so the count is bounded.
     tenant_max_jobs: int = Field(default=1000, ge=1)
     max_request_bytes: int = Field(default=16 * 1024 * 1024, ge=1024)
-    # A request's line and headers together; over it, 431 before the parser sees more (app/api/server.py).
+    # A request's line and headers together; over it, 431 before the parser sees more (app/api/protocol.py).
     max_header_bytes: int = Field(default=16 * 1024, ge=1024)
     # How long an idle keep-alive connection stays open. Longer than the idle expiry of the clients
     # and load balancers in front (httpx and most pools 5 s, AWS ALB 60 s), so they close it, never
     # the server: one that does races the client's next request on it, which then gets a connection
     # reset instead of an answer (an unanswered POST), seen under load at uvicorn's default of 5 s.
     http_keep_alive_seconds: float = Field(default=75.0, gt=0, le=3600)
-    # The front door (app/api/server.py). A request's head must arrive within HEAD_TIMEOUT (of the
+    # The front door (app/api/protocol.py). A request's head must arrive within HEAD_TIMEOUT (of the
     # connection's opening, or of its first byte on a kept-alive connection) and its body within
     # BODY_TIMEOUT plus a second per BODY_MIN_RATE bytes; slower connections are closed. From
     # MAX_CONNECTIONS connections open (or requests in flight) a request is answered 503, the health
