@@ -50,6 +50,20 @@ def on_cluster(services: Services, database: str, cluster: NatsCluster, **overri
     return make_settings(services, database).model_copy(update={"nats_url": cluster.url, **overrides})
 
 
+async def webhook_runs(
+    pool: asyncpg.Pool, receiver: Receiver, n: int, step: timedelta
+) -> list[asyncpg.Record]:
+    """`n` runs of a webhook job to the receiver, one due every `step` from a second ago; each call
+    takes 0.2 s, so that runs are in flight whenever a fault strikes."""
+    target = {"type": "http", "url": receiver.url}
+    async with pool.acquire() as conn:
+        await factories.job(conn, target=target)
+        now = await conn.fetchval("SELECT now()")
+        runs = await factories.runs(conn, n, start=now - timedelta(seconds=1), step=step, target=target)
+        await conn.execute("""UPDATE job_runs SET payload = '{"sleep": 0.2}'""")
+    return runs
+
+
 async def statuses(pool: asyncpg.Pool) -> Counter[str]:
     rows = await pool.fetch("SELECT status, count(*) AS n FROM job_runs GROUP BY 1")
     return Counter({r["status"]: r["n"] for r in rows})
@@ -107,19 +121,8 @@ async def test_the_stream_leader_killed_under_load_loses_nothing(
     async with running_receiver() as receiver, processes(s, tmp_path) as spawn:
         engine, worker = spawn("engine"), spawn("worker")
         await asyncio.gather(engine.wait_ready(), worker.wait_ready())
-        async with pool.acquire() as conn:
-            await factories.job(conn, target={"type": "http", "url": receiver.url})
-            # Due over the next ten seconds: claims and publishes go on through the election.
-            now = await conn.fetchval("SELECT now()")
-            runs = await factories.runs(
-                conn,
-                n,
-                start=now - timedelta(seconds=1),
-                step=timedelta(milliseconds=25),
-                target={"type": "http", "url": receiver.url},
-            )
-            # Each call takes a while, so that runs are in flight whenever the leader goes.
-            await conn.execute("""UPDATE job_runs SET payload = '{"sleep": 0.2}'""")
+        # Due over the next ten seconds: claims and publishes go on through the election.
+        runs = await webhook_runs(pool, receiver, n, timedelta(milliseconds=25))
         nc = await nats.connect(servers=s.nats_servers)
         try:
             await eventually(
@@ -330,18 +333,8 @@ async def a_server_faulted_under_load(
             spawn("worker", SCHEDULER_NATS_URL=others),
         )
         await asyncio.gather(on_leader.wait_ready(), elsewhere.wait_ready(), worker.wait_ready())
-        async with pool.acquire() as conn:
-            await factories.job(conn, target={"type": "http", "url": receiver.url})
-            # Due over the next twenty seconds: claims and publishes go on through the fault.
-            now = await conn.fetchval("SELECT now()")
-            runs = await factories.runs(
-                conn,
-                n,
-                start=now - timedelta(seconds=1),
-                step=timedelta(milliseconds=50),
-                target={"type": "http", "url": receiver.url},
-            )
-            await conn.execute("""UPDATE job_runs SET payload = '{"sleep": 0.2}'""")
+        # Due over the next twenty seconds: claims and publishes go on through the fault.
+        runs = await webhook_runs(pool, receiver, n, timedelta(milliseconds=50))
         nc = await nats.connect(servers=others.split(","))  # the survivors' view
         js = nc.jetstream(timeout=1)
         try:
