@@ -120,7 +120,7 @@ def cmd_dev(settings: Settings, args: argparse.Namespace) -> None:
     run_dev(settings, host=args.host, port=args.port)
 
 
-# What each command reads, for its --help. Every variable is in README's configuration table.
+# What each command reads, for its --help. Every variable is in docs/configuration.md.
 _CONNECT = "SCHEDULER_DATABASE_URL, SCHEDULER_NATS_URL (required)"
 _ENGINE_VARS = (
     "SCHEDULER_OWNER, SCHEDULER_BATCH_SIZE, SCHEDULER_PER_TENANT_CAP, SCHEDULER_DISPATCH_LEASE_SECONDS, "

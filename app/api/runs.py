@@ -280,7 +280,7 @@ async def reschedule_run(
     run_id: UUID, body: RunReschedule, state: StateDep, principal: PrincipalDep
 ) -> Response:
     """Move a pending run's due time earlier (a past time means now) or later. It keeps its id and
-    scheduled_at; a run moved before its scheduled_at is still claimed when due (README: "Retry,
+    scheduled_at; a run moved before its scheduled_at is still claimed when due (docs/api.md: "Retry,
     reschedule, bulk actions"). Another status is 409."""
     return json_response(
         await run_service.reschedule_run(

@@ -1,5 +1,5 @@
 """Pruning idempotency keys: a key goes once its floor has passed and its run is gone or has been
-finished for the grace period (README: "Idempotency keys"). One engine at a time (an advisory
+finished for the grace period (docs/api.md: "Idempotency keys"). One engine at a time (an advisory
 lock), a bounded DELETE per pass."""
 
 from __future__ import annotations

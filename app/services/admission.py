@@ -1,6 +1,6 @@
 """Admission control: a tenant's submissions are refused once its pending backlog would pass the
 quota (`SCHEDULER_TENANT_MAX_PENDING`), exactly within one API process and within a bounded
-overshoot across them (README: "Limits")."""
+overshoot across them (docs/api.md: "Admission")."""
 
 from __future__ import annotations
 

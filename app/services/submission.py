@@ -21,7 +21,7 @@ from app.services.wakeups import WakeUps
 from app.telemetry.tracing import submitter_traceparent
 
 # A key holds until its run is terminal and this long after; it goes with its run's day partition
-# at the latest (README: "Idempotency keys"). Never less than this after the submission either.
+# at the latest (docs/api.md: "Idempotency keys"). Never less than this after the submission either.
 IDEMPOTENCY_GRACE_SECONDS = 24 * 3600
 # How long a request waits for another one holding the same key, uncommitted, before answering 409.
 IDEMPOTENCY_IN_FLIGHT_WAIT_MS = 100

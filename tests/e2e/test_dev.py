@@ -1,7 +1,8 @@
 """`scheduler dev` as a newcomer meets it: a real subprocess in a directory of its own (the test's
 database, an embedded nats-server), stopped by Ctrl-C delivered to its whole process group as a
 terminal does. One per data dir, the demo key kept across restarts, a quiet shutdown, attempts'
-outcomes on the console, and README's "API by example" run verbatim against it."""
+outcomes on the console, and the documentation's examples (README's and docs/api.md's) run verbatim
+against it."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ from stack.eventually import eventually
 from tests.support import Services, with_database
 
 SCHEDULER = [sys.executable, "-c", "from app.cli import main; main()"]
-README = Path(__file__).resolve().parents[2] / "README.md"
+ROOT = Path(__file__).resolve().parents[2]
 NOISE = re.compile(r"WARNING|ERROR|CRITICAL|Traceback|EOF|refused|Exception", re.I)
 
 
@@ -182,32 +183,43 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
-def _readme_examples(port: int) -> str:
-    text = README.read_text()
-    section = text[text.index("## The API by example") :]
+def _first_sh_block(page: Path, after: str, port: int) -> str:
+    """The first ```sh block after the heading `after` in a page, aimed at this port."""
+    text = page.read_text()
+    section = text[text.index(after) :]
     block = section[section.index("```sh\n") + len("```sh\n") :]
     block = block[: block.index("```")]
-    assert "API=http://127.0.0.1:8000" in block
+    assert "127.0.0.1:8000" in block
     return block.replace("127.0.0.1:8000", f"127.0.0.1:{port}")
 
 
-@pytest.mark.skipif(shutil.which("curl") is None, reason="README's examples use curl (CI installs it)")
-async def test_readme_api_examples_run_verbatim_on_dev(
+async def _run_verbatim(script: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    # Verbatim, but any HTTP error or failed command stops the script with a non-zero exit.
+    return await asyncio.to_thread(
+        subprocess.run,
+        ["bash", "-c", 'set -eo pipefail\ncurl() { command curl -fS "$@"; }\n' + script],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+@pytest.mark.skipif(shutil.which("curl") is None, reason="the documented examples use curl (CI installs it)")
+async def test_documented_examples_run_verbatim_on_dev(
     tmp_path: Path, services: Services, database: str
 ) -> None:
     dev = Dev(tmp_path, with_database(services.postgres_url, database), free_port())
     try:
         await dev.ready()
-        # Verbatim, but any HTTP error or failed command stops the script with a non-zero exit.
-        script = 'set -eo pipefail\ncurl() { command curl -fS "$@"; }\n' + _readme_examples(dev.port)
-        done = await asyncio.to_thread(
-            subprocess.run,
-            ["bash", "-c", script],
-            cwd=tmp_path,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
+        readme = await _run_verbatim(
+            _first_sh_block(ROOT / "README.md", "## One example", dev.port), tmp_path
+        )
+        assert readme.returncode == 0, readme.stdout + readme.stderr
+        assert '"status":"succeeded"' in readme.stdout  # the demo run, read a second later
+        done = await _run_verbatim(
+            _first_sh_block(ROOT / "docs" / "api.md", "# The HTTP API", dev.port), tmp_path
         )
         assert done.returncode == 0, done.stdout + done.stderr
         assert '"status":"cancelled"' in done.stdout  # the last example cancels the run an hour ahead
