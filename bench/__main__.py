@@ -93,7 +93,13 @@ def main(argv: list[str] | None = None, prog: str = "python -m bench") -> None:
         level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr
     )
     if args.scenario == "all":
-        runs = [(name, parsers[name].parse_args(_common_argv(args))) for name in SCENARIOS]
+        runs = []
+        for name, scenario in SCENARIOS.items():
+            reason = scenario.unavailable() if hasattr(scenario, "unavailable") else None
+            if reason:
+                print(f"== {name}: skipped ({reason})", flush=True)
+                continue
+            runs.append((name, parsers[name].parse_args(_common_argv(args))))
     else:
         runs = [(args.scenario, args)]
     services = start_services()

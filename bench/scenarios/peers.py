@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib
 import os
 import statistics
 import sys
@@ -24,7 +25,7 @@ import asyncpg
 
 from bench import endtoend, pgstats
 from bench.measure import cpu_seconds, rate, wait_for_count
-from bench.peers import pgqueuer_consumer, procrastinate_worker
+from bench.peers import missing_peers
 from bench.report import Report
 from bench.scenarios._common import begin, shared_host, sized
 from bench.stack import Bench
@@ -35,6 +36,7 @@ NAME = "peers"
 HELP = "ours vs pgqueuer (tuned) vs procrastinate (defaults): N no-op jobs, alternated rounds, ratios"
 OURS = "scheduler"
 PEERS = ("pgqueuer", "procrastinate")
+MODULES = {"pgqueuer": "pgqueuer_consumer", "procrastinate": "procrastinate_worker"}
 POLL = 0.1
 
 
@@ -91,7 +93,7 @@ class Peer:
         admin = self.bench.services.postgres_url
         db = await databases.create_database(admin, f"bench_{os.getpid()}_{self.name}")
         url = with_database(admin, db)
-        mod = pgqueuer_consumer if self.name == "pgqueuer" else procrastinate_worker
+        mod = importlib.import_module(f"bench.peers.{MODULES[self.name]}")
         # Done: pgqueuer deletes a finished job from its queue table; procrastinate marks it succeeded.
         done_sql = (
             f"SELECT {n} - count(*) FROM pgqueuer"
@@ -135,7 +137,18 @@ async def _ours(bench: Bench, n: int, args: argparse.Namespace) -> Side:
     return Side(OURS, d.wall, d.cpu, d.postgres)
 
 
+def unavailable() -> str | None:
+    """Why this scenario cannot run here, or None: `bench all` skips it and says so."""
+    missing = missing_peers()
+    if missing:
+        return f"needs {', '.join(missing)}: pip install -e '.[peers]'"
+    return None
+
+
 async def run(bench: Bench, args: argparse.Namespace) -> Report:
+    reason = unavailable()
+    if reason:
+        raise SystemExit(f"peers: {reason}")
     report = await begin(bench, NAME)
     n = sized(args.runs, full=20_000, smoke=200, is_smoke=bench.smoke)
     pairs = sized(args.pairs, full=3, smoke=1, is_smoke=bench.smoke)
