@@ -117,7 +117,7 @@ async def stream_runs(nc: NATS, stream: str) -> list[str]:
     for seq in range(state.first_seq, state.last_seq + 1) if state.messages else ():
         with contextlib.suppress(NotFoundError):
             msg = await nc.jetstream().get_msg(stream, seq)
-            runs += [run.msg_id for run in decode(msg.data or b"", msg.headers)]
+            runs += [run.msg_id for run in decode(msg.data or b"")]
     return runs
 
 

@@ -3,8 +3,7 @@ took (up to MESSAGE_RUNS of them). Versioned: a worker refuses a version it does
 guessing (it naks it for a newer replica).
 
 Version 2 is `{"v": 2, "runs": [run, …]}`, each run with its own dispatch traceparent (a run, not a
-message, is what a trace follows). Version 1, one run per message with its traceparent in the
-headers, is what engines before it sent; workers still read it. Several runs a message because
+message, is what a trace follows). Several runs a message because
 JetStream's cost is per message: one run a message cost nats-server 27 µs a run (56 with the
 traceparent in its headers), 25 a message 4 (bench `broker`, docs/bench.md verdict 29)."""
 
@@ -58,8 +57,8 @@ class RunMessage:
         )
 
     @classmethod
-    def from_entry(cls, raw: Any, traceparent: str | None = None) -> RunMessage:
-        carried = raw.get("traceparent", traceparent)
+    def from_entry(cls, raw: Any) -> RunMessage:
+        carried = raw.get("traceparent")
         return cls(
             run_id=UUID(raw["run_id"]),
             scheduled_at=datetime.fromisoformat(raw["scheduled_at"]),
@@ -98,23 +97,20 @@ def message_of(entries: Sequence[bytes]) -> bytes:
     return b'{"v":2,"runs":[' + b",".join(entries) + b"]}"
 
 
-def decode(data: bytes, headers: dict[str, str] | None = None) -> list[RunMessage]:
+def decode(data: bytes) -> list[RunMessage]:
     """The runs a message carries. Raises UnknownVersion for a version this worker does not know,
     ValueError for a malformed message."""
     raw = orjson.loads(data)
     if not isinstance(raw, dict):
         raise ValueError("a message is a JSON object")
     version = raw.get("v")
-    if version == VERSION:
-        entries = raw.get("runs")
-        if not isinstance(entries, list) or not entries or not all(isinstance(e, dict) for e in entries):
-            raise ValueError("a message carries a list of runs")
-    elif version == 1:
-        entries = [raw]
-    else:
+    if version != VERSION:
         raise UnknownVersion(version)
+    entries = raw.get("runs")
+    if not isinstance(entries, list) or not entries or not all(isinstance(e, dict) for e in entries):
+        raise ValueError("a message carries a list of runs")
     try:
-        return [RunMessage.from_entry(e, (headers or {}).get("traceparent")) for e in entries]
+        return [RunMessage.from_entry(e) for e in entries]
     except (KeyError, TypeError, AttributeError) as exc:  # a field missing, or of another type
         raise ValueError(f"a malformed run: {exc!r}") from exc
 

@@ -164,7 +164,7 @@ async def received(msg: Msg, *, urgent: bool = False) -> list[Delivery]:
     """The runs a message carries, one delivery each; none for a message this worker cannot take: a
     newer message version is nak'ed for a newer replica, a malformed message is terminated."""
     try:
-        runs = decode(msg.data, msg.headers)
+        runs = decode(msg.data)
     except UnknownVersion:
         await quietly(msg.nak(delay=5))
         return []

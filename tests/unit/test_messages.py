@@ -36,7 +36,7 @@ def claimed(tenant: str, *, priority: int = 5, payload_json: str = "{}") -> dict
 
 
 def carried(built: Built) -> list[list[RunMessage]]:
-    return [decode(m.payload, m.headers) for m in built.messages]
+    return [decode(m.payload) for m in built.messages]
 
 
 def test_runs_of_one_tenant_and_lane_travel_together_in_claim_order() -> None:
@@ -83,15 +83,14 @@ def test_a_run_that_cannot_be_encoded_fails_alone() -> None:
     assert [[r.run_id for r in m] for m in carried(built)] == [[rows[0]["id"], rows[2]["id"]]]
 
 
-def test_a_message_of_one_run_round_trips_and_version_1_is_still_read() -> None:
+def test_a_message_of_one_run_round_trips_and_another_version_is_refused() -> None:
     run = RunMessage(
         uuid.uuid4(), datetime.now(UTC), "a", "j", 1, 2, {"k": [1]}, {"type": "noop"}, 30.0, "00-x"
     )
     assert decode(message_of([run.entry()])) == [run]
-    v1 = {k: v for k, v in orjson.loads(run.entry()).items() if k != "traceparent"} | {"v": 1}
-    assert decode(orjson.dumps(v1), {"traceparent": "00-y"}) == [
-        RunMessage(run.run_id, run.scheduled_at, "a", "j", 1, 2, {"k": [1]}, {"type": "noop"}, 30.0, "00-y")
-    ]
+    for version in (1, 3):
+        with pytest.raises(UnknownVersion):
+            decode(orjson.dumps(orjson.loads(run.entry()) | {"v": version}))
 
 
 @pytest.mark.parametrize(
