@@ -137,7 +137,7 @@ async def published_runs(js: JetStreamContext, stream: str) -> int:
     for seq in range(state.first_seq, state.last_seq + 1) if state.messages else ():
         with contextlib.suppress(NotFoundError):  # acked meanwhile
             msg = await js.get_msg(stream, seq)
-            n += len(decode(msg.data or b"", msg.headers))
+            n += len(decode(msg.data or b""))
     return n
 
 
@@ -157,7 +157,7 @@ async def stream_runs(nats_url: str, settings: Settings) -> list[str]:
             except (nats.errors.TimeoutError, TimeoutError):
                 return runs
             for m in msgs:
-                runs += [run.msg_id for run in decode(m.data, m.headers)]
+                runs += [run.msg_id for run in decode(m.data)]
                 await m.ack()
     finally:
         await nc.close()
