@@ -97,17 +97,15 @@ class Settings(BaseSettings):
     most half `DISPATCH_LEASE_SECONDS`) before those runs go back to pending: a stream electing a new
     leader refuses publishes for seconds.
     """
-    # Claimed batches whose PubAcks are still awaited while the next batch is claimed.
     dispatch_batches_in_flight: int = Field(default=2, ge=1, le=16)
     """Claimed batches whose PubAcks an engine still awaits while it claims the next."""
     # Backpressure (app/engine/backlog.py): stop claiming while the stream holds more than the workers
     # take in `max_queue_seconds` at their measured rate (at least one round of claim batches), or
     # more than `max_queued_messages` at all (the stream's memory). The rest waits pending, where the
     # claim is fair per tenant. The time bound applied is at most half the dispatch lease, so that a
-    # lapsed lease still means "the message is gone", not "the workers are slow".
-    # One second: what an urgent run or a newly arrived tenant waits behind in the stream (the claim
-    # orders and shares only what is still pending). At 1 s the drain was unchanged against 10 s and a
-    # priority-0 run's p99 start lag behind 100k priority-9 runs fell 0.89 -> 0.69 s (docs/bench.md 20).
+    # lapsed lease still means "the message is gone", not "the workers are slow". The default bounds
+    # what an urgent run or a newly arrived tenant waits behind in the stream (the claim orders and
+    # shares only what is still pending) at no cost to the drain (decision 15).
     max_queue_seconds: float = Field(default=1.0, gt=0)
     """Engines stop claiming while the stream holds more than the workers take in this long at their
     measured rate (at least one round of claim batches; at most half of `DISPATCH_LEASE_SECONDS`); the
@@ -115,9 +113,7 @@ class Settings(BaseSettings):
     """
     max_queued_messages: int = Field(default=20_000, ge=1)
     """And while the workers' consumer holds this many messages at all (the stream's memory)."""
-    # Runs of one tenant and lane that one claim took travel together, up to this many a message
-    # (app/bus/message.py): JetStream's cost is per message, 27 µs of nats-server a message on this
-    # project's machine against 4 µs a run at 25 a message (docs/bench.md 29). 1: a message a run.
+    # JetStream's cost is per message, not per byte (decision 13), so runs share messages.
     message_runs: int = Field(default=25, ge=1, le=1000)
     """Runs of one tenant and lane that one claim took travel in one message, up to this many (and 512
     KiB): JetStream's cost is per message (docs/bench.md verdict 29); `1`: a message a run.
@@ -125,26 +121,20 @@ class Settings(BaseSettings):
     hot_index: Literal["off", "redis"] = "off"
     """`redis`: Redis sorted set of due runs as a claim hint (see the bench verdict before turning it on)."""
 
-    # JetStream names; tests and benches isolate themselves by changing them.
+    # JetStream names: tests and benches isolate themselves by changing them.
     stream: str = "RUNS"
     """The JetStream stream of the normal lane (the urgent lane's is this with `_URGENT`)."""
     subject_prefix: str = "runs"
     """Subjects of the normal lane are `<prefix>.<tenant>` (the urgent lane's `<prefix>_urgent.<tenant>`)."""
     consumer: str = "workers"
     """The workers' durable consumer on each lane's stream."""
-    # Runs of priority <= this travel in the urgent lane: a second stream (`{stream}_URGENT`, subjects
-    # `{subject_prefix}_urgent.<tenant>`), claimed by an engine loop and fetched by a worker loop of
-    # their own, with its own room in backpressure. Without it an urgent run waited behind everything
-    # backpressure had already let into the stream (docs/bench.md 23).
-    # -1: no urgent lane, every run in one stream in the order it was claimed.
+    # A stream is delivered in the order it was filled, so an urgent run would wait behind everything
+    # backpressure already let in; the urgent lane has its own room in backpressure (decision 12).
     urgent_priority: int = Field(default=4, ge=-1, le=9)
     """Runs of this priority or more urgent travel in the urgent lane: stream `RUNS_URGENT` (subjects
     `runs_urgent.<tenant>`), claimed by an engine loop of their own and fetched by a worker loop of
     their own, so they wait only behind urgent work; `-1`: one lane for every run.
     """
-    # Which lanes this process serves: an engine claims for them, a worker fetches from them. `urgent`
-    # processes (engines and workers, given CPU of their own) keep urgent runs from waiting for a core
-    # the bulk drain holds; deploy at least one engine and one worker for each lane.
     lanes: Literal["all", "urgent", "normal"] = "all"
     """Which lanes an engine claims for and a worker fetches from: `urgent` or `normal` for processes of
     one lane, so urgent runs get engines and workers (and CPU) the bulk drain cannot take; run at least
@@ -152,10 +142,9 @@ class Settings(BaseSettings):
     """
     # A message a worker received and has not answered is delivered again this long after the
     # worker's last in-progress ack (sent every quarter of it while the worker holds the message:
-    # app/worker/completer.py). It bounds how long a killed worker's messages wait for another worker:
-    # at 30 s a fresh worker sat idle for 27 s beside hundreds of due runs the dead one had fetched.
-    # Shorter costs more in-progress acks, and redelivers what a worker stalled for three quarters of
-    # it holds; the epoch fence drops whatever of that was already started.
+    # app/worker/completer.py). It bounds how long a killed worker's messages wait for another worker
+    # (decision 19). Shorter costs more in-progress acks, and redelivers what a worker stalled for
+    # three quarters of it holds; the epoch fence drops whatever of that was already started.
     ack_wait_seconds: float = Field(default=5.0, gt=0)
     """A message a worker received and has not answered goes to another worker this long after the worker's
     last in-progress ack (sent every quarter of it): what a killed worker had fetched waits no longer. A
@@ -239,7 +228,7 @@ class Settings(BaseSettings):
     # How long an idle keep-alive connection stays open. Longer than the idle expiry of the clients
     # and load balancers in front (httpx and most pools 5 s, AWS ALB 60 s), so they close it, never
     # the server: one that does races the client's next request on it, which then gets a connection
-    # reset instead of an answer (an unanswered POST), seen under load at uvicorn's default of 5 s.
+    # reset instead of an answer (an unanswered POST).
     http_keep_alive_seconds: float = Field(default=75.0, gt=0, le=3600)
     """How long the API keeps an idle keep-alive connection; keep it above the idle timeout of your clients
     and load balancer (AWS ALB: 60 s), so they close idle connections, never the server (a close racing

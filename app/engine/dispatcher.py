@@ -130,9 +130,9 @@ class Dispatcher:
                     task.add_done_callback(functools.partial(self._settled, messages, urgent, slots))
                     task.add_done_callback(_log_settle_failure)
                     # More may be due, so no sleep: a short batch is no proof that the due set is
-                    # empty. The per-tenant cap cuts a batch that one tenant crowds to `cap` runs,
-                    # and sleeping after each one held a lone busy tenant to `cap` runs per poll
-                    # interval (found by the `steady` bench: ~150 runs/s). Only an empty claim sleeps.
+                    # empty. The per-tenant cap cuts a batch that one tenant crowds to `cap` runs, so
+                    # sleeping after a short batch would hold a lone busy tenant to `cap` runs per
+                    # poll interval. Only an empty claim sleeps.
                     continue
                 else:
                     slots.release()

@@ -76,9 +76,8 @@ class DueListener:
 
 def _is_closed(conn: asyncpg.Connection) -> bool:
     # When the server drops a connection (a Postgres restart), asyncpg may hand it back to the pool
-    # by itself, and every call on the released proxy raises InterfaceError, is_closed() included.
-    # Unguarded, that exception killed the dispatcher, and with it the engine, on every Postgres
-    # restart (found by the fault harness).
+    # by itself, and every call on the released proxy raises InterfaceError, is_closed() included:
+    # unguarded, a Postgres restart would end the dispatcher, and with it the engine.
     try:
         return bool(conn.is_closed())
     except asyncpg.InterfaceError:
