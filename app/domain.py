@@ -100,12 +100,17 @@ def dump_json(body: Any) -> bytes:
 
 def attempt_history(row: Any) -> list[Any]:
     """A run's attempts, oldest first, at most max_attempts. The `attempts` column holds the ones
-    that ended without success (appended by finish_runs and the reaper); the attempt in progress
-    and a successful last one are the row's own columns, so the start and a success write nothing
-    more (the noop drain's budget: see migration 0006)."""
+    that ended without success (appended by finish_runs and the reaper) and a webhook's success
+    (for its answer's status); the attempt in progress and any other successful last one are the
+    row's own columns, so the start and such a success write nothing more (the noop drain's budget:
+    see migration 0006)."""
     history = list(row["attempts"])
     status, started_at = row["status"], row["started_at"]
-    if status in (RunStatus.RUNNING, RunStatus.SUCCEEDED) and started_at is not None:
+    if (
+        status in (RunStatus.RUNNING, RunStatus.SUCCEEDED)
+        and started_at is not None
+        and not _recorded(history, row)
+    ):
         finished_at = row["finished_at"] if status == RunStatus.SUCCEEDED else None
         history.append(
             {
@@ -123,6 +128,11 @@ def attempt_history(row: Any) -> list[Any]:
             }
         )
     return history[-row["max_attempts"] :] if row["max_attempts"] > 0 else history
+
+
+def _recorded(history: list[Any], row: Any) -> bool:
+    """Whether the row's own attempt is in its stored history already (a webhook's success)."""
+    return bool(history) and (history[-1]["attempt"], history[-1]["epoch"]) == (row["attempt"], row["epoch"])
 
 
 class AttemptOutcomeName(StrEnum):

@@ -91,6 +91,12 @@ class HttpTarget(BaseModel):
     url: HttpUrl
     method: Literal["GET", "POST", "PUT", "PATCH", "DELETE"] = "POST"
     headers: dict[HeaderName, HeaderValue] = Field(default_factory=dict, max_length=50)
+    body: Literal["payload", "envelope"] = Field(
+        default="payload",
+        description="`payload`: the run's payload is the body, as GET /runs/{id} answers it, so any "
+        "HTTP API can be a target. `envelope`: the Standard Webhooks envelope around it, which signs "
+        "the run id, attempt, epoch, method and URL too (docs/webhooks.md).",
+    )
 
 
 class PythonTarget(BaseModel):

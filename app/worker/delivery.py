@@ -130,9 +130,10 @@ class Delivery:
         """The attempt's outcome in its history entry."""
         return "succeeded" if self.ok else "timed_out" if self.timed_out else "failed"
 
-    def succeed(self, result: StoredResult = NO_RESULT) -> None:
+    def succeed(self, result: StoredResult = NO_RESULT, http_status: int | None = None) -> None:
         self.ok = True
         self.result = result
+        self.http_status = http_status
 
     def fail(
         self,

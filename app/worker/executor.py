@@ -99,8 +99,8 @@ class Executor:
         context = RunContext(str(run.run_id), run.tenant_id, run.job, d.attempt, run.epoch, traceparent)
         try:
             async with asyncio.timeout(run.timeout_seconds):
-                result = await self._call(run, context, d.lease_until)
-            d.succeed(result)
+                http_status, result = await self._call(run, context, d.lease_until)
+            d.succeed(result, http_status)
             if result.truncated:
                 metrics.results_truncated_total.inc()
         except TimeoutError:
@@ -121,7 +121,10 @@ class Executor:
         else:
             self.observe_duration(d, time.perf_counter() - started)
 
-    async def _call(self, run: RunMessage, context: RunContext, lease_until: float) -> StoredResult:
+    async def _call(
+        self, run: RunMessage, context: RunContext, lease_until: float
+    ) -> tuple[int | None, StoredResult]:
+        """The target's answer status (a webhook's; None for a handler) and the run's result."""
         kind = run.target.get("type")
         if kind == "python":
             handler = self.handlers.get(run.target["handler"])
@@ -130,7 +133,7 @@ class Executor:
                 raise AttemptFailed(f"python handler {name!r} is not registered on this worker")
             _still_leased(lease_until)
             value = await handler(run.payload, context)
-            return result_of_value(
+            return None, result_of_value(
                 value, self.settings.max_result_bytes, max_depth=self.settings.max_payload_depth
             )
         if kind == "http":

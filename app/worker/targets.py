@@ -1,11 +1,13 @@
 """Executing a run's target: an HTTP webhook, a registered Python handler, or nothing (noop).
 
-Webhooks follow Standard Webhooks (docs/webhooks.md): the body is an envelope naming the run, its
-attempt, epoch and target URL beside the payload, so the signature (`webhook-id`, `webhook-timestamp`,
-`webhook-signature` over "<id>.<timestamp>.<body>") covers all of them. The host is resolved and
-checked before every request, and the request goes to the address that passed the check (with the
-original Host header and TLS server name), so a DNS answer that changes between check and connect
-cannot redirect it to a private address. Redirects are not followed.
+Webhooks follow Standard Webhooks (docs/webhooks.md): the signature (`webhook-id` = the run id,
+`webhook-timestamp`, `webhook-signature` over "<id>.<timestamp>.<body>") covers the body, which is
+the run's payload as the API answers it, so any HTTP API can be a target; a target with `"body":
+"envelope"` gets the spec's envelope instead, which names the run, its attempt, epoch and target
+URL beside the payload, so the signature covers those too. The host is resolved and checked before
+every request, and the request goes to the address that passed the check (with the original Host
+header and TLS server name), so a DNS answer that changes between check and connect cannot redirect
+it to a private address. Redirects are not followed.
 
 What a target answers is hostile too: its body is read only as far as it is kept (a success's
 result up to SCHEDULER_MAX_RESULT_BYTES, a failure's excerpt up to RESPONSE_EXCERPT_BYTES), the
@@ -25,7 +27,7 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx
 import orjson
 
-from app.domain import StoredResult
+from app.domain import StoredResult, dump_json
 from app.services.answers import RETRY_AFTER_STATUSES, result_of_body, retry_after_seconds
 from app.services.signing import signature_header
 from app.services.targets import HANDLER_GROUP, is_reserved_header, resolve_allowed
@@ -92,6 +94,15 @@ class WebhookRequest:
     extensions: dict[str, Any] = field(default_factory=dict)
 
 
+def request_body(target: dict[str, Any], payload: Any, context: RunContext, timestamp: int) -> bytes:
+    """What is sent and signed. The payload is encoded as GET /runs/{id} answers it (one encoding,
+    app.domain.dump_json), so a target receives the very bytes the API shows (`null` for a null
+    payload). A job saved before targets had `body` gets the payload too."""
+    if target.get("body") == "envelope":
+        return envelope(target, payload, context, timestamp)
+    return dump_json(payload)
+
+
 def envelope(target: dict[str, Any], payload: Any, context: RunContext, timestamp: int) -> bytes:
     """The signed body, in the spec's recommended shape. Everything a receiver decides on is inside
     it: a captured request re-sent with another epoch, or to another URL of the tenant, fails
@@ -145,10 +156,10 @@ async def build_request(
     signing_keys: list[bytes],
     allow_private: bool,
 ) -> WebhookRequest:
-    """Resolve and check the host, build the envelope and sign it. `signing_keys`: the tenant's
+    """Resolve and check the host, build the body and sign it. `signing_keys`: the tenant's
     valid keys, newest first (two during a rotation's overlap)."""
     timestamp = int(time.time())
-    body = envelope(target, payload, context, timestamp)
+    body = request_body(target, payload, context, timestamp)
     pinned = await pin(target["url"], allow_private)
     # A job saved before a header was reserved may still name it: dropped here, not sent.
     headers = {k: v for k, v in target.get("headers", {}).items() if not is_reserved_header(k)}
@@ -176,8 +187,8 @@ async def call_http(
     timeout: float,
     allow_private: bool,
     limits: AnswerLimits = AnswerLimits(),
-) -> StoredResult:
-    """Call the webhook; answer its result, or raise AttemptFailed for a non-2xx answer."""
+) -> tuple[int, StoredResult]:
+    """Call the webhook; answer its status and result, or raise AttemptFailed for a non-2xx answer."""
     request = await build_request(target, payload, context, signing_keys, allow_private)
     sendable = client.build_request(
         request.method,
@@ -194,7 +205,7 @@ async def call_http(
 
     answer = await send_bounded(client, sendable, keep)
     if 200 <= answer.status < 300:
-        return result_of_body(
+        return answer.status, result_of_body(
             answer.body, answer.content_type, limits.max_result_bytes, max_depth=limits.max_result_depth
         )
     text = answer.body.decode("utf-8", errors="replace")[:MAX_ERROR_BODY]

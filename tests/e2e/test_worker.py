@@ -39,8 +39,10 @@ async def test_success_with_exact_headers(stack: dict) -> None:
     )
     assert h["content-type"] == "application/json" and h["x-team"] == "blue"
     assert h["traceparent"].startswith("00-") and len(h["traceparent"].split("-")) == 4
-    verified = Webhook(stack["secret"]).verify(call.body, h)  # Standard Webhooks, the spec's own library
-    assert verified["data"]["run_id"] == h["webhook-id"] == run["id"] and verified["data"]["epoch"] == 1
+    # The body is the payload, signed (Standard Webhooks, the spec's own library) with the run id.
+    assert call.body == b'{"hello":"world"}' and h["webhook-id"] == run["id"]
+    assert Webhook(stack["secret"]).verify(call.body, h) == {"hello": "world"}
+    assert [(a["outcome"], a["http_status"]) for a in done["attempts"]] == [("succeeded", 200)]
 
 
 async def test_retries_until_success(stack: dict) -> None:
@@ -62,6 +64,7 @@ async def test_fails_after_max_attempts_with_last_error(stack: dict) -> None:
     assert done["status"] == "failed" and done["attempt"] == 2
     assert done["last_error"].startswith("HTTP 500")
     assert len(stack["receiver"].for_run(run["id"])) == 2
+    assert [(a["outcome"], a["http_status"]) for a in done["attempts"]] == [("failed", 500)] * 2
 
 
 async def test_a_timeout_is_a_failed_attempt_and_is_retried(stack: dict) -> None:

@@ -1,6 +1,6 @@
 """The receiver's hostile answers, which the harness and the isolation tests rely on: a hang is held
 until the caller's timeout and recorded as abandoned, a NUL body and a huge streamed body arrive as
-scripted, and a body the receiver cannot parse (not JSON, or nested past the parser) answers 200. And
+scripted (by the body itself, a run's payload, or by the payload inside an envelope), and a body the receiver cannot parse (not JSON, or nested past the parser) answers 200. And
 its count of a key's requests in flight, which the concurrency-limit check relies on: overlapping
 requests beyond a limit are reported, sequential ones are not, a killed caller's request stops
 counting when its connection closes."""
@@ -22,15 +22,16 @@ from tests.faults.report import over_limit, peaks
 from tests.receiver import NUL_BODY, running_receiver
 
 
-def delivery(payload: object) -> dict[str, object]:
-    """What a worker posts: the signed Standard Webhooks envelope, the run's payload inside."""
-    return {"type": "run.attempt", "timestamp": "2026-12-01T00:00:00Z", "data": {"payload": payload}}
+def enveloped(payload: object, kind: str = "run.attempt") -> dict[str, object]:
+    """What a worker posts to a target with `"body": "envelope"` (or, as `run.completed`, to a
+    callback): the run's payload inside. By default it posts the payload itself."""
+    return {"type": kind, "timestamp": "2026-12-01T00:00:00Z", "data": {"payload": payload}}
 
 
 async def test_a_hang_is_held_until_the_caller_gives_up_and_recorded_as_abandoned() -> None:
     async with running_receiver() as receiver, httpx.AsyncClient() as client:
         with pytest.raises(httpx.ReadTimeout):
-            await client.post(receiver.url, json=delivery({"hang": 30}), timeout=0.5)
+            await client.post(receiver.url, json={"hang": 30}, timeout=0.5)
         for _ in range(40):
             if receiver.calls[0].ended is not None:
                 break
@@ -42,11 +43,11 @@ async def test_a_hang_is_held_until_the_caller_gives_up_and_recorded_as_abandone
 
 async def test_nul_and_huge_answers_and_unparseable_bodies() -> None:
     async with running_receiver() as receiver, httpx.AsyncClient(timeout=10) as client:
-        r = await client.post(receiver.url, json=delivery({"nul": True}))
+        r = await client.post(receiver.url, json=enveloped({"nul": True}))
         assert r.status_code == 500 and r.content == NUL_BODY and b"\x00" in r.content
-        r = await client.post(receiver.url, json=delivery({"huge": 3_000_000, "status": 200}))
+        r = await client.post(receiver.url, json={"huge": 3_000_000, "status": 200})
         assert r.status_code == 200 and len(r.content) == 3_000_000
-        r = await client.post(receiver.url, json=delivery({"huge": 100_000}))
+        r = await client.post(receiver.url, json=enveloped({"huge": 100_000}))
         assert r.status_code == 500 and len(r.content) == 100_000
         assert (await client.post(receiver.url, content=nested(2000))).status_code == 200
         assert (await client.post(receiver.url, content=b"not json")).status_code == 200
@@ -58,7 +59,7 @@ async def test_nul_and_huge_answers_and_unparseable_bodies() -> None:
 
 
 def keyed(key: str, sleep: float, run: str) -> tuple[dict[str, object], dict[str, str]]:
-    return delivery({"k": key, "sleep": sleep}), {"scheduler-run-id": run, "scheduler-epoch": "1"}
+    return {"k": key, "sleep": sleep}, {"scheduler-run-id": run, "scheduler-epoch": "1"}
 
 
 async def test_overlapping_requests_of_a_key_beyond_the_limit_are_reported() -> None:
@@ -79,9 +80,11 @@ async def test_overlapping_requests_of_a_key_beyond_the_limit_are_reported() -> 
         await client.post(receiver.url, json=body, headers=headers)
         # A callback (its body carries the run's payload too) and an unkeyed attempt are not counted.
         await client.post(
-            receiver.url, json=delivery({"k": "a"}), headers={"scheduler-callback-attempt": "1"}
+            receiver.url,
+            json=enveloped({"k": "a"}, "run.completed"),
+            headers={"scheduler-callback-attempt": "1"},
         )
-        await client.post(receiver.url, json=delivery({"sleep": 0.01}))
+        await client.post(receiver.url, json={"sleep": 0.01})
         assert peaks(receiver.calls) == {"a": 3, "b": 1}
         assert receiver.calls[4].concurrent == 1  # r5: the others had been answered
         assert receiver.in_flight == {"a": 0, "b": 0}

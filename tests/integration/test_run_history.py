@@ -5,6 +5,7 @@ Postgres, through the fenced transitions the worker and the reaper use, read bac
 from __future__ import annotations
 
 import asyncio
+import re
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -18,6 +19,8 @@ from app.domain import NO_RESULT, StoredResult
 from app.engine.claims import claim_scan
 from app.engine.floor import ClaimBounds
 from tests import factories
+from tests.support import ADMIN_TOKEN
+from tests.ui_support import ui_sign_in
 
 
 @dataclass
@@ -90,6 +93,51 @@ async def test_a_failure_a_retry_and_a_success_are_kept_oldest_first_with_the_re
     listed = await api.get("/tenants/acme/runs", headers=admin)
     [same] = [r for r in listed.json()["runs"] if r["id"] == done["id"]]
     assert same == done
+
+
+async def test_a_webhooks_success_keeps_its_status_and_a_handlers_writes_no_history(
+    settings: Settings, pool: asyncpg.Pool, api: httpx.AsyncClient, admin: dict
+) -> None:
+    """A success with an answer status (a webhook's, whatever 2xx) is stored in the history, once,
+    at its place; one without (a python handler's) stays the row's own columns, writing nothing more."""
+    async with pool.acquire() as conn:
+        rows = await factories.runs(conn, 2, max_attempts=3)
+        first = await claim_and_start(conn, settings)
+        hook, handler = (next(r for r in first if r["id"] == row["id"]) for row in rows)
+        await transitions.finish_runs(
+            conn, fence_of([hook]), [Outcome(False, "HTTP 503: busy", http_status=503)]
+        )
+        await make_due(conn)
+        [hook] = await claim_and_start(conn, settings)
+        await transitions.finish_runs(
+            conn,
+            fence_of([hook, handler]),
+            [Outcome(True, outcome="succeeded", http_status=202), Outcome(True, outcome="succeeded")],
+        )
+        stored = dict(await conn.fetch("SELECT id, attempts FROM job_runs"))
+    assert [(e["attempt"], e["outcome"], e["http_status"]) for e in stored[hook["id"]]] == [
+        (1, "failed", 503),
+        (2, "succeeded", 202),
+    ]
+    assert stored[handler["id"]] == []
+    done = await read(api, admin, hook["id"])
+    assert done["status"] == "succeeded"
+    assert [
+        (e["attempt"], e["epoch"], e["outcome"], e["http_status"], e["error"]) for e in done["attempts"]
+    ] == [
+        (1, 1, "failed", 503, "HTTP 503: busy"),
+        (2, 2, "succeeded", 202, None),
+    ]
+    assert done["attempts"][1]["worker"] == "w1" and done["attempts"][1]["duration_ms"] >= 0
+    browser = await ui_sign_in(str(api.base_url), ADMIN_TOKEN)
+    try:
+        page = (await browser.get(f"/ui/runs/{hook['id']}")).text
+    finally:
+        await browser.aclose()
+    timeline = page[page.index('<table id="attempts">') :]
+    assert re.search(r"outcome-succeeded.*?</td>\s*<td>202</td>", timeline, re.DOTALL), timeline[:2000]
+    [entry] = (await read(api, admin, handler["id"]))["attempts"]
+    assert (entry["outcome"], entry["http_status"]) == ("succeeded", None)
 
 
 async def test_a_noop_run_is_recorded_complete_by_its_start_alone(

@@ -6,6 +6,7 @@ docs/webhooks.md tells receivers to verify."""
 from __future__ import annotations
 
 import contextlib
+import json
 import re
 import socket
 import subprocess
@@ -18,9 +19,11 @@ from typing import Any
 import httpx
 import pytest
 
+from app.api.schemas.jobs import JobPut
 from app.config import Settings
 from app.errors import InvalidInput
 from app.services.signing import new_signing_secret, signing_key
+from app.services.targets import HttpTarget
 from app.worker.targets import RunContext, call_http
 from tests.e2e.conftest import wait_for
 from tests.processes import Process, processes
@@ -176,29 +179,48 @@ def doc_block(language: str) -> str:
     return str(block)
 
 
+def test_the_documented_job_for_an_existing_api_is_a_valid_job_sending_its_payload() -> None:
+    job = JobPut.model_validate(json.loads(doc_block("json")))
+    assert isinstance(job.target, HttpTarget) and job.target.body == "payload"
+
+
 async def test_the_documented_verification_accepts_the_workers_signature(tmp_path: Path) -> None:
     secret = new_signing_secret()
     other = new_signing_secret()
+    payload = {"hello": "wörld", "n": [1, 2]}
     async with running_receiver() as receiver, httpx.AsyncClient() as client:
         target = {"type": "http", "url": receiver.url}
+        await call_http(client, target, payload, CONTEXT, [signing_key(secret)], 5, True)
         await call_http(
-            client, target, {"hello": "wörld", "n": [1, 2]}, CONTEXT, [signing_key(secret)], 5, True
+            client, {**target, "body": "envelope"}, payload, CONTEXT, [signing_key(secret)], 5, True
         )
-    [call] = receiver.calls
+    call, enveloped = receiver.calls
     assert re.fullmatch(r"v1,[A-Za-z0-9+/]{43}=", call.headers["webhook-signature"])
     assert call.headers["webhook-id"] == CONTEXT.run_id
 
     namespace: dict[str, Any] = {}
     exec(doc_block("python"), namespace)  # noqa: S102 - the documentation's own snippet
-    verified_run = namespace["verified_run"]
-    data = verified_run(secret, call.body, call.headers, receiver.url)
-    assert data is not None and data["payload"] == {"hello": "wörld", "n": [1, 2]}
+    verified_payload, verified_run, not_genuine = (
+        namespace["verified_payload"],
+        namespace["verified_run"],
+        namespace["NotGenuine"],
+    )
+    assert verified_payload(secret, call.body, call.headers) == payload
+    data = verified_run(secret, enveloped.body, enveloped.headers, receiver.url)
+    assert data["payload"] == payload
     assert (data["run_id"], data["attempt"], data["epoch"]) == (CONTEXT.run_id, 1, 1)
-    assert verified_run(other, call.body, call.headers, receiver.url) is None
-    assert verified_run(secret, call.body + b" ", call.headers, receiver.url) is None
-    assert verified_run(secret, call.body, call.headers, receiver.url + "/other") is None  # sent elsewhere
-    stale = dict(call.headers, **{"webhook-timestamp": str(int(time.time()) - 301)})
-    assert verified_run(secret, call.body, stale, receiver.url) is None
+    stale = {"webhook-timestamp": str(int(time.time()) - 301)}
+    for forged in (
+        lambda: verified_payload(other, call.body, call.headers),
+        lambda: verified_payload(secret, call.body + b" ", call.headers),
+        lambda: verified_payload(secret, call.body, dict(call.headers, **stale)),
+        lambda: verified_payload(secret, enveloped.body, call.headers),  # another body, same headers
+        lambda: verified_run(other, enveloped.body, enveloped.headers, receiver.url),
+        lambda: verified_run(secret, enveloped.body, enveloped.headers, receiver.url + "/other"),  # elsewhere
+        lambda: verified_run(secret, enveloped.body, dict(enveloped.headers, **stale), receiver.url),
+    ):
+        with pytest.raises(not_genuine):
+            forged()
 
     def shell(body: bytes, **headers: str) -> subprocess.CompletedProcess[str]:
         (tmp_path / "body.json").write_bytes(body)
@@ -216,6 +238,10 @@ async def test_the_documented_verification_accepts_the_workers_signature(tmp_pat
 
     ok = shell(call.body)
     assert ok.returncode == 0 and ok.stdout.strip() == "verified", ok
+    envelope_headers = {
+        k.upper().replace("-", "_"): v for k, v in enveloped.headers.items() if k.startswith("webhook-")
+    }
+    assert shell(enveloped.body, **envelope_headers).returncode == 0  # the same check for an envelope
     for bad in (
         shell(call.body + b" "),
         shell(call.body, SECRET=other),

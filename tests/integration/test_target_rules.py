@@ -1,7 +1,8 @@
 """A job's webhook target through the API (issue 12, items 9 and 10): every IPv4-embedding and
 metadata form of a forbidden address is a 422 naming `target.url`, framing and hop-by-hop headers and
-header values that are not visible ASCII a 422 naming `target.headers`, with nothing written, beside a well-behaved job that is accepted; and a
-job stored before a header was reserved cannot make the worker send it."""
+header values that are not visible ASCII a 422 naming `target.headers`, a `body` other than `payload`
+or `envelope` a 422 naming `target.body`, with nothing written, beside a well-behaved job that is
+accepted; and a job stored before a header was reserved cannot make the worker send it."""
 
 from __future__ import annotations
 
@@ -173,3 +174,28 @@ async def test_a_stored_job_naming_framing_headers_cannot_make_the_worker_send_t
     assert "transfer-encoding" not in call.headers and call.headers["content-length"] == str(len(call.body))
     assert call.headers["x-team"] == "blue" and call.headers["webhook-id"] == CONTEXT.run_id
     assert call.payload == {"a": 1}
+
+
+async def test_a_target_body_other_than_payload_or_envelope_is_a_422_naming_target_body(
+    api: httpx.AsyncClient, tenant: dict
+) -> None:
+    auth = bearer(tenant["api_key"])
+    http = {"type": "http", "url": "http://127.0.0.1:9/hook"}
+    before = await jobs(api, auth)
+    for target in (
+        {**http, "body": "raw"},
+        {**http, "body": "Payload"},
+        {**http, "body": None},
+        {**http, "body": 1},
+        {**http, "body": ["payload"]},
+        {"type": "python", "handler": "echo", "body": "payload"},  # only a webhook has a body
+    ):
+        r = await api.put("/tenants/acme/jobs/shaped", json={"target": target}, headers=auth)
+        assert r.status_code == 422 and r.json()["field"] == "target.body", (target, r.text)
+        assert (await api.get("/tenants/acme/jobs/shaped", headers=auth)).status_code == 404
+    assert await jobs(api, auth) == before  # nothing written
+    for body in ("payload", "envelope"):
+        r = await api.put("/tenants/acme/jobs/shaped", json={"target": {**http, "body": body}}, headers=auth)
+        assert r.status_code in (200, 201) and r.json()["target"]["body"] == body, r.text
+    r = await api.put("/tenants/acme/jobs/default", json={"target": http}, headers=auth)
+    assert r.status_code == 201 and r.json()["target"]["body"] == "payload", r.text

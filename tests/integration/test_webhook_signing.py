@@ -1,12 +1,16 @@
 """Standard Webhooks, end to end: real deliveries through a worker subprocess to a local receiver are
-verified with the spec's own library (`standardwebhooks`); what a receiver decides on (run, attempt,
-epoch, URL, payload) is signed, so changing any of it fails verification; signing-secret rotation
-signs under both secrets during the overlap and under the new one alone after it."""
+verified with the spec's own library (`standardwebhooks`). The body is the run's payload, byte for
+byte what the API answers for it, signed with the run id; every attempt's answer status is kept in
+the run's history. A target asking for the envelope gets it, and what a receiver decides on there
+(run, attempt, epoch, URL, payload) is signed, so changing any of it fails verification.
+Signing-secret rotation signs under both secrets during the overlap and under the new one alone
+after it."""
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import json
 import re
 from datetime import UTC, datetime
 from pathlib import Path
@@ -21,8 +25,9 @@ from standardwebhooks.webhooks import WebhookVerificationError
 from app.config import Settings
 from app.services.signing import signing_key
 from app.worker.signing_keys import SigningKeys, UnknownTenant
+from tests.e2e.conftest import wait_for
 from tests.integration.test_migrations import alembic
-from tests.integration.test_security_webhooks import stack
+from tests.integration.test_security_webhooks import Stack, stack
 from tests.receiver import Call
 from tests.support import ADMIN_TOKEN, bearer, create_tenant
 
@@ -43,20 +48,93 @@ def tampered(call: Call, **data: object) -> bytes:
     return orjson.dumps(envelope)
 
 
-async def test_a_real_delivery_verifies_and_everything_a_receiver_trusts_is_signed(
+# Submitted as this text: the body is the payload as the API keeps and answers it (docs/webhooks.md,
+# "Byte for byte"), so keys are reordered, a repeated key collapses, numbers take the API's spelling.
+PAYLOAD_TEXT = r'{"statuses": [500, 200], "bb": 1, "a": 2, "a": 4, "\u00e9": 1e2, "x": 1.50, "y": 1e-7, "z": "\u2028/\\"}'
+SENT = '{"a":4,"x":1.5,"y":1e-7,"z":"\u2028/\\\\","bb":1,"é":100.0,"statuses":[500,200]}'.encode()
+
+
+async def submit_text(s: Stack, job: str, text: str | None) -> str:
+    """A run of `job` submitted as raw JSON text (its payload `text`, or none); its id."""
+    payload = "" if text is None else f', "payload": {text}'
+    body = f'{{"job": "{job}"{payload}}}'
+    r = await s.api.post(
+        "/tenants/acme/runs", content=body.encode(), headers={**s.auth, "Content-Type": "application/json"}
+    )
+    assert r.status_code == 201, r.text
+    return str(r.json()["id"])
+
+
+async def put_job(s: Stack, name: str, target: dict, **fields: object) -> None:
+    r = await s.api.put(f"/tenants/acme/jobs/{name}", json={"target": target, **fields}, headers=s.auth)
+    assert r.status_code in (200, 201), r.text
+
+
+async def test_the_body_is_the_payload_as_the_api_answers_it_signed_with_every_status_recorded(
     settings: Settings, tmp_path: Path
 ) -> None:
     async with stack(settings, tmp_path) as s:
         assert SECRET_FORM.fullmatch(s.signing_secret)
         assert len(base64.b64decode(s.signing_secret.removeprefix("whsec_"))) >= 24  # what the spec asks
-        done = await s.run(
-            "hook",
-            {"type": "http", "url": s.receiver.url},
-            {"statuses": [500, 200]},
-            max_attempts=2,
-            backoff_seconds=0.1,
-        )
+        await put_job(s, "hook", {"type": "http", "url": s.receiver.url}, max_attempts=2, backoff_seconds=0.1)
+        run_id = await submit_text(s, "hook", PAYLOAD_TEXT)
+        done = await wait_for(s.api, run_id, s.auth, {"succeeded", "failed"})
         assert done["status"] == "succeeded" and done["attempt"] == 2
+        first, second = s.receiver.for_run(run_id)
+
+        # The body is the run's payload, byte for byte what GET /runs/{id} answers for it.
+        answered = (await s.api.get(f"/runs/{run_id}", headers=s.auth)).content
+        assert first.body == second.body == SENT
+        assert b'"payload":' + SENT + b',"created_at"' in answered
+        assert orjson.loads(SENT) == json.loads(PAYLOAD_TEXT)  # the value submitted, reordered
+        for call, attempt in ((first, "1"), (second, "2")):
+            assert Webhook(s.signing_secret).verify(call.body, call.headers) == done["payload"]
+            assert call.headers["webhook-signature"].startswith("v1,")
+            assert call.headers["content-type"] == "application/json"
+            assert call.headers["webhook-id"] == call.headers["scheduler-run-id"] == run_id
+            assert (call.headers["scheduler-attempt"], call.headers["scheduler-epoch"]) == (attempt, attempt)
+            assert call.headers["traceparent"].startswith("00-")
+
+        # Every attempt records its answer's status, the success's too.
+        assert [(a["attempt"], a["outcome"], a["http_status"]) for a in done["attempts"]] == [
+            (1, "failed", 500),
+            (2, "succeeded", 200),
+        ]
+        succeeded = done["attempts"][1]
+        assert succeeded["epoch"] == 2 and succeeded["error"] is None and succeeded["worker"]
+        assert datetime.fromisoformat(succeeded["finished_at"]) == datetime.fromisoformat(done["finished_at"])
+        assert succeeded["duration_ms"] >= 0
+
+        # The signature covers the payload and the run id: a changed byte or another id fails.
+        assert not verifies(s.signing_secret, second, SENT.replace(b"200]", b"201]"))
+        assert not verifies(s.signing_secret, second, SENT + b" ")
+        other_id = dict(second.headers, **{"webhook-id": "01a22a00-74e0-7756-b59d-820d74f5131b"})
+        assert not verifies(s.signing_secret, Call(other_id, second.body))
+        # The old scheme is gone, with no dual format.
+        assert "scheduler-signature" not in second.headers and "scheduler-timestamp" not in second.headers
+
+        # A run without a payload of its own takes its job's: {} by default, JSON null if the job says so.
+        await put_job(s, "bare", {"type": "http", "url": s.receiver.url})
+        await put_job(s, "nothing", {"type": "http", "url": s.receiver.url}, payload=None)
+        for job, body in (("bare", b"{}"), ("nothing", b"null")):
+            run_id = await submit_text(s, job, None)
+            done = await wait_for(s.api, run_id, s.auth, {"succeeded", "failed"})
+            assert done["status"] == "succeeded" and done["payload"] == orjson.loads(body)
+            [call] = s.receiver.for_run(run_id)
+            assert call.body == body and call.headers["content-type"] == "application/json"
+            assert Webhook(s.signing_secret).verify(call.body, call.headers) == orjson.loads(body)
+            assert [a["http_status"] for a in done["attempts"]] == [200]
+
+
+async def test_the_envelope_on_request_signs_everything_a_receiver_trusts(
+    settings: Settings, tmp_path: Path
+) -> None:
+    async with stack(settings, tmp_path) as s:
+        target = {"type": "http", "url": s.receiver.url, "body": "envelope"}
+        done = await s.run("hook", target, {"statuses": [500, 200]}, max_attempts=2, backoff_seconds=0.1)
+        assert done["status"] == "succeeded" and done["attempt"] == 2
+        job = (await s.api.get("/tenants/acme/jobs/hook", headers=s.auth)).json()
+        assert job["target"]["body"] == "envelope"
         first, second = s.receiver.calls
 
         for call in (first, second):
@@ -71,6 +149,7 @@ async def test_a_real_delivery_verifies_and_everything_a_receiver_trusts_is_sign
         assert first.headers["webhook-id"] == second.headers["webhook-id"]
         assert (first.envelope["data"]["attempt"], second.envelope["data"]["attempt"]) == (1, 2)
         assert (first.envelope["data"]["epoch"], second.envelope["data"]["epoch"]) == (1, 2)
+        assert [a["http_status"] for a in done["attempts"]] == [500, 200]
 
         # A captured request changed in anything a receiver decides on no longer verifies.
         assert verifies(s.signing_secret, second, tampered(second))  # the control: re-encoding alone
@@ -83,10 +162,6 @@ async def test_a_real_delivery_verifies_and_everything_a_receiver_trusts_is_sign
         assert not verifies(
             s.signing_secret, second, tampered(second, run_id=first.envelope["data"]["run_id"] + "0")
         )
-        other_id = dict(second.headers, **{"webhook-id": "01a22a00-74e0-7756-b59d-820d74f5131b"})
-        assert not verifies(s.signing_secret, Call(other_id, second.body))
-        # The old scheme is gone, with no dual format.
-        assert "scheduler-signature" not in second.headers and "scheduler-timestamp" not in second.headers
 
 
 async def rotate(api: httpx.AsyncClient, auth: dict, **body: object) -> httpx.Response:

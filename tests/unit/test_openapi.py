@@ -111,7 +111,8 @@ def test_job_target_is_a_discriminated_union() -> None:
                 "noop": "#/components/schemas/NoopTarget",
             },
         }
-    assert {"type", "url", "method", "headers"} == set(components["HttpTarget"]["properties"])
+    assert {"type", "url", "method", "headers", "body"} == set(components["HttpTarget"]["properties"])
+    assert components["HttpTarget"]["properties"]["body"]["enum"] == ["payload", "envelope"]
     assert components["HttpTarget"]["properties"]["url"]["format"] == "uri"
     assert components["PythonTarget"]["properties"]["handler"]["maxLength"] == 200
     assert components["JobPut"]["properties"]["max_attempts"]["maximum"] == 100

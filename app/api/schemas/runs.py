@@ -70,7 +70,10 @@ class Attempt(BaseModel):
         "closed it; `timed_out`: it passed the job's timeout_seconds."
     )
     error: str | None = Field(description="A failure's reason: for a webhook, `HTTP <status>: <excerpt>`.")
-    http_status: int | None = Field(description="A webhook's answer status, when it failed with one.")
+    http_status: int | None = Field(
+        description="A webhook's answer status, success included (e.g. 200); null for other targets "
+        "and for an attempt that got no answer (a timeout, a refused connection)."
+    )
     duration_ms: float | None
 
 

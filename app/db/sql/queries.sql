@@ -90,12 +90,14 @@ DELETE FROM ui_sessions WHERE token_hash = :token_hash AND kind = 'session';
 -- ─────────────────────────────────── jobs ───────────────────────────────────
 
 -- name: upsert_job
--- xmax = 0 only on a freshly inserted row: it tells 201 from 200 in one round trip.
+-- xmax = 0 only on a freshly inserted row: it tells 201 from 200 in one round trip. A payload of
+-- JSON null arrives as SQL NULL (the driver never encodes None) and is stored as JSON null.
 INSERT INTO jobs (tenant_id, name, target, schedule, timezone, payload, max_attempts, backoff_seconds,
                   timeout_seconds, misfire, paused, next_fire_at, priority, callback,
                   concurrency, rate_limit)
-VALUES (:tenant_id, :name, :target, :schedule, :timezone, :payload, :max_attempts, :backoff_seconds,
-        :timeout_seconds, :misfire, :paused, :next_fire_at, :priority, :callback, :concurrency, :rate_limit)
+VALUES (:tenant_id, :name, :target, :schedule, :timezone, COALESCE(CAST(:payload AS jsonb), 'null'::jsonb),
+        :max_attempts, :backoff_seconds, :timeout_seconds, :misfire, :paused, :next_fire_at, :priority,
+        :callback, :concurrency, :rate_limit)
 ON CONFLICT (tenant_id, name) DO UPDATE SET
     target = EXCLUDED.target, schedule = EXCLUDED.schedule, timezone = EXCLUDED.timezone,
     payload = EXCLUDED.payload, max_attempts = EXCLUDED.max_attempts,
@@ -1228,10 +1230,11 @@ RETURNING r.id;
 -- Records a group of outcomes in one statement: success, retry with jittered exponential backoff
 -- (due_at moves, scheduled_at never does, so the run stays in its partition) or failure. Fenced like
 -- start_runs: a result whose run was rescued meanwhile matches nothing and is discarded. The same
--- write appends an unsuccessful attempt to the history (a success is the row's own columns, its
--- worker the lease_owner kept) and stores a success's result (bounded by the worker);
--- a target that asked for a later retry (Retry-After, already bounded by the worker) sets the
--- delay instead of the backoff. Results arrive as JSON text, as insert_runs' payloads do.
+-- write appends an unsuccessful attempt to the history, and a webhook's success too (for its answer's
+-- status, which no column holds; any other success is the row's own columns, its worker the
+-- lease_owner kept), and stores a success's result (bounded by the worker); a target that asked
+-- for a later retry (Retry-After, already bounded by the worker) sets the delay instead of the
+-- backoff. Results arrive as JSON text, as insert_runs' payloads do.
 UPDATE job_runs r SET
     status = CASE WHEN m.ok THEN 'succeeded'
                   WHEN r.attempt < r.max_attempts THEN 'pending'
@@ -1242,7 +1245,7 @@ UPDATE job_runs r SET
                   ELSE r.due_at END,
     finished_at = CASE WHEN m.ok OR r.attempt >= r.max_attempts THEN now() ELSE NULL END,
     last_error = CASE WHEN m.ok THEN r.last_error ELSE left(m.error, 2000) END,
-    attempts = CASE WHEN m.ok THEN r.attempts
+    attempts = CASE WHEN m.ok AND m.http_status IS NULL THEN r.attempts
                     ELSE scheduler_append_attempt(r.attempts, r.max_attempts, r.attempt, r.epoch,
                                                   r.lease_owner, r.started_at, m.outcome,
                                                   left(m.error, 2000), m.http_status) END,
