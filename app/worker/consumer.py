@@ -9,7 +9,8 @@ succeeded by that same statement. Targets run concurrently (executor.py) in slot
 between tenants (fairness.py); outcomes go to a group commit (completer.py). Until a message is
 answered, in-progress acks keep JetStream from redelivering it (every quarter of ACK_WAIT_SECONDS,
 which is short so that a killed worker's messages reach another worker within seconds), and
-heartbeats keep the runs' leases in Postgres (completer.py).
+heartbeats keep the runs' leases in Postgres (completer.py). An attempt whose run is cancelled while
+it executes is stopped, and nothing of it recorded (cancels.py).
 
 Holding back: a run whose tenant may not take a slot now waits here, still `dispatched`, its dispatch
 lease renewed, up to a fetch batch in all (held.py). Beyond that the heaviest tenant's newest

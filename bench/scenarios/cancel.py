@@ -22,19 +22,15 @@ from datetime import datetime
 from typing import Any
 
 import httpx
-import uvicorn
-from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
 
 from app.db.connection import create_pool
 from app.dev import free_port
-from app.telemetry.ops_server import HostedServer
 from bench.measure import latency_ms
 from bench.procs import SchedulerProcess, ops_process, running, scrape_all
 from bench.report import Report
-from bench.scenarios._common import begin, shared_host, sized
+from bench.scenarios._common import begin, loopback_hook, shared_host, sized
 from bench.stack import ADMIN_TOKEN, Bench, delete_stream
 
 NAME = "cancel"
@@ -69,17 +65,8 @@ class HangingHook:
 @contextlib.asynccontextmanager
 async def hanging_hook() -> AsyncIterator[tuple[str, HangingHook]]:
     hook = HangingHook()
-    port = free_port()
-    app = Starlette(routes=[Route("/hook", hook.handle, methods=["POST"])])
-    server = HostedServer(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    task = asyncio.create_task(server.serve())
-    while not server.started:
-        await asyncio.sleep(0.02)
-    try:
-        yield f"http://127.0.0.1:{port}/hook", hook
-    finally:
-        server.should_exit = True
-        await task
+    async with loopback_hook(hook.handle) as url:
+        yield url, hook
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
