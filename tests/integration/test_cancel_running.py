@@ -70,7 +70,9 @@ async def test_a_cancelled_running_run_ends_its_attempt_frees_its_slot_and_ignor
     assert entry["finished_at"] is not None and entry["duration_ms"] is not None
     assert cancelled_while_running((await api.get("/metrics")).text, "run") == before + 1
 
-    # Its slot is free: the next run of the key is granted at once.
+    # Out of the queue (no lease left for the reaper), and its slot free: the next run of the key is
+    # granted at once.
+    assert await pool.fetchval("SELECT count(*) FROM run_queue WHERE id = $1", running["id"]) == 0
     assert (
         await pool.fetchval("SELECT count(*) FROM concurrency_holders WHERE run_id = $1", running["id"]) == 0
     )
