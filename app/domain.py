@@ -32,8 +32,8 @@ class RunStatus(StrEnum):
     CANCELLED = "cancelled"
 
 
-# Runs no worker has started: the ones a cancel (or a job's deletion) still stops.
-CANCELLABLE = (RunStatus.PENDING, RunStatus.DISPATCHED)
+# Runs a cancel stops: those no worker has started, and running ones (their worker is told to stop).
+CANCELLABLE = (RunStatus.PENDING, RunStatus.DISPATCHED, RunStatus.RUNNING)
 
 
 class RunRecord(TypedDict):
@@ -206,6 +206,18 @@ class OnPending(Protocol):
     """Called with rows (id, due_at) of runs that just became pending, after their commit."""
 
     async def __call__(self, runs: Iterable[Any], /) -> None: ...
+
+
+class StopRunning(Protocol):
+    """Called with rows (id, epoch) of runs a cancel took out of `running`, after its commit: tells
+    the workers to stop those attempts (app.bus.cancels). Best effort: a worker not told finds out
+    at its next heartbeat."""
+
+    async def __call__(self, runs: Iterable[Any], /) -> None: ...
+
+
+async def no_stop_notice(runs: Iterable[Any], /) -> None:
+    return None
 
 
 class Hints(Protocol):

@@ -19,6 +19,7 @@ from app.api.deps import State
 from app.api.problems import install_error_handlers
 from app.api.schemas.common import serve_problems_as_problem_json
 from app.api.server import BodyLimit
+from app.bus.cancels import CancelNotices, cancel_subject
 from app.config import Settings, get_settings
 from app.engine.engine import Engine
 from app.runtime import NotConnected, Runtime
@@ -52,17 +53,19 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 "SCHEDULER_DATABASE_URL (and SCHEDULER_NATS_URL unless SCHEDULER_ENGINE=off) must be set"
                 " (or use `scheduler dev`)"
             )
-        # An API without an engine serves from Postgres alone: it does not connect to NATS, so a
-        # NATS outage cannot make it unready. The engine this process may run takes its own pool:
-        # it LISTENs and holds advisory locks.
+        # An API without an engine serves from Postgres alone: it connects to NATS (when it has a
+        # NATS_URL) only to send cancel notices, so a NATS outage cannot make it unready. The engine
+        # this process may run takes its own pool: it LISTENs and holds advisory locks.
         runtime = Runtime(
             settings,
             "scheduler-api",
-            nats=settings.engine == "on",
+            nats=bool(settings.nats_url),
+            nats_optional=settings.engine != "on",
             min_size=2,
             max_size=20,
             session_state=False,
         )
+        notices = CancelNotices(cancel_subject(settings))
         stop = asyncio.Event()
         app.state.ready = asyncio.Event()
         app.state.checks = runtime.checks()
@@ -81,7 +84,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 return
             assert runtime.pool is not None
             state = State(
-                settings, runtime.pool, AdmissionControl(settings.tenant_max_pending), runtime.hot_index
+                settings,
+                runtime.pool,
+                AdmissionControl(settings.tenant_max_pending),
+                runtime.hot_index,
+                stop_running=notices,
             )
             state.checks = app.state.checks
             app.state.scheduler = state
@@ -91,7 +98,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             # single-POST tail, measured with gc callbacks).
             gc.collect()
             gc.freeze()
-            if settings.engine != "on" or not await runtime.connect_nats(stop):
+            if not await runtime.connect_nats(stop):
+                return
+            notices.nc = runtime.nc
+            if settings.engine != "on":
                 return
             assert runtime.nc is not None
             engine_pool = await runtime.another_pool(stop, "scheduler-engine", min_size=1, max_size=5)

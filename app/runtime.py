@@ -80,6 +80,7 @@ class Runtime:
         name: str,
         *,
         nats: bool = True,
+        nats_optional: bool = False,
         min_size: int = 2,
         max_size: int = 10,
         session_state: bool = True,
@@ -88,6 +89,9 @@ class Runtime:
         self.settings = settings
         self.database_url = settings.database_url
         self.nats_url = settings.nats_url if nats else None
+        # Reached when it can be, but not what readiness waits for: the API without an engine only
+        # sends cancel notices over it, which the workers' heartbeats stand in for.
+        self.nats_optional = nats_optional
         self.name = name
         self.pool_sizes = (min_size, max_size)
         self.session_state = session_state
@@ -153,7 +157,8 @@ class Runtime:
                 raise NotConnected("nats disconnected")
             await self.nc.flush(timeout=1)
 
-        return {"postgres": postgres, "nats": nats} if self.nats_url is not None else {"postgres": postgres}
+        needs_nats = self.nats_url is not None and not self.nats_optional
+        return {"postgres": postgres, "nats": nats} if needs_nats else {"postgres": postgres}
 
     async def close(self) -> None:
         if self.hot_index is not None:

@@ -25,7 +25,8 @@ router = APIRouter(tags=["runs"])
 async def act_on_runs(
     tenant_id: TenantIdPath, body: RunAction, state: StateDep, principal: PrincipalDep
 ) -> Response:
-    """Cancel (pending or dispatched) or retry (failed or cancelled) up to `limit` of the tenant's
+    """Cancel (pending, dispatched or running: a running run's worker is told to stop it, as
+    POST /runs/{run_id}/cancel does) or retry (failed or cancelled) up to `limit` of the tenant's
     runs matching `filter`, newest scheduled first, in chunks that never hold locks for long. A run
     already in the target state is not changed again, so a request can be repeated; when
     `next_cursor` is not null, send it back as `cursor` to go on. A retry over the tenant's backlog
@@ -48,7 +49,15 @@ async def act_on_runs(
         raise InvalidInput("an id no run can have", field="filter.ids") from None
     cursor = decode_cursor(body.cursor) if body.cursor else None
     outcome = await action_service.act_on_runs(
-        state.pool, state.admission, state.on_pending, tenant_id, body.action, runs, body.limit, cursor
+        state.pool,
+        state.admission,
+        state.on_pending,
+        state.stop_running,
+        tenant_id,
+        body.action,
+        runs,
+        body.limit,
+        cursor,
     )
     at = outcome.next_cursor
     return json_response(

@@ -250,9 +250,14 @@ async def list_runs(
 
 @router.post("/runs/{run_id}/cancel", response_model=Run, responses=ERRORS)
 async def cancel_run(run_id: UUID, state: StateDep, principal: PrincipalDep) -> Response:
-    """Cancel a run no worker has started (pending or dispatched). A running or finished run is 409:
-    cancellation is not cooperative, a started attempt runs to its end or its timeout."""
-    return json_response(await run_service.cancel_run(state.pool, run_id, principal.tenant_id))
+    """Cancel a run that has not ended: pending, dispatched or running. It is `cancelled` when this
+    answers. A running run's attempt ends `cancelled` in its history, with no retry; the worker
+    executing it is told to stop (within seconds: a webhook's request is aborted, a python handler's
+    task cancelled), and whatever that attempt still brings back changes nothing. A finished run is
+    409."""
+    return json_response(
+        await run_service.cancel_run(state.pool, run_id, principal.tenant_id, state.stop_running)
+    )
 
 
 @router.post("/runs/{run_id}/retry", response_model=Run, responses=ERRORS)

@@ -183,11 +183,12 @@ def _ids(run_ids: list[uuid.UUID]) -> dict[str, Any]:
     return {"ids": run_ids, "lo": lo, "hi": hi}
 
 
-async def cancel_runs(conn: asyncpg.Connection, tenant_id: str, run_ids: list[uuid.UUID]) -> set[uuid.UUID]:
-    """Cancels those of the tenant's runs that are pending or dispatched and not locked at this
-    instant; returns the ids cancelled."""
-    rows = await q.fetch(conn, "cancel_runs", tenant_id=tenant_id, **_ids(run_ids))
-    return {r["id"] for r in rows}
+async def cancel_runs(
+    conn: asyncpg.Connection, tenant_id: str, run_ids: list[uuid.UUID]
+) -> list[asyncpg.Record]:
+    """Cancels those of the tenant's runs that have not ended and are not locked at this instant;
+    returns (id, epoch, was) of each run cancelled, `was` the status it had."""
+    return await q.fetch(conn, "cancel_runs", tenant_id=tenant_id, **_ids(run_ids))
 
 
 async def retry_runs(
@@ -229,7 +230,8 @@ async def reschedule_run(
 async def cancel_run(
     conn: asyncpg.Connection, run_id: uuid.UUID, tenant_id: str | None
 ) -> asyncpg.Record | None:
-    """The cancelled run; None if it is not `tenant_id`'s (None: any tenant's) or was started."""
+    """The cancelled run, with `was`: the status it had; None if it is not `tenant_id`'s (None: any
+    tenant's) or has ended."""
     lo, hi = scheduled_bounds(run_id)
     return await q.fetchrow(conn, "cancel_run", id=run_id, lo=lo, hi=hi, tenant_id=tenant_id)
 

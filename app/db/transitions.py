@@ -141,6 +141,12 @@ async def heartbeat_runs(conn: asyncpg.Connection, fence: Fence, lease_seconds: 
     return {r["id"] for r in rows}
 
 
+async def cancelled_among(conn: asyncpg.Connection, fence: Fence) -> set[UUID]:
+    """Those of the fenced runs that were cancelled in their epoch."""
+    rows = await q.fetch(conn, "cancelled_among", **fence.binds())
+    return {r["id"] for r in rows}
+
+
 async def finish_runs(
     conn: asyncpg.Connection, fence: Fence, outcomes: Sequence[AttemptOutcome]
 ) -> list[asyncpg.Record]:

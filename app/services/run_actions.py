@@ -6,7 +6,8 @@ over them (run_repo.cancel_runs / retry_runs). So no transaction holds locks on 
 and the claim runs beside it: a bulk cancel skips the rows the claim (or a worker's start) holds at
 that instant and tries them again a few times, as their lock lasts one statement. Every transition
 re-checks its status, so a run already in the target state is not changed twice and the request can
-be repeated, or resumed from its `next_cursor`.
+be repeated, or resumed from its `next_cursor`. A bulk cancel takes running runs too: each chunk's
+running ones are announced to the workers (stop_running) once it is committed.
 
 A bulk retry adds pending runs, so each chunk is admitted against the tenant's backlog quota first,
 like a submission. Over the quota: if nothing was changed yet, OverQuota (429, nothing written);
@@ -26,7 +27,7 @@ import asyncpg
 from app.db import runs as run_repo
 from app.db.run_ids import bounds_of
 from app.db.runs import TimeRange
-from app.domain import CANCELLABLE, OnPending, RunStatus
+from app.domain import CANCELLABLE, OnPending, RunStatus, StopRunning
 from app.errors import OverQuota
 from app.services.admission import AdmissionControl
 from app.services.runs import RETRYABLE, admitted
@@ -72,6 +73,7 @@ async def act_on_runs(
     pool: asyncpg.Pool,
     admission: AdmissionControl,
     on_pending: OnPending,
+    stop_running: StopRunning,
     tenant_id: str,
     action: Action,
     runs: RunFilter,
@@ -88,7 +90,9 @@ async def act_on_runs(
         keys = [r["id"] for r in chunk if r["status"] in sources]
         if keys:
             try:
-                changed, done = await _apply(pool, admission, on_pending, tenant_id, action, keys)
+                changed, done = await _apply(
+                    pool, admission, on_pending, stop_running, tenant_id, action, keys
+                )
             except OverQuota:
                 if outcome.changed == 0:
                     raise
@@ -142,6 +146,7 @@ async def _apply(
     pool: asyncpg.Pool,
     admission: AdmissionControl,
     on_pending: OnPending,
+    stop_running: StopRunning,
     tenant_id: str,
     action: Action,
     keys: list[UUID],
@@ -156,7 +161,12 @@ async def _apply(
         async with pool.acquire() as conn:
             cancelled = await run_repo.cancel_runs(conn, tenant_id, left)
         changed += len(cancelled)
-        left = [k for k in left if k not in cancelled]
+        running = [r for r in cancelled if r["was"] == RunStatus.RUNNING]
+        if running:
+            metrics.runs_cancelled_while_running_total.labels("bulk").inc(len(running))
+            await stop_running(running)
+        gone = {r["id"] for r in cancelled}
+        left = [k for k in left if k not in gone]
         if not left:
             break
         async with pool.acquire() as conn:  # those that left a cancellable state are done with

@@ -14,7 +14,7 @@ import asyncpg
 
 from app.db import runs as run_repo
 from app.db.runs import TimeRange
-from app.domain import MAX_ATTEMPTS, OnPending, RunRecord, RunStatus, run_record
+from app.domain import MAX_ATTEMPTS, OnPending, RunRecord, RunStatus, StopRunning, run_record
 from app.errors import Conflict, InvalidInput, NotFound
 from app.services.admission import AdmissionControl
 from app.services.callbacks import with_delivery_state
@@ -74,23 +74,29 @@ async def list_runs(
     return runs
 
 
-async def cancel_run(pool: asyncpg.Pool, run_id: UUID, tenant_id: str | None) -> RunRecord:
-    """Cancels a run no worker has started. Not the tenant's (or no such run): NotFound; started or
-    finished: Conflict naming its status."""
+async def cancel_run(
+    pool: asyncpg.Pool, run_id: UUID, tenant_id: str | None, stop_running: StopRunning
+) -> RunRecord:
+    """Cancels a run that has not ended; a running one's worker is then told to stop it. Not the
+    tenant's (or no such run): NotFound; ended: Conflict naming its status."""
     try:
         async with pool.acquire() as conn:
             row = await run_repo.cancel_run(conn, run_id, tenant_id)
-            if row is not None:
-                run = run_record(row)
+            run = run_record(row) if row is not None else None
+            if run is not None:
                 await with_delivery_state(conn, [run])  # the obligation the cancel just recorded
-                return run
     except OverflowError:  # an id no run can have (see get_run)
         raise _not_found(run_id) from None
-    latest = await get_run(pool, run_id, tenant_id)  # NotFound if it is not the tenant's
-    raise Conflict(
-        f"run {run_id} is {latest['status']}; only pending or dispatched runs can be cancelled",
-        field="status",
-    )
+    if row is None or run is None:
+        latest = await get_run(pool, run_id, tenant_id)  # NotFound if it is not the tenant's
+        raise Conflict(
+            f"run {run_id} is {latest['status']}; only a run that has not ended can be cancelled",
+            field="status",
+        )
+    if row["was"] == RunStatus.RUNNING:
+        metrics.runs_cancelled_while_running_total.labels("run").inc()
+        await stop_running([row])
+    return run
 
 
 @contextlib.asynccontextmanager

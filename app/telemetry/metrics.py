@@ -73,6 +73,23 @@ runs_retried_total = Counter(
     "Runs a person moved back to pending (failed or cancelled -> pending), by the route: run or bulk.",
     ["via"],
 )
+runs_cancelled_while_running_total = Counter(
+    "scheduler_runs_cancelled_while_running_total",
+    "Running runs a person cancelled (their attempt closed as `cancelled`), by the route: run or bulk.",
+    ["via"],
+)
+cancel_notices_total = Counter(
+    "scheduler_cancel_notices_total",
+    "Notices an API process sent the workers to stop cancelled runs (`sent`), or could not send "
+    "(`unsent`: no NATS connection; the workers' heartbeats find those runs instead).",
+    ["result"],
+)
+attempts_stopped_total = Counter(
+    "scheduler_worker_attempts_stopped_total",
+    "Attempts a worker stopped because their run was cancelled, by how it learned: the cancel's "
+    "`notice` over NATS, or its `heartbeat` (the notice did not reach it).",
+    ["via"],
+)
 runs_rescheduled_total = Counter(
     "scheduler_runs_rescheduled_total",
     "Pending runs whose due time a person moved (POST /runs/{id}/reschedule).",

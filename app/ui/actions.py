@@ -44,7 +44,7 @@ def _query(tenant: str | None) -> str:
 
 @router.post("/runs/{run_id}/cancel")
 async def cancel_run(run_id: UUID, state: StateDep, session: SessionDep, form: FormDep) -> Response:
-    await run_service.cancel_run(state.pool, run_id, session.principal.tenant_id)
+    await run_service.cancel_run(state.pool, run_id, session.principal.tenant_id, state.stop_running)
     return RedirectResponse(f"/ui/runs/{run_id}", status_code=303)
 
 
@@ -140,6 +140,7 @@ async def act_on_failures(state: StateDep, session: SessionDep, form: FormDep) -
         state.pool,
         state.admission,
         state.on_pending,
+        state.stop_running,
         record["tenant_id"],
         action,
         failure_filter(record, action, days),

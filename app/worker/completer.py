@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import asyncpg
 
@@ -128,11 +128,15 @@ class Completer:
                 await quietly(part.in_progress())
 
     async def heartbeat(
-        self, executing: Callable[[], list[Delivery]], held: Callable[[], list[Delivery]]
+        self,
+        executing: Callable[[], list[Delivery]],
+        held: Callable[[], list[Delivery]],
+        missed: Callable[[list[Delivery]], Awaitable[None]],
     ) -> None:
         """Keeps both leases: running runs' (heartbeat_runs) and held-back runs' dispatch lease.
         Outcomes not yet recorded are still `running` in Postgres: they beat too, or a slow write
-        would get them reaped and executed again."""
+        would get them reaped and executed again. The runs the beat no longer found running go to
+        `missed` (the cancels' fallback: app/worker/cancels.py)."""
         s = self.settings
         interval = min(s.lease_seconds, s.dispatch_lease_seconds) / 3
         while True:
@@ -148,11 +152,17 @@ class Completer:
                     kept = await transitions.heartbeat_runs(
                         conn, Fence([d.fence() for d in alive]), s.lease_seconds
                     )
+                gone = []
                 for d in alive:
                     if d.run.run_id in kept:
                         d.lease_until = sent + s.lease_seconds
+                    else:
+                        gone.append(d)
             except DB_ERRORS as exc:
                 log.warning("heartbeat: %s", exc)
+                continue
+            if gone:
+                await missed(gone)
 
     async def renew(self, held: list[Delivery]) -> None:
         if not held:

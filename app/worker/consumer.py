@@ -9,7 +9,8 @@ succeeded by that same statement. Targets run concurrently (executor.py) in slot
 between tenants (fairness.py); outcomes go to a group commit (completer.py). Until a message is
 answered, in-progress acks keep JetStream from redelivering it (every quarter of ACK_WAIT_SECONDS,
 which is short so that a killed worker's messages reach another worker within seconds), and
-heartbeats keep the runs' leases in Postgres (completer.py).
+heartbeats keep the runs' leases in Postgres (completer.py). An attempt whose run is cancelled while
+it executes is stopped, and nothing of it recorded (cancels.py).
 
 Holding back: a run whose tenant may not take a slot now waits here, still `dispatched`, its dispatch
 lease renewed, up to a fetch batch in all (held.py). Beyond that the heaviest tenant's newest
@@ -43,6 +44,7 @@ from app.domain import RunStatus
 from app.telemetry import metrics
 from app.telemetry.tracing import recording
 from app.worker.callbacks import CallbackDeliverer
+from app.worker.cancels import Cancellations
 from app.worker.completer import Completer
 from app.worker.delivery import Delivery, quietly, received
 from app.worker.executor import Executor
@@ -79,6 +81,7 @@ class Worker:
         self.held = HeldRuns()
         self.starting: set[Delivery] = set()  # in a start statement now
         self.executing: dict[asyncio.Task[None], Delivery] = {}
+        self.cancels = Cancellations(pool, self.executing, self.starting)
         self.stopping = asyncio.Event()
         self._slot_freed = asyncio.Event()
         self._succeeded_inline = metrics.run_outcomes_total.labels(RunStatus.SUCCEEDED)
@@ -100,6 +103,7 @@ class Worker:
         starts: list[set[asyncio.Task[None]]] = [set() for _ in subs]
         for sub in subs:
             await sub.start()
+        notices = await self.cancels.listen(self.nc, s)
         # The fetch loops end on `halt`: at `stop`, or when another part died. Without its completer
         # the worker would take work it never records, without heartbeats every lease would lapse:
         # stop, and let the process be restarted.
@@ -111,7 +115,9 @@ class Worker:
         completer = asyncio.create_task(self.completer.run(), name="completer")
         heartbeats = {
             asyncio.create_task(
-                self.completer.heartbeat(lambda: list(self.executing.values()), lambda: list(self.held)),
+                self.completer.heartbeat(
+                    lambda: list(self.executing.values()), lambda: list(self.held), self.cancels.check
+                ),
                 name="heartbeat",
             ),
             asyncio.create_task(self.completer.keep_messages(self._holding), name="in progress"),
@@ -121,6 +127,7 @@ class Worker:
             died = await supervise({*fetchers, completer, *heartbeats, callbacks}, stop, "worker")
         finally:
             halt.set()
+            await quietly(notices.unsubscribe())
             # The fetches in flight settle (what they brought is held, then handed back below).
             await asyncio.gather(*fetchers, return_exceptions=True)
             callbacks.cancel()  # deliveries in flight are left to their claims' lapse
@@ -280,6 +287,7 @@ class Worker:
             await self._start_batch(batch)
         finally:
             self.starting.difference_update(batch)
+            self.cancels.forget(batch)
 
     async def _start_batch(self, batch: list[Delivery]) -> None:
         while True:
@@ -329,6 +337,10 @@ class Worker:
                 self._succeeded_inline.inc()
                 await quietly(d.msg.ack())
                 continue
+            if self.cancels.stopped_at_start(d):
+                self._free_slot(d)
+                await quietly(d.msg.ack())
+                continue
             task = asyncio.create_task(self.executor.execute(d))
             self.executing[task] = d
             task.add_done_callback(self._executed)
@@ -341,5 +353,7 @@ class Worker:
     def _executed(self, task: asyncio.Task[None]) -> None:
         delivery = self.executing.pop(task)
         self._free_slot(delivery)
-        if not task.cancelled():
+        if delivery.stopped:
+            self.cancels.acknowledge(delivery)
+        elif not task.cancelled():  # cancelled otherwise: at shutdown, which hands it back
             self.completer.add(delivery)

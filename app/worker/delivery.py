@@ -112,6 +112,9 @@ class Delivery:
     # to another worker, so its target must not be called any more (a frozen process wakes late).
     lease_until: float = 0.0
     urgent: bool = False  # fetched from the urgent lane: started before the tenant's other held runs
+    # Its run was cancelled while it ran (app/worker/cancels.py): Postgres closed the attempt, its
+    # task is cancelled and nothing of it is recorded.
+    stopped: bool = False
 
     def fence(self) -> tuple[Any, Any, int]:
         return (self.run.run_id, self.run.scheduled_at, self.run.epoch)

@@ -111,15 +111,20 @@ class Executor:
                 metrics.retry_after_honoured_total.inc()
         except Exception as exc:
             d.fail(_describe(exc, with_type=True))
+        except asyncio.CancelledError:
+            # Its run was cancelled (app/worker/cancels.py), or the worker is shutting down: nothing
+            # is recorded either way, but the span and the duration say what happened.
+            d.fail("cancelled while running" if d.stopped else "stopped: the worker is shutting down")
+            raise
         finally:
             if token is not None:
                 otel_context.detach(token)
-        # Quiet in production (app.cli sets this logger to WARNING); `scheduler dev` shows it.
-        outcomes_log.info("run %s attempt %d: %.300s", run.run_id, d.attempt, d.error or "ok")
-        if span is not None:
-            self.finish_span(d, span, started)
-        else:
-            self.observe_duration(d, time.perf_counter() - started)
+            # Quiet in production (app.cli sets this logger to WARNING); `scheduler dev` shows it.
+            outcomes_log.info("run %s attempt %d: %.300s", run.run_id, d.attempt, d.error or "ok")
+            if span is not None:
+                self.finish_span(d, span, started)
+            else:
+                self.observe_duration(d, time.perf_counter() - started)
 
     async def _call(
         self, run: RunMessage, context: RunContext, lease_until: float

@@ -8,6 +8,7 @@ from types import ModuleType
 
 from bench.scenarios import (
     broker,
+    cancel,
     claim,
     dispatch,
     drain,
@@ -38,6 +39,7 @@ SCENARIOS: dict[str, ModuleType] = {
         ingest,
         slow_target,
         held,
+        cancel,
     )
 }
 

@@ -3,10 +3,20 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
 import sys
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import httpx
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
 
+from app.dev import free_port
+from app.telemetry.ops_server import HostedServer
 from bench.env import describe
 from bench.measure import Metrics
 from bench.report import Report
@@ -95,3 +105,19 @@ async def api_tenant(client: httpx.AsyncClient, tenant: str) -> dict[str, str]:
     r = await client.put(f"/tenants/{tenant}/jobs/noop", json={"target": {"type": "noop"}}, headers=auth)
     r.raise_for_status()
     return auth
+
+
+@contextlib.asynccontextmanager
+async def loopback_hook(handler: Callable[[Request], Awaitable[Response]]) -> AsyncIterator[str]:
+    """`handler` served in this process at POST /hook on a free loopback port; yields the URL."""
+    port = free_port()
+    app = Starlette(routes=[Route("/hook", handler, methods=["POST"])])
+    server = HostedServer(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    task = asyncio.create_task(server.serve())
+    while not server.started:
+        await asyncio.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{port}/hook"
+    finally:
+        server.should_exit = True
+        await task

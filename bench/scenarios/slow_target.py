@@ -20,22 +20,18 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any
 
-import uvicorn
 from nats.aio.client import Client as NATS
-from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
 
 from app.db.connection import create_pool
 from app.db.queries import parse
 from app.dev import free_port
 from app.services import flow
-from app.telemetry.ops_server import HostedServer
 from bench import prometheus, workload
 from bench.procs import SchedulerProcess, ops_process, running
 from bench.report import Report
-from bench.scenarios._common import begin, shared_host, sized
+from bench.scenarios._common import begin, loopback_hook, shared_host, sized
 from bench.stack import Bench, delete_stream
 
 NAME = "slow-target"
@@ -84,17 +80,8 @@ async def slow_receiver(delay: float) -> AsyncIterator[tuple[str, list[float]]]:
         await asyncio.sleep(delay)
         return Response(status_code=200)
 
-    port = free_port()
-    app = Starlette(routes=[Route("/hook", hook, methods=["POST"])])
-    server = HostedServer(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    task = asyncio.create_task(server.serve())
-    while not server.started:
-        await asyncio.sleep(0.02)
-    try:
-        yield f"http://127.0.0.1:{port}/hook", calls
-    finally:
-        server.should_exit = True
-        await task
+    async with loopback_hook(hook) as url:
+        yield url, calls
 
 
 async def _stream(nc: NATS, stream: str, consumer: str) -> tuple[int, int]:

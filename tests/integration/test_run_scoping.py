@@ -13,7 +13,7 @@ import pytest
 
 from app.db import runs as run_repo
 from app.db.runs import TimeRange
-from app.domain import no_hint
+from app.domain import no_hint, no_stop_notice
 from app.errors import Conflict, NotFound
 from app.services import runs as run_service
 from app.services.admission import AdmissionControl
@@ -33,14 +33,14 @@ async def test_another_tenants_run_is_neither_read_nor_cancelled(
     with pytest.raises(NotFound):
         await run_service.get_run(pool, run_id, "beta")
     with pytest.raises(NotFound):
-        await run_service.cancel_run(pool, run_id, "beta")
+        await run_service.cancel_run(pool, run_id, "beta", no_stop_notice)
     assert await pool.fetchval("SELECT status FROM job_runs WHERE id = $1", run_id) == "pending"
 
     assert (await run_service.get_run(pool, run_id, None))["tenant_id"] == "acme"  # the admin
-    cancelled = await run_service.cancel_run(pool, run_id, "acme")
+    cancelled = await run_service.cancel_run(pool, run_id, "acme", no_stop_notice)
     assert cancelled["status"] == "cancelled"
     with pytest.raises(Conflict) as again:
-        await run_service.cancel_run(pool, run_id, "acme")
+        await run_service.cancel_run(pool, run_id, "acme", no_stop_notice)
     assert again.value.field == "status"
 
 
@@ -50,12 +50,12 @@ async def test_another_tenants_run_is_neither_retried_rescheduled_nor_bulk_chang
     await create_tenant(api, "beta")
     pending = uuid.UUID((await submit_run(api, "acme", tenant["auth"], job="hello"))["id"])
     cancelled = uuid.UUID((await submit_run(api, "acme", tenant["auth"], job="hello"))["id"])
-    await run_service.cancel_run(pool, cancelled, "acme")
+    await run_service.cancel_run(pool, cancelled, "acme", no_stop_notice)
     now = datetime.now(UTC)
     async with pool.acquire() as conn:
         assert await run_repo.retry_runs(conn, "beta", [cancelled]) == []
         assert await run_repo.reschedule_run(conn, pending, "beta", now) is None
-        assert await run_repo.cancel_runs(conn, "beta", [pending]) == set()
+        assert await run_repo.cancel_runs(conn, "beta", [pending]) == []
         everything = TimeRange()
         assert (
             await run_repo.match_runs(
@@ -72,7 +72,15 @@ async def test_another_tenants_run_is_neither_retried_rescheduled_nor_bulk_chang
     with pytest.raises(NotFound):
         await run_service.reschedule_run(pool, no_hint, pending, "beta", now, 365)
     outcome = await act_on_runs(
-        pool, admission, no_hint, "beta", "cancel", RunFilter(ids=[pending, cancelled]), 100, None
+        pool,
+        admission,
+        no_hint,
+        no_stop_notice,
+        "beta",
+        "cancel",
+        RunFilter(ids=[pending, cancelled]),
+        100,
+        None,
     )
     assert (outcome.matched, outcome.changed) == (0, 0)
     assert dict(await pool.fetch("SELECT id, status FROM job_runs")) == statuses

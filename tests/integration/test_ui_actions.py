@@ -167,7 +167,7 @@ async def test_bulk_retry_and_cancel_a_failures_group_after_confirming(
     assert "Cancel <strong>0</strong>" not in cancel.text and "No run matches" in cancel.text
     cancel = await browser.get(f"/ui/failures/confirm?action=cancel&run={timeouts[0]}&days=1")
     # The three just retried are pending with that error too, beside the two that were retrying.
-    assert "Cancel <strong>5</strong> pending or dispatched runs" in cancel.text
+    assert "Cancel <strong>5</strong> pending, dispatched or running runs" in cancel.text
     r = await browser.post(
         "/ui/failures/act",
         data={"run": timeouts[0], "action": "cancel", "days": "1", "csrf_token": csrf_of(cancel.text)},

@@ -168,7 +168,7 @@ class RunAction(Strict):
         },
     )
     action: Literal["cancel", "retry"] = Field(
-        description="cancel: pending or dispatched runs; retry: failed or cancelled runs (like POST "
+        description="cancel: pending, dispatched or running runs; retry: failed or cancelled runs (like POST "
         "/runs/{id}/retry, within the tenant's backlog quota)."
     )
     filter: RunFilter = Field(default_factory=RunFilter, description="All given criteria must hold.")

@@ -651,12 +651,26 @@ ORDER BY scheduled_at DESC, id DESC
 LIMIT :limit;
 
 -- name: cancel_run
--- Only runs no worker has started can be cancelled; a dispatched run's message is skipped on arrival.
+-- A run that has not ended is cancelled: pending, dispatched (its message is skipped on arrival: its
+-- start finds no 'dispatched' row) or running. A running run's attempt is closed in its history as
+-- `cancelled` by this statement, and its worker, told by the caller over NATS or by its next
+-- heartbeat, stops it; its late outcome matches no 'running' row and changes nothing (a retry moves
+-- the run to a new epoch besides). `was`: the status the run had, read under its row lock.
 -- Scoped like get_run: another tenant's run is never touched.
-UPDATE job_runs SET status = 'cancelled', finished_at = now(), lease_owner = NULL, lease_expires_at = NULL
-WHERE id = :id AND scheduled_at >= :lo AND scheduled_at < :hi AND status IN ('pending', 'dispatched')
-  AND (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id)
-RETURNING *;
+WITH target AS (
+    SELECT id, scheduled_at, status FROM job_runs
+    WHERE id = :id AND scheduled_at >= :lo AND scheduled_at < :hi
+      AND status IN ('pending', 'dispatched', 'running')
+      AND (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id)
+    FOR UPDATE
+)
+UPDATE job_runs r SET status = 'cancelled', finished_at = now(), lease_owner = NULL, lease_expires_at = NULL,
+    attempts = CASE WHEN t.status <> 'running' THEN r.attempts
+                    ELSE scheduler_append_attempt(r.attempts, r.max_attempts, r.attempt, r.epoch, r.lease_owner,
+                                                  r.started_at, 'cancelled', NULL, NULL) END
+FROM target t
+WHERE r.id = t.id AND r.scheduled_at = t.scheduled_at AND r.scheduled_at >= :lo AND r.scheduled_at < :hi
+RETURNING r.*, t.status AS was;
 
 -- name: callback_delivery_states
 -- The latest callback obligation of each run (a run retried and ended again owes another).
@@ -781,20 +795,25 @@ ORDER BY scheduled_at DESC, id DESC
 LIMIT :limit;
 
 -- name: cancel_runs
--- A bulk cancel's chunk: like cancel_run, fenced on the status, scoped to the tenant. Rows the
--- claim (or a worker's start) holds at this instant are skipped, not waited for: waiting in the
--- opposite order to the claim's could deadlock with it. The caller tries the skipped ones again.
+-- A bulk cancel's chunk: like cancel_run (running runs included, their attempt closed as
+-- `cancelled`), fenced on the status, scoped to the tenant. Rows the claim (or a worker's start,
+-- heartbeat or finish) holds at this instant are skipped, not waited for: waiting in the opposite
+-- order to the claim's could deadlock with it. The caller tries the skipped ones again.
 -- [lo, hi) are the days the ids name (as in get_runs).
 WITH locked AS (
-    SELECT id, scheduled_at FROM job_runs
-    WHERE id = ANY(CAST(:ids AS uuid[])) AND tenant_id = :tenant_id AND status IN ('pending', 'dispatched')
+    SELECT id, scheduled_at, status FROM job_runs
+    WHERE id = ANY(CAST(:ids AS uuid[])) AND tenant_id = :tenant_id
+      AND status IN ('pending', 'dispatched', 'running')
       AND scheduled_at >= :lo AND scheduled_at < :hi
     FOR UPDATE SKIP LOCKED
 )
-UPDATE job_runs r SET status = 'cancelled', finished_at = now(), lease_owner = NULL, lease_expires_at = NULL
+UPDATE job_runs r SET status = 'cancelled', finished_at = now(), lease_owner = NULL, lease_expires_at = NULL,
+    attempts = CASE WHEN l.status <> 'running' THEN r.attempts
+                    ELSE scheduler_append_attempt(r.attempts, r.max_attempts, r.attempt, r.epoch, r.lease_owner,
+                                                  r.started_at, 'cancelled', NULL, NULL) END
 FROM locked l
 WHERE r.id = l.id AND r.scheduled_at = l.scheduled_at AND r.scheduled_at >= :lo AND r.scheduled_at < :hi
-RETURNING r.id;
+RETURNING r.id, r.epoch, l.status AS was;
 
 -- name: retry_runs
 -- failed | cancelled -> pending, due now, under a new epoch: a worker still finishing an old attempt
@@ -1225,6 +1244,16 @@ FROM unnest(CAST(:ids AS uuid[]), CAST(:scheduled_ats AS timestamptz[]), CAST(:e
 WHERE r.id = m.id AND r.scheduled_at = m.scheduled_at AND r.epoch = m.epoch AND r.status = 'running'
   AND r.scheduled_at >= :lo AND r.scheduled_at <= :hi
 RETURNING r.id;
+
+-- name: cancelled_among
+-- Which of the runs a heartbeat no longer found running were cancelled in their epoch: their worker
+-- stops them (app/worker/cancels.py), when the cancel's notice over NATS did not reach it. Read only
+-- for the runs a heartbeat missed, so never on the default path.
+SELECT r.id FROM job_runs r
+JOIN unnest(CAST(:ids AS uuid[]), CAST(:scheduled_ats AS timestamptz[]), CAST(:epochs AS bigint[]))
+     AS m(id, scheduled_at, epoch)
+  ON r.id = m.id AND r.scheduled_at = m.scheduled_at AND r.epoch = m.epoch
+WHERE r.status = 'cancelled' AND r.scheduled_at >= :lo AND r.scheduled_at <= :hi;
 
 -- name: finish_runs
 -- Records a group of outcomes in one statement: success, retry with jittered exponential backoff

@@ -25,7 +25,7 @@ BULK_LIMIT = 10_000  # a bulk action's runs per request, the API's own most (Run
 def failure_filter(record: RunRecord, action: Action, days: int) -> RunFilter:
     """The runs a Failures group's bulk action takes: those of the group's job and error scheduled
     in the page's last `days` days that the action applies to. A retry takes the failed ones; a
-    cancel, the pending or dispatched ones still retrying after that error."""
+    cancel, the pending, dispatched or running ones still retrying after that error."""
     return RunFilter(
         statuses=[RunStatus.FAILED] if action == "retry" else list(CANCELLABLE),
         job=record["job"],
