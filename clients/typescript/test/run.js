@@ -28,5 +28,6 @@ for (const signal of /** @type {const} */ (["SIGINT", "SIGTERM"])) {
   process.on(signal, () => tests.kill(signal));
 }
 const code = await new Promise((resolve) => tests.on("exit", (status) => resolve(status ?? 1)));
+if (code !== 0 && stack) console.error(`scheduler dev's stderr, last lines:\n${stack.log().slice(-6000)}`);
 await stack?.stop();
 process.exit(code);

@@ -17,6 +17,7 @@ export const TENANT_MAX_PENDING = 20;
  * @typedef {object} Stack
  * @property {string} baseUrl
  * @property {string} adminToken
+ * @property {() => string} log what it wrote to stderr (attempts' outcomes, warnings)
  * @property {() => Promise<void>} stop
  */
 
@@ -62,7 +63,7 @@ export async function startDev() {
     await new Promise((resolve) => setTimeout(resolve, 200));
   }
   const adminToken = readFileSync(join(dir, ".scheduler-dev", "admin_token"), "utf8").trim();
-  return { baseUrl: `http://127.0.0.1:${port}`, adminToken, stop };
+  return { baseUrl: `http://127.0.0.1:${port}`, adminToken, log: () => err, stop };
 }
 
 /** @returns {Promise<number>} */
