@@ -2,12 +2,15 @@
 scheduler's processes, and the PromQL our Kubernetes manifests scale and alert on, read from k8s/.
 
 Used by the `slow-target` bench and by a test: the scaling queries are only worth something if they
-rise for the tier that binds and fall when its backlog is gone, on real scrapes."""
+rise for the tier that binds and fall when its backlog is gone, on real scrapes. The names a PromQL
+expression reads (metrics, label matchers, grouping labels) are how tests hold k8s/'s queries and the
+Grafana dashboard to what the processes export."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 import shutil
 import subprocess
 import tempfile
@@ -55,6 +58,43 @@ def manifest_queries(k8s: Path = K8S) -> list[Query]:
     return out
 
 
+PROMQL_WORDS = frozenset(
+    {"and", "or", "unless", "by", "without", "on", "ignoring", "group_left", "group_right", "bool", "offset"}
+    | {"inf", "nan"}
+)
+_LABEL_VALUE = r'"(?:\\.|[^"\\])*"'
+
+
+def metric_names(expr: str) -> set[str]:
+    """The metric names a PromQL expression reads."""
+    expr = re.sub(rf"{_LABEL_VALUE}|'(?:\\.|[^'\\])*'", '""', expr)  # label values
+    expr = re.sub(r"\{[^}]*\}", "{}", expr)  # label matchers
+    expr = re.sub(r"\[[^\]]*\]", "[]", expr)  # ranges and subqueries
+    # Label lists of aggregations and vector matching.
+    expr = re.sub(r"\b(?:by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)", " ", expr)
+    # What is left: functions (followed by "("), keywords, numbers and metric names.
+    return {
+        m[1]
+        for m in re.finditer(r"(?<![\w.:])([A-Za-z_:][\w:]*)\s*(\()?", expr)
+        if not m[2] and m[1].lower() not in PROMQL_WORDS
+    }
+
+
+def label_matchers(expr: str) -> list[tuple[str, str, str, str]]:
+    """(metric, label, operator, value) of every label matcher of a `metric{...}` selector."""
+    return [
+        (selector[1], m[1], m[2], m[3][1:-1])
+        for selector in re.finditer(r"([A-Za-z_:][\w:]*)\s*\{([^}]*)\}", expr)
+        for m in re.finditer(rf"(\w+)\s*(=~|!~|!=|=)\s*({_LABEL_VALUE})", selector[2])
+    ]
+
+
+def grouping_labels(expr: str) -> set[str]:
+    """The labels an expression aggregates or matches by (`by`, `without`, `on`, `ignoring`, …)."""
+    lists = re.findall(r"\b(?:by|without|on|ignoring|group_left|group_right)\s*\(([^)]*)\)", expr)
+    return {label.strip() for labels in lists for label in labels.split(",") if label.strip()}
+
+
 def _rule_groups(doc: dict[str, Any]) -> list[dict[str, Any]]:
     # A PrometheusRule (spec.groups) or a ConfigMap carrying a rules file (a YAML file by its name:
     # other ConfigMaps carry other formats, nats.conf say).
@@ -91,6 +131,14 @@ class Prometheus:
         if body["data"]["resultType"] == "scalar":
             return float(result[1])
         return max((float(s["value"][1]) for s in result), default=None)
+
+    async def api(self, path: str, **params: str) -> Any:
+        """The `data` of an HTTP API answer (`/api/v1/query`, `/api/v1/metadata`, …); ValueError
+        with Prometheus' error when it refused."""
+        body = (await self.http.get(f"/api/v1/{path}", params=params)).json()
+        if body.get("status") != "success":
+            raise ValueError(f"{path} {params}: {body.get('error')}")
+        return body["data"]
 
     async def targets_up(self) -> int:
         r = await self.http.get("/api/v1/targets")

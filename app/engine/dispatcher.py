@@ -73,6 +73,12 @@ class Dispatcher:
         if urgent >= 0:
             self.main_priorities = (urgent + 1, LEAST_URGENT) if settings.serves("normal") else None
             self.urgent_priorities = (0, urgent) if settings.serves("urgent") else None
+        # Due lag by the lane a run travels in (urgent or not: Settings.subject_for's choice), its
+        # two children bound once: a claimed batch observes up to BATCH_SIZE of them.
+        self._due_lag = {
+            urgent: metrics.due_lag_seconds.labels("urgent" if urgent else "normal")
+            for urgent in (True, False)
+        }
         # Busy time of each phase, read by the bench: claim SQL, publish (send + PubAcks), and
         # settle (releasing what was not acked).
         self.phase_seconds = {"claim": 0.0, "publish": 0.0, "settle": 0.0}
@@ -206,7 +212,7 @@ class Dispatcher:
         metrics.claim_batch_size.observe(len(claimed))
         metrics.runs_claimed_total.inc(len(claimed))
         for row in claimed:
-            metrics.due_lag_seconds.observe(max(0.0, float(row["lag"])))
+            self._due_lag[self.settings.is_urgent(row["priority"])].observe(max(0.0, float(row["lag"])))
         built = self.outgoing(claimed)
         if built.unbuildable:
             await self._fail_unbuildable(built.unbuildable)

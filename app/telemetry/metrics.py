@@ -13,7 +13,9 @@ BATCH_BUCKETS = (0, 1, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000)
 
 due_lag_seconds = Histogram(
     "scheduler_due_lag_seconds",
-    "Claim time minus due_at of each claimed run (how late runs are when the engine takes them).",
+    "Claim time minus due_at of each claimed run (how late runs are when the engine takes them), by the "
+    "lane it travels in: urgent or normal.",
+    ["lane"],
     buckets=LAG_BUCKETS,
 )
 claim_batch_size = Histogram(

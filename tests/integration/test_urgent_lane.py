@@ -8,6 +8,7 @@ import asyncio
 
 import asyncpg
 import nats
+from prometheus_client import REGISTRY
 
 from app.bus.jetstream import ensure_consumer
 from app.config import Settings
@@ -200,3 +201,22 @@ async def test_a_tenants_urgent_run_is_not_held_behind_its_own_earlier_runs(
     # them; now only what started while the worker had not yet fetched it (a peek a second, runs of
     # a second on two slots) and the slot it waited for.
     assert overtaken <= 4, f"{overtaken} of the tenant's earlier runs started before its urgent run"
+
+
+async def test_due_lag_is_observed_by_the_lane_each_run_travels_in(
+    settings: Settings, pool: asyncpg.Pool
+) -> None:
+    def observed(lane: str) -> float:
+        return REGISTRY.get_sample_value("scheduler_due_lag_seconds_count", {"lane": lane}) or 0.0
+
+    before = {lane: observed(lane) for lane in ("normal", "urgent")}
+    async with pool.acquire() as conn:
+        await factories.runs(conn, 3, tenant_id="bulk", priority=BULK)
+        await factories.runs(conn, 2, tenant_id="interactive", priority=URGENT)
+    nc = await nats.connect(settings.nats_url)
+    try:
+        await ensure_consumer(nc.jetstream(), settings)
+        assert await Dispatcher(settings, pool, nc).dispatch_once() == 5
+    finally:
+        await nc.close()
+    assert {lane: observed(lane) - before[lane] for lane in before} == {"normal": 3, "urgent": 2}

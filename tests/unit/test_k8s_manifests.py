@@ -22,6 +22,8 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from bench.prometheus import metric_names
+
 ROOT = Path(__file__).resolve().parents[2]
 K8S = ROOT / "k8s"
 CRD_FILE = K8S / "crds" / "keda-scaledobject-crd.yaml"
@@ -542,26 +544,6 @@ def test_every_scheduler_setting_in_the_manifests_exists() -> None:
     assert not unknown, f"pydantic-settings would silently ignore {sorted(unknown)}"
 
 
-PROMQL_WORDS = frozenset(
-    {"and", "or", "unless", "by", "without", "on", "ignoring", "group_left", "group_right", "bool", "offset"}
-    | {"inf", "nan"}
-)
-
-
-def _promql_metric_names(expr: str) -> set[str]:
-    expr = re.sub(r'"(?:\\.|[^"\\])*"|\'(?:\\.|[^\'\\])*\'', '""', expr)  # label values
-    expr = re.sub(r"\{[^}]*\}", "{}", expr)  # label matchers
-    expr = re.sub(r"\[[^\]]*\]", "[]", expr)  # ranges and subqueries
-    # Label lists of aggregations and vector matching.
-    expr = re.sub(r"\b(?:by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)", " ", expr)
-    # What is left: functions (followed by "("), keywords, numbers and metric names.
-    return {
-        m[1]
-        for m in re.finditer(r"(?<![\w.:])([A-Za-z_:][\w:]*)\s*(\()?", expr)
-        if not m[2] and m[1].lower() not in PROMQL_WORDS
-    }
-
-
 def _queries() -> list[str]:
     queries = [
         t["metadata"]["query"]
@@ -601,8 +583,8 @@ def _is_exported(name: str, families: dict[str, str]) -> bool:
         ("max(c:rate5m) > bool 300 and on(pod) d", {"c:rate5m", "d"}),
     ],
 )
-def test_promql_metric_names(expr: str, names: set[str]) -> None:
-    assert _promql_metric_names(expr) == names
+def testmetric_names(expr: str, names: set[str]) -> None:
+    assert metric_names(expr) == names
 
 
 def test_every_queried_metric_is_exported(exported_families: dict[str, str]) -> None:
@@ -611,7 +593,7 @@ def test_every_queried_metric_is_exported(exported_families: dict[str, str]) -> 
     queries = _queries()
     assert len(queries) > 1
     for query in queries:
-        names = _promql_metric_names(query)
+        names = metric_names(query)
         assert names, query
         missing = {n for n in names if not _is_exported(n, exported_families)}
         assert not missing, f"{query!r} reads metrics the app does not export: {sorted(missing)}"

@@ -1,0 +1,80 @@
+// The examples of docs/clients.md's TypeScript section, run as written — the dev address and the
+// receiver's port swapped for this stack's — as files of a user's inside the package, importing it
+// by its name.
+import assert from "node:assert/strict";
+import { execFile, spawn } from "node:child_process";
+import { randomUUID } from "node:crypto";
+import { readFileSync, rmSync, writeFileSync } from "node:fs";
+import { connect } from "node:net";
+import { test } from "node:test";
+import { promisify } from "node:util";
+
+import { freePort } from "./stack.js";
+import { admin, baseUrl, newTenant } from "./support.js";
+
+const page = readFileSync(new URL("../../../docs/clients.md", import.meta.url), "utf8");
+const section = page.slice(page.indexOf("## TypeScript")).split(/\n## /)[0];
+const [script, receiver] = [...section.matchAll(/```js\n([\s\S]*?)```/g)].map((m) => m[1]);
+const host = new URL(baseUrl).host;
+
+/**
+ * The example as a file of the package's directory (where `@scheduler/client` names the package).
+ * @param {string} source
+ */
+function exampleFile(source) {
+  const path = new URL(`./.example-${randomUUID()}.mjs`, import.meta.url);
+  writeFileSync(path, source.replaceAll("127.0.0.1:8000", host));
+  return path;
+}
+
+test("the client example runs on the dev stack's demo tenant", async () => {
+  const { data: key } = await admin.api.POST("/tenants/{tenant_id}/keys", { params: { path: { tenant_id: "demo" } } });
+  assert.ok(key);
+  const file = exampleFile(script);
+  try {
+    const env = { ...process.env, SCHEDULER_API_URL: baseUrl, SCHEDULER_API_KEY: key.api_key };
+    const { stdout } = await promisify(execFile)(process.execPath, [file.pathname], { env, timeout: 90_000 });
+    assert.equal(stdout, "succeeded 1\n422 invalid_input job\n");
+  } finally {
+    rmSync(file);
+  }
+});
+
+test("the receiver example accepts what is signed for it and refuses what is not", async () => {
+  const { id: tenant, signingSecret, client } = await newTenant("receiver");
+  const port = await freePort();
+  const file = exampleFile(receiver.replaceAll("3000", String(port)));
+  const other = "whsec_" + Buffer.alloc(32, 1).toString("base64");
+  const env = { ...process.env, SIGNING_SECRETS: `${other},${signingSecret}` };
+  const server = spawn(process.execPath, [file.pathname], { env, stdio: ["ignore", "pipe", "inherit"] });
+  let out = "";
+  server.stdout.on("data", (chunk) => (out += chunk));
+  try {
+    await listening(port);
+    const me = { type: /** @type {const} */ ("http"), url: `http://127.0.0.1:${port}/hook`, method: /** @type {const} */ ("POST") };
+    await client.putJob(tenant, "mine", { target: me, max_attempts: 1 });
+    await client.putJob(tenant, "elsewhere", { target: { ...me, url: `${me.url}/other` }, max_attempts: 1 });
+    const mine = await client.wait((await client.submitRun(tenant, "mine", { n: 1 })).id);
+    assert.equal(mine.status, "succeeded");
+    const elsewhere = await client.wait((await client.submitRun(tenant, "elsewhere")).id);
+    assert.equal(elsewhere.status, "failed");
+    assert.equal(elsewhere.attempts[0]?.http_status, 401);
+    assert.match(out, /^run\.attempt /);
+  } finally {
+    server.kill();
+    rmSync(file);
+  }
+});
+
+/** @param {number} port */
+async function listening(port) {
+  for (let tries = 0; ; tries++) {
+    const up = await new Promise((resolve) => {
+      const socket = connect(port, "127.0.0.1", () => resolve(socket.end() && true));
+      socket.on("error", () => resolve(false));
+    });
+    if (up) return;
+    if (tries > 100) throw new Error(`nothing listens on ${port}`);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}

@@ -1,0 +1,132 @@
+/** A tenant's (or the admin's) view of the API. Every method throws ApiError for a problem. */
+export class Client {
+    /** @param {ClientOptions} options */
+    constructor({ baseUrl, apiKey, fetch, ...retry }: ClientOptions);
+    /**
+     * Every operation of openapi.json, typed, with this client's key and retries: for what the
+     * methods below leave out (tenants, keys, signing secrets, batches, bulk actions).
+     * @type {import("openapi-fetch").Client<paths>}
+     */
+    api: import("openapi-fetch").Client<paths>;
+    /**
+     * Creates or replaces the job `name`.
+     * @param {string} tenant
+     * @param {string} name
+     * @param {JobPut} fields the job as the API takes it (`target`, `max_attempts`, `schedule`, …)
+     * @returns {Promise<Job>}
+     */
+    putJob(tenant: string, name: string, fields: JobPut): Promise<Job>;
+    /**
+     * Submits one run of `job`. Every try carries the same Idempotency-Key, so a submission tried
+     * again after a lost answer makes one run.
+     * @param {string} tenant
+     * @param {string} job
+     * @param {unknown} [payload] default: the job's payload
+     * @param {SubmitOptions & Omit<RunSubmit, "job" | "payload" | "scheduled_at" | "idempotency_key">} [options]
+     *   and the API's other fields (`priority`, `callback`)
+     * @returns {Promise<Run>}
+     */
+    submitRun(tenant: string, job: string, payload?: unknown, { scheduledAt, idempotencyKey, ...fields }?: SubmitOptions & Omit<RunSubmit, "job" | "payload" | "scheduled_at" | "idempotency_key">): Promise<Run>;
+    /**
+     * @param {string} runId
+     * @returns {Promise<Run>}
+     */
+    getRun(runId: string): Promise<Run>;
+    /**
+     * The run once it has ended (succeeded, failed or cancelled). Past `timeout`, a DOMException
+     * named `TimeoutError`.
+     * @param {string} runId
+     * @param {WaitOptions} [options]
+     * @returns {Promise<Run>}
+     */
+    wait(runId: string, { timeout, signal }?: WaitOptions): Promise<Run>;
+    /**
+     * Every run of the tenant that matches, newest first, page after page.
+     * @param {string} tenant
+     * @param {RunFilters} [filters]
+     * @returns {AsyncGenerator<Run, void, undefined>}
+     */
+    listRuns(tenant: string, { status, job, scheduledAfter, scheduledBefore, pageSize }?: RunFilters): AsyncGenerator<Run, void, undefined>;
+    /**
+     * Cancels a run no worker has started (409 otherwise).
+     * @param {string} runId
+     * @returns {Promise<Run>}
+     */
+    cancelRun(runId: string): Promise<Run>;
+    /**
+     * Moves a failed or cancelled run back to pending, due now.
+     * @param {string} runId
+     * @param {{ maxAttempts?: number }} [options] its new `max_attempts` (default: one more than made)
+     * @returns {Promise<Run>}
+     */
+    retryRun(runId: string, { maxAttempts }?: {
+        maxAttempts?: number;
+    }): Promise<Run>;
+}
+export type paths = import("../types/schema.js").paths;
+export type Schemas = import("../types/schema.js").components["schemas"];
+export type Run = Schemas["Run"];
+export type Job = Schemas["Job"];
+export type JobPut = Schemas["JobPut"];
+export type RunSubmit = Schemas["RunSubmit"];
+export type RunQuery = NonNullable<paths["/tenants/{tenant_id}/runs"]["get"]["parameters"]["query"]>;
+export type ClientOptions = {
+    /**
+     * the API's root, e.g. `http://127.0.0.1:8000`
+     */
+    baseUrl: string;
+    /**
+     * a tenant's key (`sch_…`), or the admin token
+     */
+    apiKey: string;
+    /**
+     * default: the global fetch
+     */
+    fetch?: ((request: Request) => Promise<Response>) | undefined;
+    /**
+     * tries after the first of a request that may be tried again (default 5)
+     */
+    retries?: number | undefined;
+    /**
+     * seconds: the longest wait before a try, a Retry-After's included
+     * (default 30)
+     */
+    maxDelay?: number | undefined;
+    /**
+     * seconds: the limit of each try (default 30)
+     */
+    timeout?: number | undefined;
+};
+export type SubmitOptions = {
+    /**
+     * when the run is due (default now)
+     */
+    scheduledAt?: string | Date | undefined;
+    /**
+     * default: a new UUID, the same for every try of this call
+     */
+    idempotencyKey?: string | undefined;
+};
+export type RunFilters = {
+    status?: RunQuery["status"];
+    job?: string | undefined;
+    /**
+     * scheduled_at at or after this
+     */
+    scheduledAfter?: string | Date | undefined;
+    /**
+     * scheduled_at before this
+     */
+    scheduledBefore?: string | Date | undefined;
+    /**
+     * runs a request asks for (the API's `limit`; default its own)
+     */
+    pageSize?: number | undefined;
+};
+export type WaitOptions = {
+    /**
+     * seconds (default 60)
+     */
+    timeout?: number | undefined;
+    signal?: AbortSignal | undefined;
+};

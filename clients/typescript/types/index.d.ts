@@ -1,0 +1,11 @@
+export { Client } from "./client.js";
+export { ApiError } from "./errors.js";
+export type ClientOptions = import("./client.js").ClientOptions;
+export type RunFilters = import("./client.js").RunFilters;
+export type Run = import("./client.js").Run;
+export type Job = import("./client.js").Job;
+export type JobPut = import("./client.js").JobPut;
+export type WebhookEvent = import("./webhooks.js").WebhookEvent;
+export type paths = import("../types/schema.js").paths;
+export type components = import("../types/schema.js").components;
+export { verifyWebhook, WebhookVerificationError } from "./webhooks.js";

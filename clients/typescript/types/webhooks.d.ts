@@ -1,0 +1,78 @@
+/**
+ * @typedef {Headers | Record<string, string | string[] | undefined>} WebhookHeaders a fetch
+ *   `Headers`, or a record such as Node's `request.headers`
+ */
+/**
+ * What an `http` target receives in `data`, once per attempt (docs/webhooks.md).
+ * @typedef {object} AttemptCall
+ * @property {string} run_id
+ * @property {string} tenant_id
+ * @property {string} job
+ * @property {number} attempt
+ * @property {number} epoch a delivery is (run_id, epoch); a lower epoch than one seen is stale
+ * @property {string} method the target's, as the job names it
+ * @property {string} url the target's, as the job names it: check it is yours
+ * @property {unknown} payload the run's
+ */
+/**
+ * A signed call's body: an attempt of an `http` target, or a completion callback carrying the
+ * finished run as GET /runs/{id} answers it.
+ * @typedef {{ type: "run.attempt", timestamp: string, data: AttemptCall }
+ *   | { type: "run.completed", timestamp: string, data: import("./client.js").Run }} WebhookEvent
+ */
+/**
+ * The parsed body of a call the scheduler signed (Standard Webhooks: `webhook-id`,
+ * `webhook-timestamp` within 5 minutes, `webhook-signature`) with any of `secrets`: during a
+ * rotation, the new secret and the one it replaces. Throws WebhookVerificationError otherwise.
+ * Pass the body exactly as received, before any JSON parsing: its bytes are what is signed.
+ * @param {string | string[]} secrets `whsec_…`
+ * @param {WebhookHeaders} headers
+ * @param {string | Uint8Array} body
+ * @returns {WebhookEvent}
+ */
+export function verifyWebhook(secrets: string | string[], headers: WebhookHeaders, body: string | Uint8Array): WebhookEvent;
+export { WebhookVerificationError };
+/**
+ * a fetch
+ *   `Headers`, or a record such as Node's `request.headers`
+ */
+export type WebhookHeaders = Headers | Record<string, string | string[] | undefined>;
+/**
+ * What an `http` target receives in `data`, once per attempt (docs/webhooks.md).
+ */
+export type AttemptCall = {
+    run_id: string;
+    tenant_id: string;
+    job: string;
+    attempt: number;
+    /**
+     * a delivery is (run_id, epoch); a lower epoch than one seen is stale
+     */
+    epoch: number;
+    /**
+     * the target's, as the job names it
+     */
+    method: string;
+    /**
+     * the target's, as the job names it: check it is yours
+     */
+    url: string;
+    /**
+     * the run's
+     */
+    payload: unknown;
+};
+/**
+ * A signed call's body: an attempt of an `http` target, or a completion callback carrying the
+ * finished run as GET /runs/{id} answers it.
+ */
+export type WebhookEvent = {
+    type: "run.attempt";
+    timestamp: string;
+    data: AttemptCall;
+} | {
+    type: "run.completed";
+    timestamp: string;
+    data: import("./client.js").Run;
+};
+import { WebhookVerificationError } from "standardwebhooks";
