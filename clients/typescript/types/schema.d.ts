@@ -75,8 +75,11 @@ export interface paths {
         put?: never;
         /**
          * Cancel Run
-         * @description Cancel a run no worker has started (pending or dispatched). A running or finished run is 409:
-         *     cancellation is not cooperative, a started attempt runs to its end or its timeout.
+         * @description Cancel a run that has not ended: pending, dispatched or running. It is `cancelled` when this
+         *     answers. A running run's attempt ends `cancelled` in its history, with no retry; the worker
+         *     executing it is told to stop (within seconds: a webhook's request is aborted, a python handler's
+         *     task cancelled), and whatever that attempt still brings back changes nothing. A finished run is
+         *     409.
          */
         post: operations["cancelRun"];
         delete?: never;
@@ -97,7 +100,7 @@ export interface paths {
         /**
          * Reschedule Run
          * @description Move a pending run's due time earlier (a past time means now) or later. It keeps its id and
-         *     scheduled_at; a run moved before its scheduled_at is still claimed when due (README: "Retry,
+         *     scheduled_at; a run moved before its scheduled_at is still claimed when due (docs/api.md: "Retry,
          *     reschedule, bulk actions"). Another status is 409.
          */
         post: operations["rescheduleRun"];
@@ -381,7 +384,8 @@ export interface paths {
         put?: never;
         /**
          * Act On Runs
-         * @description Cancel (pending or dispatched) or retry (failed or cancelled) up to `limit` of the tenant's
+         * @description Cancel (pending, dispatched or running: a running run's worker is told to stop it, as
+         *     POST /runs/{run_id}/cancel does) or retry (failed or cancelled) up to `limit` of the tenant's
          *     runs matching `filter`, newest scheduled first, in chunks that never hold locks for long. A run
          *     already in the target state is not changed again, so a request can be repeated; when
          *     `next_cursor` is not null, send it back as `cursor` to go on. A retry over the tenant's backlog
@@ -485,7 +489,7 @@ export interface components {
             finished_at: string | null;
             /**
              * Http Status
-             * @description A webhook's answer status, when it failed with one.
+             * @description A webhook's answer status, success included (e.g. 200); null for other targets and for an attempt that got no answer (a timeout, a refused connection).
              */
             http_status: number | null;
             /**
@@ -582,6 +586,13 @@ export interface components {
         };
         /** HttpTarget */
         HttpTarget: {
+            /**
+             * Body
+             * @description `payload`: the run's payload is the body, as GET /runs/{id} answers it, so any HTTP API can be a target. `envelope`: the Standard Webhooks envelope around it, which signs the run id, attempt, epoch, method and URL too (docs/webhooks.md).
+             * @default payload
+             * @enum {string}
+             */
+            body?: "payload" | "envelope";
             /** Headers */
             headers?: {
                 [key: string]: string;
@@ -910,7 +921,7 @@ export interface components {
         RunAction: {
             /**
              * Action
-             * @description cancel: pending or dispatched runs; retry: failed or cancelled runs (like POST /runs/{id}/retry, within the tenant's backlog quota).
+             * @description cancel: pending, dispatched or running runs; retry: failed or cancelled runs (like POST /runs/{id}/retry, within the tenant's backlog quota).
              * @enum {string}
              */
             action: "cancel" | "retry";
