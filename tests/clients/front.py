@@ -12,16 +12,20 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 import httpx
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
 from app.dev import free_port
-from app.telemetry.ops_server import HostedServer
+from tests.support import serving
 
 UNAVAILABLE = b'{"type":"about:blank","title":"Service Unavailable","status":503,"detail":"restarting","code":"unavailable"}'
+# What the API answers a submission whose key another request is still processing.
+IN_FLIGHT = (
+    b'{"type":"about:blank","title":"Conflict","status":409,"code":"conflict","field":"idempotency_key",'
+    b'"detail":"a request with this idempotency key is still in flight; retry once it has finished"}'
+)
 
 
 @dataclass
@@ -35,8 +39,9 @@ class Seen:
 
 @dataclass
 class Front:
-    """`script`: what to do with the next requests, one entry each ("503", "503:<retry after>",
-    "hold:<seconds>"); when it runs out, every request is forwarded."""
+    """`script`: what to do with the next requests, one entry each: "503" or "503:<retry after>"
+    (answered here), "409" (answered here as the API answers a key still in flight), "hold:<seconds>"
+    (forwarded, its answer held back that long); when it runs out, every request is forwarded."""
 
     upstream: str
     port: int
@@ -61,6 +66,9 @@ async def _handle(request: Request) -> Response:
         retry_after = step.partition(":")[2] or "1"
         seen.status = 503
         return Response(UNAVAILABLE, 503, {"Retry-After": retry_after}, media_type="application/problem+json")
+    if step == "409":
+        seen.status = 409
+        return Response(IN_FLIGHT, 409, media_type="application/problem+json")
     headers = {k: v for k, v in request.headers.items() if k not in ("host", "content-length")}
     answer = await upstream.request(
         request.method,
@@ -88,14 +96,5 @@ async def running_front(upstream: str, port: int | None = None) -> AsyncIterator
     app.state.front = front
     async with httpx.AsyncClient(base_url=upstream, timeout=30) as client:
         app.state.upstream = client
-        server = HostedServer(uvicorn.Config(app, host="127.0.0.1", port=front.port, log_level="warning"))
-        task = asyncio.create_task(server.serve())
-        while not server.started:
-            if task.done():
-                await task
-            await asyncio.sleep(0.02)
-        try:
+        async with serving(app, front.port):
             yield front
-        finally:
-            server.should_exit = True
-            await task

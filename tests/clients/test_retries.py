@@ -67,6 +67,30 @@ async def test_a_lost_answer_is_asked_again_and_makes_one_run(
     assert [r["id"] for r in await _runs(account)] == [str(run.id)]
 
 
+async def test_a_key_still_in_flight_is_waited_for_and_a_batch_is_keyed(
+    live: Live, account: Account, make_client: Callable[..., Calls]
+) -> None:
+    await account.http.put(f"/tenants/{account.id}/jobs/later", json={"target": {"type": "noop"}})
+    async with running_front(live.url) as front:
+        client = make_client(front.url, account.api_key, timeout=1.0, retries=RetryPolicy(backoff=0.05))
+        front.script = ["409"]
+        run = await client.call("submit_run", account.id, "later", scheduled_at=LATER)
+        assert [p.status for p in front.posts()] == [409, 201]
+
+        # A batch: every run carries a key, so a lost answer is asked again and makes them once.
+        front.script, front.seen = ["hold:2"], []
+        batch = await client.call("submit_batch", account.id, [{"job": "later", "scheduled_at": LATER}] * 3)
+        assert [p.status for p in front.posts()] == [0, 201]
+
+        # A 409 of a request without a key is the state of things: not retried.
+        front.script, front.seen = ["409"], []
+        with pytest.raises(ApiError) as conflict:
+            await client.call("cancel_run", run.id)
+        assert (conflict.value.status, len(front.seen)) == (409, 1)
+
+    assert sorted(r["id"] for r in await _runs(account)) == sorted(str(r.id) for r in [run, *batch])
+
+
 async def test_retries_are_bounded(live: Live, account: Account, make_client: Callable[..., Calls]) -> None:
     async with running_front(live.url) as front:
         front.script = ["503:0"] * 10

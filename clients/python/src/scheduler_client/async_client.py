@@ -13,15 +13,12 @@ from typing import Any, TypeVar
 import httpx
 
 from scheduler_client import operations as ops
-from scheduler_client.client import USER_AGENT
 from scheduler_client.errors import ApiError
-from scheduler_client.generated import AuthenticatedClient
 from scheduler_client.generated.models import ApiKey, Job, KeyCreated, Run, SigningSecretCreated
 from scheduler_client.retries import AsyncRetryingTransport, RetryPolicy
 from scheduler_client.waiting import Waiting
 
 T = TypeVar("T")
-P = TypeVar("P")
 
 
 async def _raise_problem(response: httpx.Response) -> None:
@@ -42,16 +39,8 @@ class AsyncClient:
         retries: RetryPolicy = RetryPolicy(),  # noqa: B008 (frozen: one instance is safe to share)
         transport: httpx.AsyncBaseTransport | None = None,
     ):
-        self._api = AuthenticatedClient(
-            base_url=base_url.rstrip("/"),
-            token=api_key,
-            timeout=httpx.Timeout(timeout),
-            headers={"User-Agent": USER_AGENT},
-            httpx_args={
-                "transport": AsyncRetryingTransport(retries, transport),
-                "event_hooks": {"response": [_raise_problem]},
-            },
-        )
+        retrying = AsyncRetryingTransport(retries, transport)
+        self._api = ops.api_client(base_url, api_key, timeout, retrying, _raise_problem)
 
     async def __aenter__(self) -> AsyncClient:
         return self
@@ -65,7 +54,7 @@ class AsyncClient:
     async def _do(self, op: ops.Op[T]) -> T:
         return op.result(await op.asyncio(*op.args, client=self._api, **op.kwargs))
 
-    async def _each(self, pages: ops.Pages[P, T]) -> AsyncIterator[T]:
+    async def _each(self, pages: ops.Pages[Any, T]) -> AsyncIterator[T]:
         cursor: str | None = None
         while True:
             page = await self._do(pages.page(cursor))

@@ -16,17 +16,49 @@ import os
 import sys
 import uuid
 from collections.abc import Callable, Sequence
-from itertools import islice
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
 
+from scheduler_client import operations as ops
 from scheduler_client.client import Client
 from scheduler_client.errors import ApiError
 from scheduler_client.output import show
 
-Handler = Callable[[Client, argparse.Namespace], Any]
 MAX_PAGE = 500
+
+
+@dataclass
+class Shown:
+    """What a command prints: the API's JSON as it came (a listing's items, page after page), and
+    for a listing the kind of its items ("runs", "jobs", "keys"), which names its table's columns."""
+
+    json: Any
+    listing: str | None = None
+
+
+Handler = Callable[[Client, argparse.Namespace], Shown | None]
+
+
+def _answer(client: Client, op: ops.Op[Any], field: str | None = None) -> Shown:
+    """One call's JSON (its member `field`, a list, when given)."""
+    response = client._send(op)
+    op.result(response)  # what the client would refuse, schedctl refuses too
+    body = json.loads(response.content)
+    return Shown(body) if field is None else Shown(body[field], field)
+
+
+def _listing(client: Client, pages: ops.Pages[Any, Any], limit: int) -> Shown:
+    """At most `limit` items of a listing, page after page."""
+    shown = Shown([], pages.field)
+    cursor: str | None = None
+    while len(shown.json) < limit:
+        page = _answer(client, pages.page(cursor)).json
+        shown.json += page[pages.field][: limit - len(shown.json)]
+        if (cursor := page["next_cursor"]) is None:
+            break
+    return shown
 
 
 def _json(text: str) -> Any:
@@ -56,45 +88,53 @@ class _Usage(Exception):
 # ───────────────────────────── handlers ─────────────────────────────
 
 
-def _submit(c: Client, a: argparse.Namespace) -> Any:
+def _submit(c: Client, a: argparse.Namespace) -> Shown:
     fields = {"priority": a.priority} if a.priority is not None else {}
-    return c.submit_run(
-        _tenant(a), a.job, a.payload, scheduled_at=a.scheduled_at, idempotency_key=a.idempotency_key, **fields
-    )
+    op = ops.submit_run_op(_tenant(a), a.job, a.payload, a.scheduled_at, a.idempotency_key, fields)
+    return _answer(c, op)
 
 
-def _list_runs(c: Client, a: argparse.Namespace) -> Any:
+def _list_runs(c: Client, a: argparse.Namespace) -> Shown:
     filters = {k: v for k, v in (("status", a.status), ("job", a.job)) if v is not None}
-    return list(islice(c.list_runs(_tenant(a), limit=min(a.limit, MAX_PAGE), **filters), a.limit))
+    return _listing(c, ops.run_pages(_tenant(a), {"limit": min(a.limit, MAX_PAGE), **filters}), a.limit)
 
 
-def _put_job(c: Client, a: argparse.Namespace) -> Any:
+def _wait(c: Client, a: argparse.Namespace) -> Shown:
+    c.wait(a.run_id, timeout=a.timeout)
+    return _answer(c, ops.get_run_op(a.run_id))
+
+
+def _put_job(c: Client, a: argparse.Namespace) -> Shown:
     fields = dict(a.fields or {})
     for name in ("target", "schedule", "payload"):
         if getattr(a, name) is not None:
             fields[name] = getattr(a, name)
-    return c.put_job(_tenant(a), a.name, **fields)
+    return _answer(c, ops.put_job_op(_tenant(a), a.name, fields))
+
+
+def _trigger(c: Client, a: argparse.Namespace) -> Shown:
+    return _answer(c, ops.submit_run_op(_tenant(a), a.name, a.payload, None, a.idempotency_key, {}))
 
 
 RUNS: dict[str, Handler] = {
     "submit": _submit,
-    "get": lambda c, a: c.get_run(a.run_id),
+    "get": lambda c, a: _answer(c, ops.get_run_op(a.run_id)),
     "list": _list_runs,
-    "cancel": lambda c, a: c.cancel_run(a.run_id),
-    "retry": lambda c, a: c.retry_run(a.run_id, max_attempts=a.max_attempts),
-    "wait": lambda c, a: c.wait(a.run_id, timeout=a.timeout),
+    "cancel": lambda c, a: _answer(c, ops.cancel_run_op(a.run_id)),
+    "retry": lambda c, a: _answer(c, ops.retry_run_op(a.run_id, a.max_attempts)),
+    "wait": _wait,
 }
 JOBS: dict[str, Handler] = {
     "put": _put_job,
-    "get": lambda c, a: c.get_job(_tenant(a), a.name),
-    "list": lambda c, a: list(islice(c.list_jobs(_tenant(a), page_size=min(a.limit, MAX_PAGE)), a.limit)),
-    "pause": lambda c, a: c.pause_job(_tenant(a), a.name),
-    "resume": lambda c, a: c.resume_job(_tenant(a), a.name),
-    "trigger": lambda c, a: c.trigger_job(_tenant(a), a.name, a.payload, idempotency_key=a.idempotency_key),
+    "get": lambda c, a: _answer(c, ops.get_job_op(_tenant(a), a.name)),
+    "list": lambda c, a: _listing(c, ops.job_pages(_tenant(a), min(a.limit, MAX_PAGE)), a.limit),
+    "pause": lambda c, a: _answer(c, ops.pause_job_op(_tenant(a), a.name, True)),
+    "resume": lambda c, a: _answer(c, ops.pause_job_op(_tenant(a), a.name, False)),
+    "trigger": _trigger,
 }
 KEYS: dict[str, Handler] = {
-    "list": lambda c, a: c.list_keys(_tenant(a)),
-    "create": lambda c, a: c.create_key(_tenant(a)),
+    "list": lambda c, a: _answer(c, ops.list_keys_op(_tenant(a)), "keys"),
+    "create": lambda c, a: _answer(c, ops.create_key_op(_tenant(a))),
     "revoke": lambda c, a: c.revoke_key(_tenant(a), a.key_id),
 }
 
@@ -181,7 +221,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         cli.error("the API's address and key are needed: --url and --api-key, or their variables")
     try:
         with Client(args.url, args.api_key) as client:
-            show(args.handler(client, args), args.output, sys.stdout)
+            shown = args.handler(client, args)
+        if shown is not None:  # a 204 shows nothing
+            show(shown.json, shown.listing, args.output, sys.stdout)
     except _Usage as error:
         cli.error(str(error))
     except ApiError as error:

@@ -12,14 +12,12 @@ import httpx
 
 from scheduler_client import operations as ops
 from scheduler_client.errors import ApiError
-from scheduler_client.generated import AuthenticatedClient
-from scheduler_client.generated.models import ApiKey, Job, KeyCreated, Run, SigningSecretCreated
+from scheduler_client.generated.models import ApiKey, Job, KeyCreated, Problem, Run, SigningSecretCreated
+from scheduler_client.generated.types import Response
 from scheduler_client.retries import RetryingTransport, RetryPolicy
 from scheduler_client.waiting import Waiting
 
 T = TypeVar("T")
-P = TypeVar("P")
-USER_AGENT = "scheduler-client (python)"
 
 
 def _raise_problem(response: httpx.Response) -> None:
@@ -42,16 +40,8 @@ class Client:
         retries: RetryPolicy = RetryPolicy(),  # noqa: B008 (frozen: one instance is safe to share)
         transport: httpx.BaseTransport | None = None,
     ):
-        self._api = AuthenticatedClient(
-            base_url=base_url.rstrip("/"),
-            token=api_key,
-            timeout=httpx.Timeout(timeout),
-            headers={"User-Agent": USER_AGENT},
-            httpx_args={
-                "transport": RetryingTransport(retries, transport),
-                "event_hooks": {"response": [_raise_problem]},
-            },
-        )
+        retrying = RetryingTransport(retries, transport)
+        self._api = ops.api_client(base_url, api_key, timeout, retrying, _raise_problem)
 
     def __enter__(self) -> Client:
         return self
@@ -62,10 +52,14 @@ class Client:
     def close(self) -> None:
         self._api.get_httpx_client().close()
 
-    def _do(self, op: ops.Op[T]) -> T:
-        return op.result(op.sync(*op.args, client=self._api, **op.kwargs))
+    def _send(self, op: ops.Op[T]) -> Response[T | Problem]:
+        """The endpoint's whole answer (schedctl prints its JSON as it came)."""
+        return op.sync(*op.args, client=self._api, **op.kwargs)
 
-    def _each(self, pages: ops.Pages[P, T]) -> Iterator[T]:
+    def _do(self, op: ops.Op[T]) -> T:
+        return op.result(self._send(op))
+
+    def _each(self, pages: ops.Pages[Any, T]) -> Iterator[T]:
         cursor: str | None = None
         while True:
             page = self._do(pages.page(cursor))

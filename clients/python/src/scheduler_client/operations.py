@@ -8,9 +8,12 @@ import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Generic, TypeVar, cast
+from typing import Any, Generic, Protocol, TypeVar, cast
+
+import httpx
 
 from scheduler_client.errors import ApiError
+from scheduler_client.generated import AuthenticatedClient
 from scheduler_client.generated.api.flow_control import pause_job, resume_job
 from scheduler_client.generated.api.jobs import delete_job, get_job, list_jobs, put_job
 from scheduler_client.generated.api.runs import (
@@ -43,12 +46,34 @@ from scheduler_client.generated.models import (
 )
 from scheduler_client.generated.types import UNSET, Response
 
+
+class _Page(Protocol):
+    @property
+    def next_cursor(self) -> str | None: ...
+
+
 T = TypeVar("T")
-P = TypeVar("P")
+P = TypeVar("P", bound=_Page)
 M = TypeVar("M")
 
+USER_AGENT = "scheduler-client (python)"
 # A run in one of these has ended: `wait` returns it.
 ENDED = frozenset({RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED})
+
+
+def api_client(
+    base_url: str, api_key: str, timeout: float, transport: Any, raise_problem: Callable[..., Any]
+) -> AuthenticatedClient:
+    """The generated client that both clients send through: the key, a timeout per attempt, the
+    retrying `transport` beneath, and `raise_problem`, the response hook that turns every answer
+    but a success into ApiError (before the generated code parses it)."""
+    return AuthenticatedClient(
+        base_url=base_url.rstrip("/"),
+        token=api_key,
+        timeout=httpx.Timeout(timeout),
+        headers={"User-Agent": USER_AGENT},
+        httpx_args={"transport": transport, "event_hooks": {"response": [raise_problem]}},
+    )
 
 
 class Op(Generic[T]):
@@ -81,12 +106,19 @@ class Op(Generic[T]):
 
 @dataclass(frozen=True)
 class Pages(Generic[P, T]):
-    """A listing: `page(cursor)` reads the page after `cursor` (None: the first); `items` are a
-    page's items and `next_cursor` where the next page starts (None: it was the last)."""
+    """A listing: `page(cursor)` reads the page after `cursor` (None: the first); a page's items
+    are its member `field` ("runs", "jobs"), and its `next_cursor` where the next page starts
+    (None: it was the last)."""
 
     page: Callable[[str | None], Op[P]]
-    items: Callable[[P], Sequence[T]]
-    next_cursor: Callable[[P], str | None]
+    field: str
+
+    def items(self, page: P) -> Sequence[T]:
+        return cast(Sequence[T], getattr(page, self.field))
+
+    @staticmethod
+    def next_cursor(page: P) -> str | None:
+        return page.next_cursor
 
 
 def _plain(value: Any) -> Any:
@@ -158,7 +190,7 @@ def job_pages(tenant: str, page_size: int | None) -> Pages[JobList, Job]:
             cursor=cursor if cursor is not None else UNSET,
         )
 
-    return Pages(page, lambda jobs: jobs.jobs, lambda jobs: jobs.next_cursor)
+    return Pages(page, "jobs")
 
 
 # ───────────────────────────── runs ─────────────────────────────
@@ -222,7 +254,7 @@ def run_pages(tenant: str, filters: Mapping[str, Any]) -> Pages[RunList, Run]:
             cursor=cursor if cursor is not None else UNSET,
         )
 
-    return Pages(page, lambda runs: runs.runs, lambda runs: runs.next_cursor)
+    return Pages(page, "runs")
 
 
 # ───────────────────────────── keys and secrets ─────────────────────────────

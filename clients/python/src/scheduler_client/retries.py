@@ -1,8 +1,9 @@
 """Retries below the generated endpoints, as httpx transports: a 429 or 503 (the API wrote nothing)
 waits its Retry-After and goes again; so does a request that never reached the server, and one
-whose answer was lost when sending it again is harmless (a read, or a submission carrying its
-Idempotency-Key, which the API answers with the run it already made). The request is re-sent as it
-was, headers included, so a submission keeps its key on every attempt."""
+whose answer was lost when sending it again is harmless: a read, or a keyed submission, which the
+API answers with the run it already made — or, while the first request is still being processed,
+with a 409 naming the key, which is waited out too. The request is re-sent as it was, headers
+included, so a submission keeps its Idempotency-Key on every attempt."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ ANSWER_LOST = (
     httpx.WriteTimeout,
 )
 REPEATABLE_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "PUT", "DELETE"})
+BATCH_PATH_END = "/runs/batch"
 
 
 @dataclass(frozen=True)
@@ -47,7 +49,9 @@ class RetryPolicy:
         if attempt >= self.attempts:
             return None
         if response is not None:
-            if response.status_code not in RETRIED_STATUSES:
+            if response.status_code not in RETRIED_STATUSES and not (
+                response.status_code == 409 and _keyed(request)
+            ):
                 return None
             after = retry_after(response.headers.get("Retry-After"))
             if after is not None:
@@ -59,8 +63,16 @@ class RetryPolicy:
         return ceiling / 2 + random.uniform(0, ceiling / 2)
 
 
+def _keyed(request: httpx.Request) -> bool:
+    """A submission the API makes runs of once, whatever the attempts: one with its Idempotency-Key,
+    or a batch (this client gives each of its runs a key)."""
+    return "Idempotency-Key" in request.headers or (
+        request.method == "POST" and request.url.path.endswith(BATCH_PATH_END)
+    )
+
+
 def _repeatable(request: httpx.Request) -> bool:
-    return request.method in REPEATABLE_METHODS or "Idempotency-Key" in request.headers
+    return request.method in REPEATABLE_METHODS or _keyed(request)
 
 
 def retry_after(value: str | None) -> float | None:

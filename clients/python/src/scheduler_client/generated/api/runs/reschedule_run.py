@@ -101,7 +101,7 @@ def sync_detailed(
     """Reschedule Run
 
      Move a pending run's due time earlier (a past time means now) or later. It keeps its id and
-    scheduled_at; a run moved before its scheduled_at is still claimed when due (README: "Retry,
+    scheduled_at; a run moved before its scheduled_at is still claimed when due (docs/api.md: "Retry,
     reschedule, bulk actions"). Another status is 409.
 
     Args:
@@ -137,7 +137,7 @@ def sync(
     """Reschedule Run
 
      Move a pending run's due time earlier (a past time means now) or later. It keeps its id and
-    scheduled_at; a run moved before its scheduled_at is still claimed when due (README: "Retry,
+    scheduled_at; a run moved before its scheduled_at is still claimed when due (docs/api.md: "Retry,
     reschedule, bulk actions"). Another status is 409.
 
     Args:
@@ -168,7 +168,7 @@ async def asyncio_detailed(
     """Reschedule Run
 
      Move a pending run's due time earlier (a past time means now) or later. It keeps its id and
-    scheduled_at; a run moved before its scheduled_at is still claimed when due (README: "Retry,
+    scheduled_at; a run moved before its scheduled_at is still claimed when due (docs/api.md: "Retry,
     reschedule, bulk actions"). Another status is 409.
 
     Args:
@@ -202,7 +202,7 @@ async def asyncio(
     """Reschedule Run
 
      Move a pending run's due time earlier (a past time means now) or later. It keeps its id and
-    scheduled_at; a run moved before its scheduled_at is still claimed when due (README: "Retry,
+    scheduled_at; a run moved before its scheduled_at is still claimed when due (docs/api.md: "Retry,
     reschedule, bulk actions"). Another status is 409.
 
     Args:
