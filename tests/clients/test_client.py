@@ -61,6 +61,8 @@ async def test_listings_go_across_pages(live: Live, account: Account, client: Ca
 async def test_a_run_is_cancelled_and_retried(live: Live, account: Account, client: Calls) -> None:
     await client.call("put_job", account.id, "later", target={"type": "noop"})
     run = await client.call("submit_run", account.id, "later", scheduled_at=LATER)
+    moved = await client.call("reschedule_run", run.id, LATER + timedelta(hours=1))
+    assert (moved.scheduled_at, moved.due_at - run.due_at) == (run.scheduled_at, timedelta(hours=1))
     cancelled = await client.call("cancel_run", run.id)
     assert cancelled.status == RunStatus.CANCELLED
     # wait returns at once: a cancelled run has ended.

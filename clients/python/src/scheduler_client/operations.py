@@ -93,7 +93,7 @@ class Op(Generic[T]):
 
     def result(self, response: Response[T | Problem]) -> T:
         """The answer's model. Errors never get here (the clients' response hook raises ApiError
-        for them); a success the contract does not name (a 3xx) does not pass either."""
+        for them); a success the contract does not name (a 202, say) does not pass either."""
         parsed = response.parsed
         if response.status_code == 204:
             return cast(T, None)
