@@ -16,6 +16,7 @@ import httpx
 import uvicorn
 from nats.js import JetStreamContext
 from nats.js.errors import NotFoundError
+from starlette.types import ASGIApp
 
 from app.bus.jetstream import delete_streams
 from app.bus.message import decode
@@ -80,28 +81,32 @@ def make_settings(services: Services, database: str, **overrides: object) -> Set
 
 
 @contextlib.asynccontextmanager
-async def running_api(settings: Settings) -> AsyncIterator[str]:
-    """The real app under uvicorn on a free port, in this event loop; yields its base URL."""
-    from app.api.server import server_options
-    from app.main import create_app
-
-    port = free_port()
-    server = HostedServer(
-        uvicorn.Config(
-            create_app(settings), host="127.0.0.1", port=port, log_level="warning", **server_options(settings)
-        )
-    )
+async def serving(app: ASGIApp, port: int | None = None, **options: Any) -> AsyncIterator[str]:
+    """An ASGI app under uvicorn on 127.0.0.1 (on `port`, else a free one), in this event loop;
+    yields its base URL."""
+    port = port or free_port()
+    server = HostedServer(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", **options))
     task = asyncio.create_task(server.serve())
     while not server.started:
         if task.done():
             await task
-            raise RuntimeError("the API did not start")
+            raise RuntimeError(f"the server on port {port} did not start")
         await asyncio.sleep(0.02)
     try:
         yield f"http://127.0.0.1:{port}"
     finally:
         server.should_exit = True
         await task
+
+
+@contextlib.asynccontextmanager
+async def running_api(settings: Settings) -> AsyncIterator[str]:
+    """The real app under uvicorn on a free port, in this event loop; yields its base URL."""
+    from app.api.server import server_options
+    from app.main import create_app
+
+    async with serving(create_app(settings), **server_options(settings)) as base:
+        yield base
 
 
 async def run_reaching(

@@ -1,0 +1,219 @@
+from http import HTTPStatus
+from typing import Any, cast
+from urllib.parse import quote
+
+import httpx
+
+from ...client import AuthenticatedClient, Client
+from ...types import Response, UNSET
+from ... import errors
+
+from ...models.problem import Problem
+from ...models.tenant import Tenant
+from ...models.tenant_patch import TenantPatch
+from typing import cast
+
+
+def _get_kwargs(
+    tenant_id: str,
+    *,
+    body: TenantPatch,
+) -> dict[str, Any]:
+    headers: dict[str, Any] = {}
+
+    _kwargs: dict[str, Any] = {
+        "method": "patch",
+        "url": "/tenants/{tenant_id}".format(
+            tenant_id=quote(str(tenant_id), safe=""),
+        ),
+    }
+
+    _kwargs["json"] = body.to_dict()
+
+    headers["Content-Type"] = "application/json"
+
+    _kwargs["headers"] = headers
+    return _kwargs
+
+
+def _parse_response(
+    *, client: AuthenticatedClient | Client, response: httpx.Response
+) -> Problem | Tenant | None:
+    if response.status_code == 200:
+        response_200 = Tenant.from_dict(response.json())
+
+        return response_200
+
+    if response.status_code == 401:
+        response_401 = Problem.from_dict(response.json())
+
+        return response_401
+
+    if response.status_code == 404:
+        response_404 = Problem.from_dict(response.json())
+
+        return response_404
+
+    if response.status_code == 409:
+        response_409 = Problem.from_dict(response.json())
+
+        return response_409
+
+    if response.status_code == 422:
+        response_422 = Problem.from_dict(response.json())
+
+        return response_422
+
+    if client.raise_on_unexpected_status:
+        raise errors.UnexpectedStatus(response.status_code, response.content)
+    else:
+        return None
+
+
+def _build_response(
+    *, client: AuthenticatedClient | Client, response: httpx.Response
+) -> Response[Problem | Tenant]:
+    return Response(
+        status_code=HTTPStatus(response.status_code),
+        content=response.content,
+        headers=response.headers,
+        parsed=_parse_response(client=client, response=response),
+    )
+
+
+def sync_detailed(
+    tenant_id: str,
+    *,
+    client: AuthenticatedClient,
+    body: TenantPatch,
+) -> Response[Problem | Tenant]:
+    """Patch Tenant
+
+     Set the tenant's max_in_flight (admin token only); null removes it. Set on a tenant without
+    one, its pending runs wait for a slot and its dispatched and running runs count. Lowered below
+    the runs in flight, none is stopped: new ones wait until enough end. Removed, its waiting runs
+    are released in their order (within seconds: the engines' flow keeper).
+
+    Args:
+        tenant_id (str):
+        body (TenantPatch):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[Problem | Tenant]
+    """
+
+    kwargs = _get_kwargs(
+        tenant_id=tenant_id,
+        body=body,
+    )
+
+    response = client.get_httpx_client().request(
+        **kwargs,
+    )
+
+    return _build_response(client=client, response=response)
+
+
+def sync(
+    tenant_id: str,
+    *,
+    client: AuthenticatedClient,
+    body: TenantPatch,
+) -> Problem | Tenant | None:
+    """Patch Tenant
+
+     Set the tenant's max_in_flight (admin token only); null removes it. Set on a tenant without
+    one, its pending runs wait for a slot and its dispatched and running runs count. Lowered below
+    the runs in flight, none is stopped: new ones wait until enough end. Removed, its waiting runs
+    are released in their order (within seconds: the engines' flow keeper).
+
+    Args:
+        tenant_id (str):
+        body (TenantPatch):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Problem | Tenant
+    """
+
+    return sync_detailed(
+        tenant_id=tenant_id,
+        client=client,
+        body=body,
+    ).parsed
+
+
+async def asyncio_detailed(
+    tenant_id: str,
+    *,
+    client: AuthenticatedClient,
+    body: TenantPatch,
+) -> Response[Problem | Tenant]:
+    """Patch Tenant
+
+     Set the tenant's max_in_flight (admin token only); null removes it. Set on a tenant without
+    one, its pending runs wait for a slot and its dispatched and running runs count. Lowered below
+    the runs in flight, none is stopped: new ones wait until enough end. Removed, its waiting runs
+    are released in their order (within seconds: the engines' flow keeper).
+
+    Args:
+        tenant_id (str):
+        body (TenantPatch):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[Problem | Tenant]
+    """
+
+    kwargs = _get_kwargs(
+        tenant_id=tenant_id,
+        body=body,
+    )
+
+    response = await client.get_async_httpx_client().request(**kwargs)
+
+    return _build_response(client=client, response=response)
+
+
+async def asyncio(
+    tenant_id: str,
+    *,
+    client: AuthenticatedClient,
+    body: TenantPatch,
+) -> Problem | Tenant | None:
+    """Patch Tenant
+
+     Set the tenant's max_in_flight (admin token only); null removes it. Set on a tenant without
+    one, its pending runs wait for a slot and its dispatched and running runs count. Lowered below
+    the runs in flight, none is stopped: new ones wait until enough end. Removed, its waiting runs
+    are released in their order (within seconds: the engines' flow keeper).
+
+    Args:
+        tenant_id (str):
+        body (TenantPatch):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Problem | Tenant
+    """
+
+    return (
+        await asyncio_detailed(
+            tenant_id=tenant_id,
+            client=client,
+            body=body,
+        )
+    ).parsed

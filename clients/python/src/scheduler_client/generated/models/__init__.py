@@ -1,0 +1,97 @@
+"""Contains all the data models used in inputs/outputs"""
+
+from .api_key import ApiKey
+from .api_key_list import ApiKeyList
+from .attempt import Attempt
+from .attempt_outcome_type_0 import AttemptOutcomeType0
+from .callback import Callback
+from .callback_on_item import CallbackOnItem
+from .callback_state import CallbackState
+from .callback_state_on_item import CallbackStateOnItem
+from .callback_state_status_type_0 import CallbackStateStatusType0
+from .concurrency import Concurrency
+from .health import Health
+from .health_checks import HealthChecks
+from .http_target import HttpTarget
+from .http_target_headers import HttpTargetHeaders
+from .http_target_method import HttpTargetMethod
+from .job import Job
+from .job_list import JobList
+from .job_put import JobPut
+from .job_put_misfire import JobPutMisfire
+from .key_created import KeyCreated
+from .list_runs_status_type_0 import ListRunsStatusType0
+from .noop_target import NoopTarget
+from .problem import Problem
+from .python_target import PythonTarget
+from .rate_limit import RateLimit
+from .run import Run
+from .run_action import RunAction
+from .run_action_action import RunActionAction
+from .run_action_result import RunActionResult
+from .run_batch import RunBatch
+from .run_batch_submit import RunBatchSubmit
+from .run_filter import RunFilter
+from .run_filter_status_type_0_item import RunFilterStatusType0Item
+from .run_held_type_0 import RunHeldType0
+from .run_list import RunList
+from .run_reschedule import RunReschedule
+from .run_retry import RunRetry
+from .run_status import RunStatus
+from .run_submit import RunSubmit
+from .signing_secret_created import SigningSecretCreated
+from .signing_secret_rotation import SigningSecretRotation
+from .tenant import Tenant
+from .tenant_create import TenantCreate
+from .tenant_created import TenantCreated
+from .tenant_patch import TenantPatch
+from .tenant_pause import TenantPause
+
+__all__ = (
+    "ApiKey",
+    "ApiKeyList",
+    "Attempt",
+    "AttemptOutcomeType0",
+    "Callback",
+    "CallbackOnItem",
+    "CallbackState",
+    "CallbackStateOnItem",
+    "CallbackStateStatusType0",
+    "Concurrency",
+    "Health",
+    "HealthChecks",
+    "HttpTarget",
+    "HttpTargetHeaders",
+    "HttpTargetMethod",
+    "Job",
+    "JobList",
+    "JobPut",
+    "JobPutMisfire",
+    "KeyCreated",
+    "ListRunsStatusType0",
+    "NoopTarget",
+    "Problem",
+    "PythonTarget",
+    "RateLimit",
+    "Run",
+    "RunAction",
+    "RunActionAction",
+    "RunActionResult",
+    "RunBatch",
+    "RunBatchSubmit",
+    "RunFilter",
+    "RunFilterStatusType0Item",
+    "RunHeldType0",
+    "RunList",
+    "RunReschedule",
+    "RunRetry",
+    "RunStatus",
+    "RunSubmit",
+    "SigningSecretCreated",
+    "SigningSecretRotation",
+    "Tenant",
+    "TenantCreate",
+    "TenantCreated",
+    "TenantPatch",
+    "TenantPause",
+)

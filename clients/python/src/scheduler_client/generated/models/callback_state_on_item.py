@@ -1,0 +1,10 @@
+from enum import StrEnum
+
+
+class CallbackStateOnItem(StrEnum):
+    CANCELLED = "cancelled"
+    FAILED = "failed"
+    SUCCEEDED = "succeeded"
+
+    def __str__(self) -> str:
+        return str(self.value)

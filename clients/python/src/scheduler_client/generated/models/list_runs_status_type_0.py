@@ -1,0 +1,13 @@
+from enum import StrEnum
+
+
+class ListRunsStatusType0(StrEnum):
+    CANCELLED = "cancelled"
+    DISPATCHED = "dispatched"
+    FAILED = "failed"
+    PENDING = "pending"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+
+    def __str__(self) -> str:
+        return str(self.value)

@@ -1,0 +1,362 @@
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, TypeVar, BinaryIO, TextIO, TYPE_CHECKING, Generator
+
+from attrs import define as _attrs_define
+from attrs import field as _attrs_field
+
+from ..types import UNSET, Unset
+
+from ..models.run_held_type_0 import RunHeldType0
+from ..models.run_status import RunStatus
+from typing import cast
+from uuid import UUID
+import datetime
+
+if TYPE_CHECKING:
+    from ..models.attempt import Attempt
+    from ..models.callback_state import CallbackState
+
+
+T = TypeVar("T", bound="Run")
+
+
+@_attrs_define
+class Run:
+    """
+    Attributes:
+        attempt (int):
+        attempts (list[Attempt]): Every attempt, oldest first, at most max_attempts of them (the newest kept).
+        callback (CallbackState | None): The callback this run was submitted with and its delivery: after the run ends
+            in one of `on`, the run as this route answers it is POSTed to `url`, signed like webhooks, at least once,
+            retried with backoff up to a bound.
+        created_at (datetime.datetime):
+        dispatched_at (datetime.datetime | None):
+        due_at (datetime.datetime):
+        epoch (int):
+        finished_at (datetime.datetime | None):
+        held (None | RunHeldType0): Why a pending run is held back: its job or tenant is `paused`, it waits for a
+            `concurrency` slot (of its job's key, of its tenant's max_in_flight, or both), or for room in its key's
+            `rate_limit` window. due_at then says when it would be due: for `rate_limit`, not before its key's window next
+            has room.
+        id (UUID):
+        idempotency_key (None | str):
+        job (str):
+        last_error (None | str):
+        max_attempts (int):
+        payload (Any):
+        priority (int):
+        result (Any): What the last successful attempt returned: a python handler's value, a webhook's body (JSON if it
+            is application/json and parses, else its text). Over SCHEDULER_MAX_RESULT_BYTES (64 KiB) it is the first bytes
+            of its JSON text, as a string; JSON beyond a payload's bounds (nested deeper than SCHEDULER_MAX_PAYLOAD_DEPTH
+            (32), an integer beyond 64 bits, a number beyond a double) is its text, as a string.
+        result_truncated (bool): The result is not the value as returned: cut to SCHEDULER_MAX_RESULT_BYTES, or JSON
+            beyond a payload's bounds kept as its text.
+        scheduled_at (datetime.datetime):
+        started_at (datetime.datetime | None):
+        status (RunStatus):
+        tenant_id (str):
+    """
+
+    attempt: int
+    attempts: list[Attempt]
+    callback: CallbackState | None
+    created_at: datetime.datetime
+    dispatched_at: datetime.datetime | None
+    due_at: datetime.datetime
+    epoch: int
+    finished_at: datetime.datetime | None
+    held: None | RunHeldType0
+    id: UUID
+    idempotency_key: None | str
+    job: str
+    last_error: None | str
+    max_attempts: int
+    payload: Any
+    priority: int
+    result: Any
+    result_truncated: bool
+    scheduled_at: datetime.datetime
+    started_at: datetime.datetime | None
+    status: RunStatus
+    tenant_id: str
+    additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        from ..models.attempt import Attempt  # noqa: PLC0415
+        from ..models.callback_state import CallbackState  # noqa: PLC0415
+
+        attempt = self.attempt
+
+        attempts = []
+        for attempts_item_data in self.attempts:
+            attempts_item = attempts_item_data.to_dict()
+            attempts.append(attempts_item)
+
+        callback: dict[str, Any] | None
+        if isinstance(self.callback, CallbackState):
+            callback = self.callback.to_dict()
+        else:
+            callback = self.callback
+
+        created_at = self.created_at.isoformat()
+
+        dispatched_at: None | str
+        if isinstance(self.dispatched_at, datetime.datetime):
+            dispatched_at = self.dispatched_at.isoformat()
+        else:
+            dispatched_at = self.dispatched_at
+
+        due_at = self.due_at.isoformat()
+
+        epoch = self.epoch
+
+        finished_at: None | str
+        if isinstance(self.finished_at, datetime.datetime):
+            finished_at = self.finished_at.isoformat()
+        else:
+            finished_at = self.finished_at
+
+        held: None | str
+        if isinstance(self.held, RunHeldType0):
+            held = self.held.value
+        else:
+            held = self.held
+
+        id = str(self.id)
+
+        idempotency_key: None | str
+        idempotency_key = self.idempotency_key
+
+        job = self.job
+
+        last_error: None | str
+        last_error = self.last_error
+
+        max_attempts = self.max_attempts
+
+        payload = self.payload
+
+        priority = self.priority
+
+        result = self.result
+
+        result_truncated = self.result_truncated
+
+        scheduled_at = self.scheduled_at.isoformat()
+
+        started_at: None | str
+        if isinstance(self.started_at, datetime.datetime):
+            started_at = self.started_at.isoformat()
+        else:
+            started_at = self.started_at
+
+        status = self.status.value
+
+        tenant_id = self.tenant_id
+
+        field_dict: dict[str, Any] = {}
+        field_dict.update(self.additional_properties)
+        field_dict.update(
+            {
+                "attempt": attempt,
+                "attempts": attempts,
+                "callback": callback,
+                "created_at": created_at,
+                "dispatched_at": dispatched_at,
+                "due_at": due_at,
+                "epoch": epoch,
+                "finished_at": finished_at,
+                "held": held,
+                "id": id,
+                "idempotency_key": idempotency_key,
+                "job": job,
+                "last_error": last_error,
+                "max_attempts": max_attempts,
+                "payload": payload,
+                "priority": priority,
+                "result": result,
+                "result_truncated": result_truncated,
+                "scheduled_at": scheduled_at,
+                "started_at": started_at,
+                "status": status,
+                "tenant_id": tenant_id,
+            }
+        )
+
+        return field_dict
+
+    @classmethod
+    def from_dict(cls: type[T], src_dict: Mapping[str, Any]) -> T:
+        from ..models.attempt import Attempt  # noqa: PLC0415
+        from ..models.callback_state import CallbackState  # noqa: PLC0415
+
+        d = dict(src_dict)
+        attempt = d.pop("attempt")
+
+        attempts = []
+        _attempts = d.pop("attempts")
+        for attempts_item_data in _attempts:
+            attempts_item = Attempt.from_dict(attempts_item_data)
+
+            attempts.append(attempts_item)
+
+        def _parse_callback(data: object) -> CallbackState | None:
+            if data is None:
+                return data
+            try:
+                if not isinstance(data, dict):
+                    raise TypeError()
+                callback_type_0 = CallbackState.from_dict(data)
+
+                return callback_type_0
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass
+            return cast(CallbackState | None, data)
+
+        callback = _parse_callback(d.pop("callback"))
+
+        created_at = datetime.datetime.fromisoformat(d.pop("created_at"))
+
+        def _parse_dispatched_at(data: object) -> datetime.datetime | None:
+            if data is None:
+                return data
+            try:
+                if not isinstance(data, str):
+                    raise TypeError()
+                dispatched_at_type_0 = datetime.datetime.fromisoformat(data)
+
+                return dispatched_at_type_0
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass
+            return cast(datetime.datetime | None, data)
+
+        dispatched_at = _parse_dispatched_at(d.pop("dispatched_at"))
+
+        due_at = datetime.datetime.fromisoformat(d.pop("due_at"))
+
+        epoch = d.pop("epoch")
+
+        def _parse_finished_at(data: object) -> datetime.datetime | None:
+            if data is None:
+                return data
+            try:
+                if not isinstance(data, str):
+                    raise TypeError()
+                finished_at_type_0 = datetime.datetime.fromisoformat(data)
+
+                return finished_at_type_0
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass
+            return cast(datetime.datetime | None, data)
+
+        finished_at = _parse_finished_at(d.pop("finished_at"))
+
+        def _parse_held(data: object) -> None | RunHeldType0:
+            if data is None:
+                return data
+            try:
+                if not isinstance(data, str):
+                    raise TypeError()
+                held_type_0 = RunHeldType0(data)
+
+                return held_type_0
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass
+            return cast(None | RunHeldType0, data)
+
+        held = _parse_held(d.pop("held"))
+
+        id = UUID(d.pop("id"))
+
+        def _parse_idempotency_key(data: object) -> None | str:
+            if data is None:
+                return data
+            return cast(None | str, data)
+
+        idempotency_key = _parse_idempotency_key(d.pop("idempotency_key"))
+
+        job = d.pop("job")
+
+        def _parse_last_error(data: object) -> None | str:
+            if data is None:
+                return data
+            return cast(None | str, data)
+
+        last_error = _parse_last_error(d.pop("last_error"))
+
+        max_attempts = d.pop("max_attempts")
+
+        payload = d.pop("payload")
+
+        priority = d.pop("priority")
+
+        result = d.pop("result")
+
+        result_truncated = d.pop("result_truncated")
+
+        scheduled_at = datetime.datetime.fromisoformat(d.pop("scheduled_at"))
+
+        def _parse_started_at(data: object) -> datetime.datetime | None:
+            if data is None:
+                return data
+            try:
+                if not isinstance(data, str):
+                    raise TypeError()
+                started_at_type_0 = datetime.datetime.fromisoformat(data)
+
+                return started_at_type_0
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass
+            return cast(datetime.datetime | None, data)
+
+        started_at = _parse_started_at(d.pop("started_at"))
+
+        status = RunStatus(d.pop("status"))
+
+        tenant_id = d.pop("tenant_id")
+
+        run = cls(
+            attempt=attempt,
+            attempts=attempts,
+            callback=callback,
+            created_at=created_at,
+            dispatched_at=dispatched_at,
+            due_at=due_at,
+            epoch=epoch,
+            finished_at=finished_at,
+            held=held,
+            id=id,
+            idempotency_key=idempotency_key,
+            job=job,
+            last_error=last_error,
+            max_attempts=max_attempts,
+            payload=payload,
+            priority=priority,
+            result=result,
+            result_truncated=result_truncated,
+            scheduled_at=scheduled_at,
+            started_at=started_at,
+            status=status,
+            tenant_id=tenant_id,
+        )
+
+        run.additional_properties = d
+        return run
+
+    @property
+    def additional_keys(self) -> list[str]:
+        return list(self.additional_properties.keys())
+
+    def __getitem__(self, key: str) -> Any:
+        return self.additional_properties[key]
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        self.additional_properties[key] = value
+
+    def __delitem__(self, key: str) -> None:
+        del self.additional_properties[key]
+
+    def __contains__(self, key: str) -> bool:
+        return key in self.additional_properties

@@ -1,0 +1,128 @@
+"""Client and AsyncClient (each test runs with both) against the live API: jobs, runs through to
+their end, listings across pages, cancel and retry, keys, and the API's problems as ApiError."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from scheduler_client import ApiError, Job, Run, RunStatus
+
+from tests.clients.conftest import Account, Calls, Live
+
+LATER = datetime.now(UTC) + timedelta(hours=1)
+
+
+async def test_a_run_is_submitted_waited_for_and_read(live: Live, account: Account, client: Calls) -> None:
+    await live.worker()
+    job = await client.call(
+        "put_job", account.id, "report", target={"type": "http", "url": live.receiver.url}
+    )
+    assert isinstance(job, Job) and job.name == "report"
+
+    run = await client.call("submit_run", account.id, "report", {"user": 42})
+    assert isinstance(run, Run) and run.status == RunStatus.PENDING and run.idempotency_key
+    done = await client.call("wait", run.id, timeout=30)
+    assert (done.id, done.status, done.attempt) == (run.id, "succeeded", 1)
+    assert (await client.call("get_run", str(run.id))).status == RunStatus.SUCCEEDED
+    [call] = live.receiver.for_run(str(run.id))
+    assert call.payload == {"user": 42}
+
+    # A trigger is a run of the job now, with the job's payload.
+    await client.call(
+        "put_job", account.id, "report", target={"type": "http", "url": live.receiver.url}, payload={"d": 1}
+    )
+    triggered = await client.call(
+        "wait", (await client.call("trigger_job", account.id, "report")).id, timeout=30
+    )
+    assert triggered.status == RunStatus.SUCCEEDED and triggered.payload == {"d": 1}
+
+
+async def test_listings_go_across_pages(live: Live, account: Account, client: Calls) -> None:
+    await client.call("put_job", account.id, "later", target={"type": "noop"})
+    runs = await client.call(
+        "submit_batch",
+        account.id,
+        [{"job": "later", "scheduled_at": LATER + timedelta(minutes=i)} for i in range(5)],
+    )
+    assert len(runs) == 5 and all(r.idempotency_key for r in runs)
+    # Two a page: three pages, newest scheduled first.
+    listed = await client.collect("list_runs", account.id, limit=2, job="later")
+    assert [r.id for r in listed] == [r.id for r in reversed(runs)]
+    assert await client.collect("list_runs", account.id, status="succeeded") == []
+
+    for name in ("b", "c"):
+        await client.call("put_job", account.id, name, target={"type": "noop"})
+    jobs = await client.collect("list_jobs", account.id, page_size=1)
+    assert [j.name for j in jobs] == ["b", "c", "later"]
+
+
+async def test_a_run_is_cancelled_and_retried(live: Live, account: Account, client: Calls) -> None:
+    await client.call("put_job", account.id, "later", target={"type": "noop"})
+    run = await client.call("submit_run", account.id, "later", scheduled_at=LATER)
+    moved = await client.call("reschedule_run", run.id, LATER + timedelta(hours=1))
+    assert (moved.scheduled_at, moved.due_at - run.due_at) == (run.scheduled_at, timedelta(hours=1))
+    cancelled = await client.call("cancel_run", run.id)
+    assert cancelled.status == RunStatus.CANCELLED
+    # wait returns at once: a cancelled run has ended.
+    assert (await client.call("wait", run.id, timeout=1)).status == RunStatus.CANCELLED
+    with pytest.raises(ApiError) as refused:
+        await client.call("cancel_run", run.id)
+    assert refused.value.status == 409
+
+    # Its job paused, the retried run stays pending: a wait for it times out.
+    await client.call("pause_job", account.id, "later")
+    retried = await client.call("retry_run", run.id, max_attempts=5)
+    assert (retried.status, retried.max_attempts) == (RunStatus.PENDING, 5)
+    with pytest.raises(TimeoutError, match="still pending"):
+        await client.call("wait", run.id, timeout=0.3)
+
+
+async def test_a_job_is_paused_and_resumed(live: Live, account: Account, client: Calls) -> None:
+    await client.call("put_job", account.id, "report", target={"type": "noop"}, schedule="*/5 * * * *")
+    assert (await client.call("pause_job", account.id, "report")).paused is True
+    assert (await client.call("get_job", account.id, "report")).paused is True
+    assert (await client.call("resume_job", account.id, "report")).paused is False
+    await client.call("delete_job", account.id, "report")
+    with pytest.raises(ApiError) as gone:
+        await client.call("get_job", account.id, "report")
+    assert (gone.value.status, gone.value.code) == (404, "not_found")
+
+
+async def test_problems_raise_api_error_with_their_details(
+    live: Live, account: Account, client: Calls
+) -> None:
+    with pytest.raises(ApiError) as invalid:
+        await client.call("submit_run", account.id, "no-such-job")
+    error = invalid.value
+    assert (error.status, error.code, error.field) == (422, "invalid_input", "job")
+    assert "no-such-job" in error.detail and error.problem["status"] == 422
+
+    with pytest.raises(ApiError) as missing:
+        await client.call("get_run", uuid.uuid4())
+    assert (missing.value.status, missing.value.code, missing.value.field) == (404, "not_found", "run_id")
+    assert missing.value.detail
+
+    # A field the contract does not know goes to the API, which names it.
+    with pytest.raises(ApiError) as unknown:
+        await client.call("put_job", account.id, "x", target={"type": "noop"}, max_attempt=3)
+    assert (unknown.value.status, unknown.value.field) == (422, "max_attempt")
+
+    # So does a required field missing, however deep.
+    with pytest.raises(ApiError) as incomplete:
+        await client.call("put_job", account.id, "x", target={"type": "http"})
+    assert (incomplete.value.status, incomplete.value.field) == (422, "target.url")
+
+
+async def test_keys_are_created_listed_and_revoked(
+    live: Live, account: Account, client: Calls, make_client
+) -> None:  # type: ignore[no-untyped-def]
+    created = await client.call("create_key", account.id)
+    other = make_client(live.url, created.api_key)
+    listed = await other.call("list_keys", account.id)
+    assert created.key_id in [k.key_id for k in listed] and len(listed) == 2
+    await client.call("revoke_key", account.id, created.key_id)
+    with pytest.raises(ApiError) as refused:
+        await other.call("list_keys", account.id)
+    assert (refused.value.status, refused.value.code) == (401, "unauthorized")
