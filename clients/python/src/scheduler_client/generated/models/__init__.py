@@ -13,6 +13,7 @@ from .concurrency import Concurrency
 from .health import Health
 from .health_checks import HealthChecks
 from .http_target import HttpTarget
+from .http_target_body import HttpTargetBody
 from .http_target_headers import HttpTargetHeaders
 from .http_target_method import HttpTargetMethod
 from .job import Job
@@ -61,6 +62,7 @@ __all__ = (
     "Health",
     "HealthChecks",
     "HttpTarget",
+    "HttpTargetBody",
     "HttpTargetHeaders",
     "HttpTargetMethod",
     "Job",

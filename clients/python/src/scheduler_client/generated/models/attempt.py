@@ -26,7 +26,8 @@ class Attempt:
         epoch (int): The lease fence the attempt ran under.
         error (None | str): A failure's reason: for a webhook, `HTTP <status>: <excerpt>`.
         finished_at (datetime.datetime | None): Null while the attempt runs.
-        http_status (int | None): A webhook's answer status, when it failed with one.
+        http_status (int | None): A webhook's answer status, success included (e.g. 200); null for other targets and for
+            an attempt that got no answer (a timeout, a refused connection).
         outcome (AttemptOutcomeType0 | None): Null while it runs. `lost`: its worker stopped heartbeating and the reaper
             closed it; `timed_out`: it passed the job's timeout_seconds.
         started_at (datetime.datetime):

@@ -8,6 +8,7 @@ from attrs import field as _attrs_field
 
 from ..types import UNSET, Unset
 
+from ..models.http_target_body import HttpTargetBody
 from ..models.http_target_method import HttpTargetMethod
 from ..types import UNSET, Unset
 from typing import cast
@@ -26,12 +27,16 @@ class HttpTarget:
     Attributes:
         type_ (Literal['http']):
         url (str):
+        body (HttpTargetBody | Unset): `payload`: the run's payload is the body, as GET /runs/{id} answers it, so any
+            HTTP API can be a target. `envelope`: the Standard Webhooks envelope around it, which signs the run id, attempt,
+            epoch, method and URL too (docs/webhooks.md). Default: HttpTargetBody.PAYLOAD.
         headers (HttpTargetHeaders | Unset):
         method (HttpTargetMethod | Unset):  Default: HttpTargetMethod.POST.
     """
 
     type_: Literal["http"]
     url: str
+    body: HttpTargetBody | Unset = HttpTargetBody.PAYLOAD
     headers: HttpTargetHeaders | Unset = UNSET
     method: HttpTargetMethod | Unset = HttpTargetMethod.POST
 
@@ -41,6 +46,10 @@ class HttpTarget:
         type_ = self.type_
 
         url = self.url
+
+        body: str | Unset = UNSET
+        if not isinstance(self.body, Unset):
+            body = self.body.value
 
         headers: dict[str, Any] | Unset = UNSET
         if not isinstance(self.headers, Unset):
@@ -58,6 +67,8 @@ class HttpTarget:
                 "url": url,
             }
         )
+        if body is not UNSET:
+            field_dict["body"] = body
         if headers is not UNSET:
             field_dict["headers"] = headers
         if method is not UNSET:
@@ -76,6 +87,13 @@ class HttpTarget:
 
         url = d.pop("url")
 
+        _body = d.pop("body", UNSET)
+        body: HttpTargetBody | Unset
+        if isinstance(_body, Unset):
+            body = UNSET
+        else:
+            body = HttpTargetBody(_body)
+
         _headers = d.pop("headers", UNSET)
         headers: HttpTargetHeaders | Unset
         if isinstance(_headers, Unset):
@@ -93,6 +111,7 @@ class HttpTarget:
         http_target = cls(
             type_=type_,
             url=url,
+            body=body,
             headers=headers,
             method=method,
         )

@@ -94,7 +94,8 @@ def sync_detailed(
 ) -> Response[Problem | RunActionResult]:
     """Act On Runs
 
-     Cancel (pending or dispatched) or retry (failed or cancelled) up to `limit` of the tenant's
+     Cancel (pending, dispatched or running: a running run's worker is told to stop it, as
+    POST /runs/{run_id}/cancel does) or retry (failed or cancelled) up to `limit` of the tenant's
     runs matching `filter`, newest scheduled first, in chunks that never hold locks for long. A run
     already in the target state is not changed again, so a request can be repeated; when
     `next_cursor` is not null, send it back as `cursor` to go on. A retry over the tenant's backlog
@@ -133,7 +134,8 @@ def sync(
 ) -> Problem | RunActionResult | None:
     """Act On Runs
 
-     Cancel (pending or dispatched) or retry (failed or cancelled) up to `limit` of the tenant's
+     Cancel (pending, dispatched or running: a running run's worker is told to stop it, as
+    POST /runs/{run_id}/cancel does) or retry (failed or cancelled) up to `limit` of the tenant's
     runs matching `filter`, newest scheduled first, in chunks that never hold locks for long. A run
     already in the target state is not changed again, so a request can be repeated; when
     `next_cursor` is not null, send it back as `cursor` to go on. A retry over the tenant's backlog
@@ -167,7 +169,8 @@ async def asyncio_detailed(
 ) -> Response[Problem | RunActionResult]:
     """Act On Runs
 
-     Cancel (pending or dispatched) or retry (failed or cancelled) up to `limit` of the tenant's
+     Cancel (pending, dispatched or running: a running run's worker is told to stop it, as
+    POST /runs/{run_id}/cancel does) or retry (failed or cancelled) up to `limit` of the tenant's
     runs matching `filter`, newest scheduled first, in chunks that never hold locks for long. A run
     already in the target state is not changed again, so a request can be repeated; when
     `next_cursor` is not null, send it back as `cursor` to go on. A retry over the tenant's backlog
@@ -204,7 +207,8 @@ async def asyncio(
 ) -> Problem | RunActionResult | None:
     """Act On Runs
 
-     Cancel (pending or dispatched) or retry (failed or cancelled) up to `limit` of the tenant's
+     Cancel (pending, dispatched or running: a running run's worker is told to stop it, as
+    POST /runs/{run_id}/cancel does) or retry (failed or cancelled) up to `limit` of the tenant's
     runs matching `filter`, newest scheduled first, in chunks that never hold locks for long. A run
     already in the target state is not changed again, so a request can be repeated; when
     `next_cursor` is not null, send it back as `cursor` to go on. A retry over the tenant's backlog

@@ -90,8 +90,11 @@ def sync_detailed(
 ) -> Response[Problem | Run]:
     """Cancel Run
 
-     Cancel a run no worker has started (pending or dispatched). A running or finished run is 409:
-    cancellation is not cooperative, a started attempt runs to its end or its timeout.
+     Cancel a run that has not ended: pending, dispatched or running. It is `cancelled` when this
+    answers. A running run's attempt ends `cancelled` in its history, with no retry; the worker
+    executing it is told to stop (within seconds: a webhook's request is aborted, a python handler's
+    task cancelled), and whatever that attempt still brings back changes nothing. A finished run is
+    409.
 
     Args:
         run_id (UUID):
@@ -122,8 +125,11 @@ def sync(
 ) -> Problem | Run | None:
     """Cancel Run
 
-     Cancel a run no worker has started (pending or dispatched). A running or finished run is 409:
-    cancellation is not cooperative, a started attempt runs to its end or its timeout.
+     Cancel a run that has not ended: pending, dispatched or running. It is `cancelled` when this
+    answers. A running run's attempt ends `cancelled` in its history, with no retry; the worker
+    executing it is told to stop (within seconds: a webhook's request is aborted, a python handler's
+    task cancelled), and whatever that attempt still brings back changes nothing. A finished run is
+    409.
 
     Args:
         run_id (UUID):
@@ -149,8 +155,11 @@ async def asyncio_detailed(
 ) -> Response[Problem | Run]:
     """Cancel Run
 
-     Cancel a run no worker has started (pending or dispatched). A running or finished run is 409:
-    cancellation is not cooperative, a started attempt runs to its end or its timeout.
+     Cancel a run that has not ended: pending, dispatched or running. It is `cancelled` when this
+    answers. A running run's attempt ends `cancelled` in its history, with no retry; the worker
+    executing it is told to stop (within seconds: a webhook's request is aborted, a python handler's
+    task cancelled), and whatever that attempt still brings back changes nothing. A finished run is
+    409.
 
     Args:
         run_id (UUID):
@@ -179,8 +188,11 @@ async def asyncio(
 ) -> Problem | Run | None:
     """Cancel Run
 
-     Cancel a run no worker has started (pending or dispatched). A running or finished run is 409:
-    cancellation is not cooperative, a started attempt runs to its end or its timeout.
+     Cancel a run that has not ended: pending, dispatched or running. It is `cancelled` when this
+    answers. A running run's attempt ends `cancelled` in its history, with no retry; the worker
+    executing it is told to stop (within seconds: a webhook's request is aborted, a python handler's
+    task cancelled), and whatever that attempt still brings back changes nothing. A finished run is
+    409.
 
     Args:
         run_id (UUID):
