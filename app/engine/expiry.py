@@ -33,15 +33,13 @@ class RunExpiry:
         self.pool = pool
 
     async def expire_once(self) -> int:
-        """Ends every run past its deadline, a batch per statement; how many."""
+        """Ends every run past its deadline, a batch per statement, until one ends none (a batch cut
+        short by another engine's locks goes on: the other sweep has taken those); how many."""
         expired = 0
         async with self.pool.acquire() as conn:
-            while True:
-                n = await transitions.expire_runs(conn, BATCH)
+            while n := await transitions.expire_runs(conn, BATCH):
                 metrics.runs_expired_total.labels("sweep").inc(n)
                 expired += n
-                if n < BATCH:
-                    break
         if expired:
             log.info("expired %d runs not started by their deadline", expired)
         return expired
