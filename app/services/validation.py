@@ -111,8 +111,7 @@ def deadline_after(expires_at: datetime, scheduled_at: datetime | None) -> datet
     if not MIN_EXPIRE_AFTER_SECONDS <= window <= MAX_EXPIRE_AFTER_SECONDS:
         raise PydanticCustomError(
             "deadline_out_of_range",
-            "expires_at must be {low} s to {high} days after scheduled_at (now when absent); it is "
-            "{window} s after",
+            "must be {low} s to {high} days after scheduled_at (now when absent); it is {window} s after",
             {
                 "low": MIN_EXPIRE_AFTER_SECONDS,
                 "high": MAX_EXPIRE_AFTER_SECONDS // 86_400,

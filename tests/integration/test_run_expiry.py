@@ -110,6 +110,13 @@ async def test_the_jobs_expire_after_seconds_is_each_runs_deadline_unless_it_bri
     assert datetime.fromisoformat(first["expires_at"]) == now_ish + timedelta(seconds=90)
     assert second["expires_at"] is not None
     assert (await submit_run(api, "acme", auth, job="hello"))["expires_at"] is None  # no default: none
+    body = {"job": "hello", "scheduled_at": "2030-01-01T09:00:00Z", "expires_at": "2030-01-01T08:00:00Z"}
+    problem = assert_error(
+        await api.post("/tenants/acme/runs", json=body, headers=auth), 422, "invalid_input"
+    )
+    assert problem["detail"] == (  # as docs/runs.md shows it
+        "expires_at: must be 1 s to 31 days after scheduled_at (now when absent); it is -3600.0 s after"
+    )
     async with pool.acquire() as conn:
         [occurrence] = await cron_repo.insert_cron_runs(conn, "acme", "fresh", [scheduled])
     assert (await row(pool, occurrence["id"]))["expires_at"] == scheduled + timedelta(seconds=90)
