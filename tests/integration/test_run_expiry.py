@@ -27,6 +27,7 @@ from app.engine.engine import Engine
 from app.engine.expiry import RunExpiry
 from tests import factories
 from tests.support import assert_error, put_job, run_reaching, snapshot, submit_run
+from tests.ui_support import ui_sign_in
 
 SOON = 1.5  # seconds: a deadline the tests wait out
 
@@ -148,6 +149,14 @@ async def test_a_run_past_its_deadline_expires_pending_with_no_attempt_and_nothi
 
     listed = (await api.get("/tenants/acme/runs?status=expired", headers=auth)).json()["runs"]
     assert [r["id"] for r in listed] == [doomed["id"]]
+    ui = await ui_sign_in(str(api.base_url), tenant["api_key"])  # the dashboard's view
+    try:
+        page = (await ui.get("/ui/runs?status=expired")).text
+        assert doomed["id"] in page and plain["id"] not in page and 'class="badge status-expired"' in page
+        page = (await ui.get(f"/ui/runs/{doomed['id']}")).text
+        assert 'id="run-expires"' in page and "Retry this run" in page and "every 2s" not in page
+    finally:
+        await ui.aclose()
     # A bulk retry by status brings it back, due now, without the deadline it missed.
     body = {"action": "retry", "filter": {"status": ["expired"]}}
     r = await api.post("/tenants/acme/runs/actions", json=body, headers=auth)
