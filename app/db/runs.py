@@ -198,8 +198,8 @@ async def retry_runs(
     run_ids: list[uuid.UUID],
     max_attempts: int | None = None,
 ) -> list[asyncpg.Record]:
-    """failed | cancelled | expired -> pending, due now, new epoch; the retried rows. `tenant_id` None: any. A
-    run that made MAX_ATTEMPTS attempts is not retried."""
+    """failed | cancelled | expired -> pending, due now, new epoch; the retried rows. `tenant_id`
+    None: any. A run that made MAX_ATTEMPTS attempts is not retried."""
     return await q.fetch(
         conn,
         "retry_runs",

@@ -1,7 +1,7 @@
 """A deadline to start, where runs are handed out (migration 0019): the worker's start ends a run
 past its deadline `expired` in the start statement itself (its target never called, a callback on
 `expired` delivered), and an expiring run gives back the concurrency slot it was granted, whether
-the sweep or the start ends it."""
+the sweep or the start ends it, and its place in a rate limit's window."""
 
 from __future__ import annotations
 
@@ -162,3 +162,27 @@ async def test_an_expiring_run_gives_back_the_slot_it_was_granted(
     assert await holders(pool) == set()
     assert await keeper.run_once() == 2
     assert await holders(pool) == {after["id"], sent_next["id"]}
+
+
+async def test_an_expiring_run_leaves_its_rate_limit_window_unstarted(
+    api: httpx.AsyncClient, tenant: dict, settings: Settings, pool: asyncpg.Pool
+) -> None:
+    """A run granted its window's room that never starts, and one still waiting for room, both
+    expire; the granted one's place in the window goes back, so the next run is granted at once
+    rather than after the hour-long period."""
+    auth = tenant["auth"]
+    keeper, sweep = FlowKeeper(settings, pool), RunExpiry(settings, pool)
+    await put_job(api, "acme", "paced", auth, rate_limit={"limit": 1, "period_seconds": 3600})
+    granted = await submit_run(api, "acme", auth, job="paced", expires_at=at(SOON))
+    waiting = await submit_run(api, "acme", auth, job="paced", expires_at=at(SOON))
+    after = await submit_run(api, "acme", auth, job="paced")
+    assert await keeper.run_once() == 1
+    assert (await api.get(f"/runs/{waiting['id']}", headers=auth)).json()["held"] == "rate_limit"
+    await asyncio.sleep(SOON)
+    assert await sweep.expire_once() == 2
+    assert await pool.fetchval("SELECT count(*) FROM rate_limit_starts") == 0
+    assert await keeper.run_once() == 1
+    assert (await api.get(f"/runs/{after['id']}", headers=auth)).json()["held"] is None
+    assert {
+        (await api.get(f"/runs/{r['id']}", headers=auth)).json()["status"] for r in (granted, waiting)
+    } == {"expired"}
