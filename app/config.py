@@ -78,6 +78,12 @@ class Settings(BaseSettings):
     """How often an engine hands freed concurrency slots and rate limits' room to waiting runs and re-holds
     a paused job's run made pending behind the service's back (docs/flow-control.md).
     """
+    # A pass with nothing to expire is one probe of an index that holds only the deadlines still to
+    # meet (migration 0019), so a pass a second costs nothing; the interval is the precision users see.
+    expire_interval_seconds: float = Field(default=1.0, gt=0)
+    """How often an engine ends the runs not started by their deadline (`expires_at`): a run shows
+    `expired` at most about this long after it (a worker never starts one past it; docs/runs.md).
+    """
     # A rate limit's start is the database's time of the fenced start; the request reaches the
     # limited API after the worker sends it, later by its event loop's delay (tens of ms, more on a
     # busy host). Each start counts this much longer than the period, so that the API, which counts

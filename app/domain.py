@@ -19,6 +19,11 @@ DEFAULT_PRIORITY = 5
 # The most attempts a run may make: a job's max_attempts, a retry's, and what retries add up to (a
 # retry of a run that made this many is refused), so a run's attempt history stays bounded too.
 MAX_ATTEMPTS = 100
+# A run's deadline to start (expires_at) lies this far after its scheduled_at: at least a second (the
+# engines' sweep runs about once a second), at most 31 days (a run waiting longer than that to start
+# wants an operator, not a deadline; and no input goes unbounded).
+MIN_EXPIRE_AFTER_SECONDS = 1
+MAX_EXPIRE_AFTER_SECONDS = 31 * 24 * 3600
 
 
 class RunStatus(StrEnum):
@@ -30,10 +35,15 @@ class RunStatus(StrEnum):
     SUCCEEDED = "succeeded"
     FAILED = "failed"
     CANCELLED = "cancelled"
+    EXPIRED = "expired"  # not started by its expires_at (migration 0019)
 
 
 # Runs a cancel stops: those no worker has started, and running ones (their worker is told to stop).
 CANCELLABLE = (RunStatus.PENDING, RunStatus.DISPATCHED, RunStatus.RUNNING)
+# Runs that ended: nothing happens to them any more unless a person retries them.
+FINISHED = (RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.EXPIRED)
+# Runs a retry moves back to pending.
+RETRYABLE = (RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.EXPIRED)
 
 
 class RunRecord(TypedDict):
@@ -46,6 +56,7 @@ class RunRecord(TypedDict):
     status: str  # a RunStatus value, as the row holds it
     scheduled_at: datetime
     due_at: datetime
+    expires_at: datetime | None  # its deadline to start, None: none
     attempt: int
     max_attempts: int
     priority: int
@@ -182,6 +193,7 @@ class JobRecord(TypedDict):
     max_attempts: int
     backoff_seconds: float
     timeout_seconds: float
+    expire_after_seconds: float | None  # each run's default deadline, after its scheduled_at
     misfire: str
     paused: bool
     priority: int

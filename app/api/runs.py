@@ -147,7 +147,9 @@ async def _request(
             field=f"{field}callback",
             allow_private=state.settings.allow_private_targets,
         )
-    return RunRequest(body.job, body.scheduled_at, body.payload, key, field, body.priority, callback)
+    return RunRequest(
+        body.job, body.scheduled_at, body.payload, key, field, body.priority, callback, body.expires_at
+    )
 
 
 async def _submit(

@@ -36,6 +36,7 @@ async def insert_runs(
     traceparent: str | None,
     priorities: list[int | None],  # None: the job's priority
     notify: bool = True,
+    expires_ats: list[datetime | None] | None = None,  # None in it: the job's expire_after_seconds
 ) -> list[asyncpg.Record]:
     return await q.fetch(
         conn,
@@ -50,6 +51,7 @@ async def insert_runs(
         idempotency_keys=idempotency_keys,
         priorities=priorities,
         callbacks=[None if c is None else orjson.dumps(c).decode() for c in callbacks],
+        expires_ats=expires_ats or [None] * len(jobs),
         traceparent=traceparent,
         channel=DUE_CHANNEL,
     )
@@ -197,8 +199,8 @@ async def retry_runs(
     run_ids: list[uuid.UUID],
     max_attempts: int | None = None,
 ) -> list[asyncpg.Record]:
-    """failed | cancelled -> pending, due now, new epoch; the retried rows. `tenant_id` None: any. A
-    run that made MAX_ATTEMPTS attempts is not retried."""
+    """failed | cancelled | expired -> pending, due now, new epoch; the retried rows. `tenant_id`
+    None: any. A run that made MAX_ATTEMPTS attempts is not retried."""
     return await q.fetch(
         conn,
         "retry_runs",

@@ -1,5 +1,6 @@
 """The run state machine's transitions after submission: claim, publish bookkeeping, the reaper,
-and the worker's fenced start/heartbeat/finish. Every transition is one conditional statement."""
+the expiry sweep, and the worker's fenced start/heartbeat/finish. Every transition is one conditional
+statement."""
 
 from __future__ import annotations
 
@@ -13,6 +14,9 @@ import asyncpg
 from app.db import queries as q
 from app.db.run_ids import bounds_of
 from app.domain import LEAST_URGENT, AttemptOutcome
+
+# A run's last_error when it ends expired, whichever statement ends it (the sweep or a start).
+EXPIRED_ERROR = "expired: not started by its deadline (expires_at)"
 
 
 class Fence:
@@ -124,16 +128,37 @@ async def reap_running_runs(conn: asyncpg.Connection, limit: int) -> list[asyncp
     return await q.fetch(conn, "reap_running_runs", limit=limit)
 
 
+class Starts(dict[UUID, int | None]):
+    """What start_runs did: run id -> attempt for the deliveries that matched, None for those not
+    started: refused because their job or tenant is paused (back to pending, held), or past their
+    deadline (ended expired, in `expired`). Deliveries not in it matched nothing."""
+
+    def __init__(self, rows: Sequence[asyncpg.Record]):
+        super().__init__((r["id"], r["attempt"]) for r in rows)
+        self.expired = {r["id"] for r in rows if r["expired"]}
+
+
 async def start_runs(
     conn: asyncpg.Connection, fence: Fence, inline: list[bool], *, owner: str, lease_seconds: float
-) -> dict[UUID, int | None]:
-    """Fenced dispatched -> running (-> succeeded at once where `inline`: nothing to execute);
-    returns run id -> attempt for the deliveries that matched, None for those refused because their
-    job or tenant is paused (back to pending, held). Deliveries not returned matched nothing."""
+) -> Starts:
+    """Fenced dispatched -> running (-> succeeded at once where `inline`: nothing to execute), or
+    expired for a run past its deadline, or back to pending for a paused one."""
     rows = await q.fetch(
-        conn, "start_runs", inline=inline, owner=owner, lease_seconds=lease_seconds, **fence.binds()
+        conn,
+        "start_runs",
+        inline=inline,
+        owner=owner,
+        lease_seconds=lease_seconds,
+        expired_error=EXPIRED_ERROR,
+        **fence.binds(),
     )
-    return {r["id"]: r["attempt"] for r in rows}
+    return Starts(rows)
+
+
+async def expire_runs(conn: asyncpg.Connection, limit: int) -> int:
+    """Ends up to `limit` runs past their deadline to start (the sweep); how many."""
+    rows = await q.fetch(conn, "expire_runs", limit=limit, expired_error=EXPIRED_ERROR)
+    return len(rows)
 
 
 async def heartbeat_runs(conn: asyncpg.Connection, fence: Fence, lease_seconds: float) -> set[UUID]:

@@ -1,5 +1,5 @@
-"""The engine: its services run together (dispatcher, reaper, cron materializer, partition
-maintenance and statistics, idempotency-key pruning) as named tasks, supervised with
+"""The engine: its services run together (dispatcher, reaper, expiry sweep, cron materializer,
+partition maintenance and statistics, idempotency-key pruning) as named tasks, supervised with
 asyncio.wait(FIRST_COMPLETED) and stopped by one Event."""
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from app.bus.jetstream import ensure_stream
 from app.config import Settings
 from app.engine.cron import CronMaterializer
 from app.engine.dispatcher import Dispatcher
+from app.engine.expiry import RunExpiry
 from app.engine.idempotency import IdempotencyKeyPruner
 from app.engine.keeper import FlowKeeper
 from app.engine.partitions import PartitionMaintenance
@@ -30,6 +31,7 @@ class Engine:
         self.nc = nc
         self.dispatcher = Dispatcher(settings, pool, nc, hot_index)
         self.reaper = Reaper(settings, pool, hot_index, nc)
+        self.expiry = RunExpiry(settings, pool)
         self.keeper = FlowKeeper(settings, pool, hot_index)
         self.cron = CronMaterializer(settings, pool, hot_index=hot_index)
         self.maintenance = PartitionMaintenance(settings, pool)
@@ -45,6 +47,7 @@ class Engine:
         tasks = {
             asyncio.create_task(self.dispatcher.run(stop), name="dispatcher"),
             asyncio.create_task(self.reaper.run(stop), name="reaper"),
+            asyncio.create_task(self.expiry.run(stop), name="expiry"),
             asyncio.create_task(self.keeper.run(stop), name="keeper"),
             asyncio.create_task(self.cron.run(stop), name="cron"),
             asyncio.create_task(self.maintenance.run(stop), name="partitions"),

@@ -21,8 +21,8 @@ from app.domain import RunRecord
 from app.errors import InvalidInput
 from app.services.targets import resolve_allowed
 
-CallbackOn = Literal["succeeded", "failed", "cancelled"]
-CALLBACK_STATUSES: tuple[CallbackOn, ...] = ("succeeded", "failed", "cancelled")
+CallbackOn = Literal["succeeded", "failed", "cancelled", "expired"]
+CALLBACK_STATUSES: tuple[CallbackOn, ...] = ("succeeded", "failed", "cancelled", "expired")
 
 
 class Callback(BaseModel):
@@ -34,8 +34,8 @@ class Callback(BaseModel):
     on: list[CallbackOn] = Field(
         default=list(CALLBACK_STATUSES),
         min_length=1,
-        max_length=3,
-        description="The terminal statuses that trigger it; default all three.",
+        max_length=len(CALLBACK_STATUSES),
+        description="The terminal statuses that trigger it; default all four.",
     )
 
 

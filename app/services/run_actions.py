@@ -27,10 +27,10 @@ import asyncpg
 from app.db import runs as run_repo
 from app.db.run_ids import bounds_of
 from app.db.runs import TimeRange
-from app.domain import CANCELLABLE, OnPending, RunStatus, StopRunning
+from app.domain import CANCELLABLE, RETRYABLE, OnPending, RunStatus, StopRunning
 from app.errors import OverQuota
 from app.services.admission import AdmissionControl
-from app.services.runs import RETRYABLE, admitted
+from app.services.runs import admitted
 from app.telemetry import metrics
 
 CHUNK = 500

@@ -14,14 +14,11 @@ import asyncpg
 
 from app.db import runs as run_repo
 from app.db.runs import TimeRange
-from app.domain import MAX_ATTEMPTS, OnPending, RunRecord, RunStatus, StopRunning, run_record
+from app.domain import MAX_ATTEMPTS, RETRYABLE, OnPending, RunRecord, RunStatus, StopRunning, run_record
 from app.errors import Conflict, InvalidInput, NotFound
 from app.services.admission import AdmissionControl
 from app.services.callbacks import with_delivery_state
 from app.telemetry import metrics
-
-# Runs a retry moves back to pending.
-RETRYABLE = (RunStatus.FAILED, RunStatus.CANCELLED)
 
 
 def _not_found(run_id: UUID) -> NotFound:
@@ -126,10 +123,11 @@ async def retry_run(
     tenant_id: str | None,
     max_attempts: int | None,
 ) -> RunRecord:
-    """failed | cancelled -> pending, due now, under a new epoch (run_repo.retry_runs). A tenant's
-    retry counts against its backlog quota like a submission (OverQuota, nothing written); the
-    admin's does not. Another status, or MAX_ATTEMPTS attempts made already: Conflict; `max_attempts`
-    not above the attempts made: InvalidInput."""
+    """failed | cancelled | expired -> pending, due now, under a new epoch (run_repo.retry_runs). A
+    tenant's retry counts against its backlog quota like a submission (OverQuota, nothing written);
+    the admin's does not. Another status, or MAX_ATTEMPTS attempts made already: Conflict;
+    `max_attempts` not above the attempts made: InvalidInput. A deadline that has passed is dropped
+    (an expired run's always has), one still ahead stays."""
     try:
         async with pool.acquire() as conn, admitted(admission, tenant_id, conn, 1):
             rows = await run_repo.retry_runs(conn, tenant_id, [run_id], max_attempts)
@@ -152,7 +150,8 @@ async def retry_run(
             field="max_attempts",
         )
     raise Conflict(
-        f"run {run_id} is {latest['status']}; only failed or cancelled runs can be retried", field="status"
+        f"run {run_id} is {latest['status']}; only failed, cancelled or expired runs can be retried",
+        field="status",
     )
 
 

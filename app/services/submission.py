@@ -36,6 +36,7 @@ class RunRequest:
     field: str  # where this request sits in the body, for error messages ("" or "runs[3].")
     priority: int | None = None  # None: the job's priority
     callback: dict[str, Any] | None = None  # validated (app.services.callbacks); None: the job's
+    expires_at: datetime | None = None  # its deadline to start; None: the job's expire_after_seconds
 
     def body_hash(self) -> str:
         body: dict[str, Any] = {
@@ -47,6 +48,8 @@ class RunRequest:
             body["priority"] = self.priority
         if self.callback is not None:  # only then: keys stored before callbacks existed still match
             body["callback"] = self.callback
+        if self.expires_at is not None:  # the same: keys stored before deadlines existed still match
+            body["expires_at"] = self.expires_at.isoformat()
         return hashlib.sha256(orjson.dumps(body, option=orjson.OPT_SORT_KEYS)).hexdigest()
 
 
@@ -176,6 +179,7 @@ async def _submit(
         idempotency_keys=[requests[i].idempotency_key for i in fresh],
         priorities=[requests[i].priority for i in fresh],
         callbacks=[requests[i].callback for i in fresh],
+        expires_ats=[requests[i].expires_at for i in fresh],
         traceparent=traceparent,
         notify=notify,
     )

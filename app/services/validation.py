@@ -12,6 +12,7 @@ import orjson
 from pydantic import AfterValidator, AwareDatetime
 from pydantic_core import PydanticCustomError
 
+from app.domain import MAX_EXPIRE_AFTER_SECONDS, MIN_EXPIRE_AFTER_SECONDS
 from app.errors import InvalidInput, PayloadTooLarge
 
 # An escaped NUL ("\u0000") that is not itself an escaped backslash followed by "u0000".
@@ -100,6 +101,24 @@ def utc_moment(value: datetime) -> datetime:
 
 # What every body and query parameter that takes a moment declares (422 naming the field).
 Moment = Annotated[AwareDatetime, AfterValidator(utc_moment)]
+
+
+def deadline_after(expires_at: datetime, scheduled_at: datetime | None) -> datetime:
+    """A run's deadline to start, if it lies 1 s to 31 days after the run's scheduled_at (now when
+    it names none, by this clock: the database's then decides when the run expires); otherwise an
+    error saying so, the 422 of the field that declares it."""
+    window = (expires_at - (scheduled_at or datetime.now(UTC))).total_seconds()
+    if not MIN_EXPIRE_AFTER_SECONDS <= window <= MAX_EXPIRE_AFTER_SECONDS:
+        raise PydanticCustomError(
+            "deadline_out_of_range",
+            "must be {low} s to {high} days after scheduled_at (now when absent); it is {window} s after",
+            {
+                "low": MIN_EXPIRE_AFTER_SECONDS,
+                "high": MAX_EXPIRE_AFTER_SECONDS // 86_400,
+                "window": round(window, 3),
+            },
+        )
+    return expires_at
 
 
 # ── text from outside, on its way into Postgres ──

@@ -70,9 +70,16 @@ starts_refused_total = Counter(
     "Runs a worker was about to start that went back to pending, held, because their job or tenant "
     "is paused.",
 )
+runs_expired_total = Counter(
+    "scheduler_runs_expired_total",
+    "Runs that ended expired, not started by their deadline (expires_at), by what ended them: the "
+    "engines' `sweep` or a worker's `start`.",
+    ["by"],
+)
 runs_retried_total = Counter(
     "scheduler_runs_retried_total",
-    "Runs a person moved back to pending (failed or cancelled -> pending), by the route: run or bulk.",
+    "Runs a person moved back to pending (failed, cancelled or expired -> pending), by the route: run "
+    "or bulk.",
     ["via"],
 )
 runs_cancelled_while_running_total = Counter(

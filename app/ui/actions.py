@@ -50,7 +50,7 @@ async def cancel_run(run_id: UUID, state: StateDep, session: SessionDep, form: F
 
 @router.post("/runs/{run_id}/retry")
 async def retry_run(run_id: UUID, state: StateDep, session: SessionDep, form: FormDep) -> Response:
-    """A failed or cancelled run back to pending, due now: what POST /runs/{id}/retry does."""
+    """A failed, cancelled or expired run back to pending, due now: what POST /runs/{id}/retry does."""
     await run_service.retry_run(
         state.pool, state.admission, state.on_pending, run_id, session.principal.tenant_id, None
     )

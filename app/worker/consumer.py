@@ -4,12 +4,13 @@ A message carries several runs of one tenant (app/bus/message.py); from here on 
 Delivery of its own, and the message is answered once all of its runs are (delivery.py: Part).
 
 Per start batch, one statement starts every delivery whose epoch still matches (the rest are
-duplicates, stale or cancelled: acked and dropped); a noop, having nothing to execute, is recorded
-succeeded by that same statement. Targets run concurrently (executor.py) in slots shared fairly
-between tenants (fairness.py); outcomes go to a group commit (completer.py). Until a message is
-answered, in-progress acks keep JetStream from redelivering it (every quarter of ACK_WAIT_SECONDS,
-which is short so that a killed worker's messages reach another worker within seconds), and
-heartbeats keep the runs' leases in Postgres (completer.py). An attempt whose run is cancelled while
+duplicates, stale or cancelled: acked and dropped; a run past its deadline to start ends expired
+there instead); a noop, having nothing to execute, is recorded succeeded by that same statement.
+Targets run concurrently (executor.py) in slots shared fairly between tenants (fairness.py);
+outcomes go to a group commit (completer.py). Until a message is answered, in-progress acks keep
+JetStream from redelivering it (every quarter of ACK_WAIT_SECONDS, which is short so that a killed
+worker's messages reach another worker within seconds), and heartbeats keep the runs' leases in
+Postgres (completer.py). An attempt whose run is cancelled while
 it executes is stopped, and nothing of it recorded (cancels.py).
 
 Holding back: a run whose tenant may not take a slot now waits here, still `dispatched`, its dispatch
@@ -315,7 +316,10 @@ class Worker:
         for d in batch:
             attempt = started.get(d.run.run_id)
             if attempt is None:
-                if d.run.run_id in started:
+                if d.run.run_id in started.expired:
+                    # Past its deadline to start: it ended expired instead, and never runs.
+                    metrics.runs_expired_total.labels("start").inc()
+                elif d.run.run_id in started:
                     # Refused: its job or tenant is paused; it waits held, pending, for the resume.
                     metrics.starts_refused_total.inc()
                 else:

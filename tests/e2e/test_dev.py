@@ -1,8 +1,8 @@
 """`scheduler dev` as a newcomer meets it: a real subprocess in a directory of its own (the test's
 database, an embedded nats-server), stopped by Ctrl-C delivered to its whole process group as a
 terminal does. One per data dir, the demo key kept across restarts, a quiet shutdown, attempts'
-outcomes on the console, and the documentation's examples (README's and docs/api.md's) run verbatim
-against it."""
+outcomes on the console, and the documentation's examples (README's, docs/api.md's and docs/runs.md's)
+run verbatim against it."""
 
 from __future__ import annotations
 
@@ -218,11 +218,15 @@ async def test_documented_examples_run_verbatim_on_dev(
         )
         assert readme.returncode == 0, readme.stdout + readme.stderr
         assert '"status":"succeeded"' in readme.stdout  # the demo run, read a second later
+        # docs/runs.md's examples go on from docs/api.md's (its variables, its tenant and job).
         done = await _run_verbatim(
-            _first_sh_block(ROOT / "docs" / "api.md", "# The HTTP API", dev.port), tmp_path
+            _first_sh_block(ROOT / "docs" / "api.md", "# The HTTP API", dev.port)
+            + _first_sh_block(ROOT / "docs" / "runs.md", "## Expire runs not started in time", dev.port),
+            tmp_path,
         )
         assert done.returncode == 0, done.stdout + done.stderr
         assert '"status":"cancelled"' in done.stdout  # the last example cancels the run an hour ahead
+        assert '"status":"expired"' in done.stdout and '"changed":1' in done.stdout  # and retries it
         await eventually(
             lambda: dev.stderr().count("echo receiver: POST /dev/echo") >= 3,
             timeout=30,

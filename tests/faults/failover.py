@@ -53,7 +53,7 @@ from tests.support import ADMIN_TOKEN, bearer, delete_stream
 FAULTS = ("kill", "switchover")
 RETRY_SECONDS = 0.2
 SENDERS = 8
-TERMINAL = ("succeeded", "failed", "cancelled")
+TERMINAL = ("succeeded", "failed", "cancelled", "expired")
 
 
 @dataclass

@@ -183,7 +183,9 @@ class Harness:
             if time.monotonic() - last > 5:
                 print(f"  t={time.monotonic() - self.stack.started:6.1f}s {counts}", flush=True)
                 last = time.monotonic()
-            open_runs = any(status not in ("succeeded", "failed", "cancelled") for _, status in counts)
+            open_runs = any(
+                status not in ("succeeded", "failed", "cancelled", "expired") for _, status in counts
+            )
             owed = await self.stack.fetch(
                 "SELECT count(*) AS n FROM run_callbacks WHERE status IN ('pending', 'delivering')"
             )

@@ -35,7 +35,7 @@ from app.config import Settings
 from tests.processes import processes
 from tests.support import ADMIN_TOKEN, bearer
 
-TERMINAL = ("succeeded", "failed", "cancelled")
+TERMINAL = ("succeeded", "failed", "cancelled", "expired")
 SENDERS = 64  # requests in flight at most
 
 

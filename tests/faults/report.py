@@ -58,7 +58,7 @@ FAULT_KINDS = (
     "kill -9 worker delivering callbacks",
 )
 HOSTILE_BEHAVIOURS = ("hang", "nul", "huge")  # receiver answers the hostile tenant must have drawn
-TERMINAL = ("succeeded", "failed", "cancelled")
+TERMINAL = ("succeeded", "failed", "cancelled", "expired")
 TENANTS = ("victim", "hostile", "limited")
 # Faults that must strike with the limited job's runs holding slots (an engine's claims are brief
 # and few: its kill is reported with how many limited ones it held, not required to hold one).

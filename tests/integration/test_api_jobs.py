@@ -33,6 +33,7 @@ JOB_FIELDS = {
     "max_attempts",
     "backoff_seconds",
     "timeout_seconds",
+    "expire_after_seconds",
     "misfire",
     "paused",
     "priority",

@@ -47,6 +47,7 @@ FUNCTIONS = {
     "scheduler_queue_changed",
     "scheduler_queue_removed",
     "scheduler_queue_emptied",
+    "scheduler_start_deadline",
 }
 
 

@@ -151,7 +151,7 @@ async def test_retention_drops_finished_days_and_keeps_a_day_with_unfinished_run
                 "SELECT scheduler_create_day_partition((now() AT TIME ZONE 'UTC')::date - $1::int)",
                 (day - d).days,
             )
-        for status in ("succeeded", "failed", "cancelled"):
+        for status in ("succeeded", "failed", "cancelled", "expired"):
             await factories.runs(conn, 3, start=at_noon(finished), status=status)
         await factories.runs(conn, 2, start=at_noon(unfinished), status="succeeded")
         pending = await factories.runs(conn, 1, start=at_noon(unfinished) + timedelta(hours=1))

@@ -255,7 +255,7 @@ async def test_reschedule_refusals_write_nothing(
         "x",
     )
     assert await snapshot(pool) == before
-    for status in ("dispatched", "running", "succeeded", "failed", "cancelled"):
+    for status in ("dispatched", "running", "succeeded", "failed", "cancelled", "expired"):
         await pool.execute("UPDATE job_runs SET status = $2 WHERE id = $1", uuid.UUID(str(run["id"])), status)
         r = await api.post(url, json={"due_at": "2027-06-01T00:00:00Z"}, headers=tenant["auth"])
         assert_error(r, 409, "conflict", "status")

@@ -8,7 +8,14 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.api.schemas.common import PAYLOAD_RULE, Priority, Strict
-from app.domain import DEFAULT_PRIORITY, JOB_FIELDS, MAX_ATTEMPTS, JobRecord
+from app.domain import (
+    DEFAULT_PRIORITY,
+    JOB_FIELDS,
+    MAX_ATTEMPTS,
+    MAX_EXPIRE_AFTER_SECONDS,
+    MIN_EXPIRE_AFTER_SECONDS,
+    JobRecord,
+)
 from app.services.callbacks import Callback
 from app.services.targets import Target
 
@@ -77,6 +84,14 @@ class JobPut(Strict):
     max_attempts: int = Field(default=3, ge=1, le=MAX_ATTEMPTS)
     backoff_seconds: float = Field(default=10, ge=0, le=86_400)
     timeout_seconds: float = Field(default=30, gt=0, le=3_600)
+    expire_after_seconds: float | None = Field(
+        default=None,
+        ge=MIN_EXPIRE_AFTER_SECONDS,
+        le=MAX_EXPIRE_AFTER_SECONDS,
+        description="Each run's deadline to start, this long after its scheduled_at (1 s to 31 days), "
+        "unless the run brings its own expires_at: not started by then, the run ends `expired`. "
+        "Null: no deadline. Applies to runs created after it is set, cron occurrences included.",
+    )
     misfire: Literal["latest", "all", "skip"] = "latest"
     paused: bool = Field(
         default=False,
@@ -106,6 +121,7 @@ class Job(BaseModel):
     max_attempts: int
     backoff_seconds: float
     timeout_seconds: float
+    expire_after_seconds: float | None
     misfire: str
     paused: bool
     priority: int

@@ -7,12 +7,20 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 from uuid import UUID
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from app.api.schemas.common import PAYLOAD_RULE, PRIORITY_RULE, JobName, Priority, Strict
-from app.domain import MAX_ATTEMPTS, RUN_FIELDS, AttemptOutcomeName, HeldReason, RunStatus
+from app.domain import (
+    MAX_ATTEMPTS,
+    MAX_EXPIRE_AFTER_SECONDS,
+    MIN_EXPIRE_AFTER_SECONDS,
+    RUN_FIELDS,
+    AttemptOutcomeName,
+    HeldReason,
+    RunStatus,
+)
 from app.services.callbacks import Callback, CallbackState
-from app.services.validation import Moment
+from app.services.validation import Moment, deadline_after
 
 # The statuses as the contract lists them, generated from the enum (an inline enum of strings in
 # openapi.json, as before the enum existed).
@@ -45,6 +53,19 @@ class RunSubmit(Strict):
         default=None, description=f"Default: the job's priority. {PRIORITY_RULE}"
     )
     callback: Callback | None = Field(default=None, description="Default: the job's callback.")
+    expires_at: Moment | None = Field(
+        default=None,
+        description="ISO 8601 with a timezone: the run's deadline to start. Not started by then, it ends "
+        "`expired` (no attempt made) wherever it waits: pending, held or dispatched. At least "
+        f"{MIN_EXPIRE_AFTER_SECONDS} s and at most {MAX_EXPIRE_AFTER_SECONDS // 86_400} days after "
+        "scheduled_at (now when absent). Default: the job's expire_after_seconds after scheduled_at, "
+        "or none.",
+    )
+
+    @field_validator("expires_at")
+    @classmethod
+    def _deadline_after_scheduled_at(cls, value: datetime | None, info: ValidationInfo) -> datetime | None:
+        return None if value is None else deadline_after(value, info.data.get("scheduled_at"))
 
 
 class RunBatchSubmit(Strict):
@@ -84,6 +105,10 @@ class Run(BaseModel):
     status: RunStatusName
     scheduled_at: datetime
     due_at: datetime
+    expires_at: datetime | None = Field(
+        description="The run's deadline to start: not started by then, it ends `expired`. Null: none. "
+        "Once started, the run has met it (a later retry of a failed attempt is not expired)."
+    )
     attempt: int
     max_attempts: int
     priority: int
@@ -153,7 +178,7 @@ class RunReschedule(Strict):
 
 
 class RunFilter(Strict):
-    status: list[RunStatusName] | None = Field(default=None, min_length=1, max_length=6)
+    status: list[RunStatusName] | None = Field(default=None, min_length=1, max_length=len(RunStatus))
     job: JobName | None = None
     scheduled_after: Moment | None = Field(default=None, description="scheduled_at >= this.")
     scheduled_before: Moment | None = Field(default=None, description="scheduled_at < this.")
@@ -168,8 +193,8 @@ class RunAction(Strict):
         },
     )
     action: Literal["cancel", "retry"] = Field(
-        description="cancel: pending, dispatched or running runs; retry: failed or cancelled runs (like POST "
-        "/runs/{id}/retry, within the tenant's backlog quota)."
+        description="cancel: pending, dispatched or running runs; retry: failed, cancelled or expired runs "
+        "(like POST /runs/{id}/retry, within the tenant's backlog quota)."
     )
     filter: RunFilter = Field(default_factory=RunFilter, description="All given criteria must hold.")
     limit: int = Field(

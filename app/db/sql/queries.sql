@@ -93,15 +93,16 @@ DELETE FROM ui_sessions WHERE token_hash = :token_hash AND kind = 'session';
 -- xmax = 0 only on a freshly inserted row: it tells 201 from 200 in one round trip. A payload of
 -- JSON null arrives as SQL NULL (the driver never encodes None) and is stored as JSON null.
 INSERT INTO jobs (tenant_id, name, target, schedule, timezone, payload, max_attempts, backoff_seconds,
-                  timeout_seconds, misfire, paused, next_fire_at, priority, callback,
+                  timeout_seconds, expire_after_seconds, misfire, paused, next_fire_at, priority, callback,
                   concurrency, rate_limit)
 VALUES (:tenant_id, :name, :target, :schedule, :timezone, COALESCE(CAST(:payload AS jsonb), 'null'::jsonb),
-        :max_attempts, :backoff_seconds, :timeout_seconds, :misfire, :paused, :next_fire_at, :priority,
-        :callback, :concurrency, :rate_limit)
+        :max_attempts, :backoff_seconds, :timeout_seconds, :expire_after_seconds, :misfire, :paused,
+        :next_fire_at, :priority, :callback, :concurrency, :rate_limit)
 ON CONFLICT (tenant_id, name) DO UPDATE SET
     target = EXCLUDED.target, schedule = EXCLUDED.schedule, timezone = EXCLUDED.timezone,
     payload = EXCLUDED.payload, max_attempts = EXCLUDED.max_attempts,
     backoff_seconds = EXCLUDED.backoff_seconds, timeout_seconds = EXCLUDED.timeout_seconds,
+    expire_after_seconds = EXCLUDED.expire_after_seconds,
     misfire = EXCLUDED.misfire, paused = EXCLUDED.paused, next_fire_at = EXCLUDED.next_fire_at,
     priority = EXCLUDED.priority, callback = EXCLUDED.callback, concurrency = EXCLUDED.concurrency,
     rate_limit = EXCLUDED.rate_limit, updated_at = now()
@@ -510,11 +511,11 @@ WITH input AS (
     SELECT i.ord,
            COALESCE(i.scheduled_at, now()) AS scheduled_at,
            i.job, CAST(i.payload AS jsonb) AS payload, i.idempotency_key, i.priority,
-           CAST(i.callback AS jsonb) AS callback
+           CAST(i.callback AS jsonb) AS callback, i.expires_at
     FROM unnest(CAST(:jobs AS text[]), CAST(:scheduled_ats AS timestamptz[]), CAST(:payloads AS text[]),
                 CAST(:idempotency_keys AS text[]), CAST(:priorities AS smallint[]),
-                CAST(:callbacks AS text[]))
-         WITH ORDINALITY AS i(job, scheduled_at, payload, idempotency_key, priority, callback, ord)
+                CAST(:callbacks AS text[]), CAST(:expires_ats AS timestamptz[]))
+         WITH ORDINALITY AS i(job, scheduled_at, payload, idempotency_key, priority, callback, expires_at, ord)
 ),
 minted AS (
     SELECT input.*, scheduler_run_id(input.scheduled_at) AS id FROM input
@@ -536,14 +537,16 @@ complete AS (
 inserted AS (
     -- A run of a paused job or tenant, or of a concurrency- or rate-limited job, is held from the
     -- start (scheduler_run_hold, migrations 0010, 0013, 0014 and 0016): out of the claim's range
-    -- until resumed, given a slot or given room in its key's window.
+    -- until resumed, given a slot or given room in its key's window. Its deadline to start is its
+    -- own or its job's expire_after_seconds after it is scheduled (none when the job has none).
     INSERT INTO job_runs (id, scheduled_at, tenant_id, job, origin, payload, target, max_attempts,
                           backoff_seconds, timeout_seconds, due_at, idempotency_key, traceparent, priority, callback,
-                          held, held_due_at, concurrency_key)
+                          held, held_due_at, concurrency_key, expires_at)
     SELECT m.id, m.scheduled_at, j.tenant_id, j.name, 'api', COALESCE(m.payload, j.payload), j.target,
            j.max_attempts, j.backoff_seconds, j.timeout_seconds, h.due_at, m.idempotency_key,
            :traceparent, COALESCE(m.priority, j.priority), COALESCE(m.callback, j.callback),
-           h.held, h.held_due_at, h.concurrency_key
+           h.held, h.held_due_at, h.concurrency_key,
+           COALESCE(m.expires_at, m.scheduled_at + make_interval(secs => j.expire_after_seconds))
     FROM minted m
     JOIN jobs j ON j.tenant_id = :tenant_id AND j.name = m.job
     CROSS JOIN tenant t
@@ -816,22 +819,24 @@ WHERE r.id = l.id AND r.scheduled_at = l.scheduled_at AND r.scheduled_at >= :lo 
 RETURNING r.id, r.epoch, l.status AS was;
 
 -- name: retry_runs
--- failed | cancelled -> pending, due now, under a new epoch: a worker still finishing an old attempt
--- holds the old epoch, so its outcome matches nothing and is discarded. One statement for one run
--- (POST /runs/{id}/retry) or a bulk chunk. max_attempts becomes :max_attempts (which must exceed the
--- attempts made), or else one more than made if none is left. Nothing else is erased: last_error,
--- started_at and the attempt count stay as the run's history. No lock waits on anyone: the claim and
--- the workers never hold failed or cancelled rows. Wakes the engines at commit; the payloads are the
+-- failed | cancelled | expired -> pending, due now, under a new epoch: a worker still finishing an
+-- old attempt holds the old epoch, so its outcome matches nothing and is discarded. One statement for
+-- one run (POST /runs/{id}/retry) or a bulk chunk. max_attempts becomes :max_attempts (which must
+-- exceed the attempts made), or else one more than made if none is left. last_error, started_at and
+-- the attempt count stay as the run's history. No lock waits on anyone: the claim and
+-- the workers never hold finished rows. Wakes the engines at commit; the payloads are the
 -- oldest and newest scheduled_at retried, so a run due before its scheduled_at (see
 -- run_queue_pulled_forward, migration 0017) raises their claim ceiling at once. [lo, hi) are the
 -- days the ids name (as in get_runs). A run of a limited job or tenant waits for its slots again (the
 -- trigger of 0010 holds a run with a concurrency key); one that ended before its tenant got a
 -- max_in_flight has none yet, so it gets one and is held here (the trigger does not fire for it).
--- Each tenant's max_in_flight is read under its flow lock, as insert_runs reads it.
+-- Each tenant's max_in_flight is read under its flow lock, as insert_runs reads it. A deadline to
+-- start that has passed goes (an expired run's always has: retried, it would only expire again); one
+-- still ahead stays.
 WITH flow AS (
     SELECT d.tenant_id, f.max_in_flight
     FROM (SELECT DISTINCT tenant_id FROM job_runs
-          WHERE id = ANY(CAST(:ids AS uuid[])) AND status IN ('failed', 'cancelled')
+          WHERE id = ANY(CAST(:ids AS uuid[])) AND status IN ('failed', 'cancelled', 'expired')
             AND scheduled_at >= :lo AND scheduled_at < :hi
             AND (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id)) AS d
     CROSS JOIN LATERAL scheduler_tenant_flow(d.tenant_id) AS f
@@ -844,9 +849,11 @@ retried AS (
         concurrency_key = CASE WHEN t.max_in_flight IS NOT NULL THEN COALESCE(r.concurrency_key, '')
                                ELSE r.concurrency_key END,
         max_attempts = COALESCE(CAST(:max_attempts AS int), greatest(r.max_attempts, r.attempt + 1)),
+        expires_at = CASE WHEN r.expires_at > now() THEN r.expires_at END,
         finished_at = NULL, dispatched_at = NULL, lease_owner = NULL, lease_expires_at = NULL
     FROM flow t
-    WHERE t.tenant_id = r.tenant_id AND r.id = ANY(CAST(:ids AS uuid[])) AND r.status IN ('failed', 'cancelled')
+    WHERE t.tenant_id = r.tenant_id AND r.id = ANY(CAST(:ids AS uuid[]))
+      AND r.status IN ('failed', 'cancelled', 'expired')
       AND r.scheduled_at >= :lo AND r.scheduled_at < :hi
       AND (CAST(:tenant_id AS text) IS NULL OR r.tenant_id = :tenant_id)
       AND (CAST(:max_attempts AS int) IS NULL OR :max_attempts > r.attempt)
@@ -1177,25 +1184,69 @@ FROM runs e
 WHERE r.id = e.id AND r.scheduled_at = e.scheduled_at
 RETURNING r.id, r.scheduled_at, r.due_at, r.status;
 
+-- name: expire_runs
+-- The engines' sweep (app/engine/expiry.py): runs not started by their deadline end 'expired', no
+-- attempt consumed, whether pending, held (paused, waiting for a slot or a window) or dispatched (a
+-- worker that receives one acks and drops it: its start finds no 'dispatched' row). Found through
+-- run_queue_expiring (migration 0019), which holds only the runs with a deadline still to meet,
+-- soonest first; the runs are then locked without waiting and checked on their own row, as the
+-- reaper does, so engines sweeping at once split the work, and a run a writer holds this instant is
+-- left to the next pass.
+WITH due AS (
+    SELECT id, scheduled_at FROM run_queue
+    WHERE expires_at <= now()
+    ORDER BY expires_at
+    LIMIT :limit
+),
+runs AS (
+    SELECT r.id, r.scheduled_at FROM job_runs r
+    WHERE r.id = ANY(ARRAY(SELECT id FROM due)) AND r.scheduled_at = ANY(ARRAY(SELECT scheduled_at FROM due))
+      AND r.scheduled_at >= (SELECT min(scheduled_at) FROM due)
+      AND r.scheduled_at <= (SELECT max(scheduled_at) FROM due)
+      AND r.status IN ('pending', 'dispatched') AND scheduler_start_deadline(r.attempt, r.expires_at) <= now()
+    FOR UPDATE OF r SKIP LOCKED
+)
+UPDATE job_runs r SET status = 'expired', finished_at = now(), last_error = :expired_error,
+    lease_owner = NULL, lease_expires_at = NULL
+FROM runs e
+WHERE r.id = e.id AND r.scheduled_at = e.scheduled_at
+RETURNING r.id;
+
 -- ─────────────────────────────────── worker ─────────────────────────────────
 
 -- name: start_runs
 -- dispatched -> running, fenced: only the delivery whose epoch matches starts, and only once. Rows
--- not returned were duplicates, stale epochs or cancelled; refused ones come back with no attempt.
--- The worker acks and drops both.
+-- not returned were duplicates, stale epochs or cancelled (or expired already); refused and expired
+-- ones come back with no attempt. The worker acks and drops them all.
 -- An `inline` run has nothing to execute (a noop target): nothing can happen between its start and
 -- its end, so it goes straight to succeeded in this one write instead of two (the second write was
 -- a third of a noop run's database work). lease_owner stays set on an inline success: it names the
 -- worker of the run's last attempt (its history entry, read from the columns: nothing more written).
--- A run whose job or tenant is paused is refused: back to pending, where the flow trigger holds it
+-- A run past its deadline to start (expires_at, migration 0019) is not started: it ends 'expired'
+-- here, no attempt consumed, so no run starts after its deadline whenever the sweep comes. A run
+-- whose job or tenant is paused is refused: back to pending, where the flow trigger holds it
 -- (migration 0018), no attempt consumed. So a pause reaches every run not yet started, those
--- already dispatched to workers included. `refused` is written whether or not it is read (a
--- data-modifying WITH always runs); on the default path nothing is paused and its one-time filter
--- skips it whole, so the start pays two empty partial-index reads.
+-- already dispatched to workers included. `expired` and `refused` are written whether or not they
+-- are read (a data-modifying WITH always runs); on the default path no run anywhere is past a
+-- deadline and nothing is paused, their one-time filters skip them whole, and the start pays three
+-- empty partial-index reads. The later steps leave out the rows past their deadline (a statement
+-- changes a row once) by testing it again, not by reading `expired`: a join with it cost the
+-- default path's start up to a tenth more.
 WITH paused AS (
     SELECT tenant_id, name FROM jobs WHERE paused
     UNION ALL
     SELECT id, NULL FROM tenants WHERE paused
+),
+expired AS (
+    UPDATE job_runs r SET status = 'expired', finished_at = now(), last_error = :expired_error,
+        lease_owner = NULL, lease_expires_at = NULL
+    FROM unnest(CAST(:ids AS uuid[]), CAST(:scheduled_ats AS timestamptz[]), CAST(:epochs AS bigint[]))
+         AS m(id, scheduled_at, epoch)
+    WHERE EXISTS (SELECT 1 FROM run_queue WHERE expires_at <= now())
+      AND r.id = m.id AND r.scheduled_at = m.scheduled_at AND r.epoch = m.epoch AND r.status = 'dispatched'
+      AND r.scheduled_at >= :lo AND r.scheduled_at <= :hi
+      AND scheduler_start_deadline(r.attempt, r.expires_at) <= now()
+    RETURNING r.id
 ),
 refused AS (
     UPDATE job_runs r SET status = 'pending', lease_owner = NULL, lease_expires_at = NULL, dispatched_at = NULL
@@ -1205,6 +1256,7 @@ refused AS (
       AND r.id = m.id AND r.scheduled_at = m.scheduled_at AND r.epoch = m.epoch AND r.status = 'dispatched'
       AND r.scheduled_at >= :lo AND r.scheduled_at <= :hi
       AND EXISTS (SELECT 1 FROM paused p WHERE p.tenant_id = r.tenant_id AND (p.name IS NULL OR p.name = r.job))
+      AND (scheduler_start_deadline(r.attempt, r.expires_at) <= now()) IS NOT TRUE
     RETURNING r.id
 ),
 started AS (
@@ -1219,11 +1271,14 @@ started AS (
     WHERE r.id = m.id AND r.scheduled_at = m.scheduled_at AND r.epoch = m.epoch AND r.status = 'dispatched'
       AND r.scheduled_at >= :lo AND r.scheduled_at <= :hi
       AND NOT EXISTS (SELECT 1 FROM paused p WHERE p.tenant_id = r.tenant_id AND (p.name IS NULL OR p.name = r.job))
+      AND (scheduler_start_deadline(r.attempt, r.expires_at) <= now()) IS NOT TRUE
     RETURNING r.id, r.attempt
 )
-SELECT id, attempt FROM started
+SELECT id, attempt, false AS expired FROM started
 UNION ALL
-SELECT id, NULL FROM refused;
+SELECT id, NULL, false FROM refused
+UNION ALL
+SELECT id, NULL, true FROM expired;
 
 -- name: renew_dispatch_leases
 -- Runs a worker holds back (their tenant is over its share of the worker's slots) stay dispatched:
@@ -1353,16 +1408,17 @@ FOR UPDATE SKIP LOCKED;
 
 -- name: insert_cron_runs
 -- Held like a submitted run (insert_runs) when its tenant or job is paused or limited; the tenant
--- and its paused jobs read under its flow lock, as there.
+-- and its paused jobs read under its flow lock, as there. Its deadline is its job's
+-- expire_after_seconds after the occurrence, as a submitted run's.
 WITH tenant AS (
     SELECT paused, max_in_flight, paused_jobs FROM scheduler_tenant_flow(:tenant_id)
 )
 INSERT INTO job_runs (id, scheduled_at, tenant_id, job, origin, payload, target, max_attempts,
                       backoff_seconds, timeout_seconds, due_at, priority, callback, held, held_due_at,
-                      concurrency_key)
+                      concurrency_key, expires_at)
 SELECT scheduler_run_id(o.at), o.at, j.tenant_id, j.name, 'cron', j.payload, j.target, j.max_attempts,
        j.backoff_seconds, j.timeout_seconds, h.due_at, j.priority, j.callback, h.held, h.held_due_at,
-       h.concurrency_key
+       h.concurrency_key, o.at + make_interval(secs => j.expire_after_seconds)
 FROM jobs j, tenant t, unnest(CAST(:occurrences AS timestamptz[])) AS o(at),
      LATERAL scheduler_run_hold(t.paused, t.max_in_flight, j.name = ANY(t.paused_jobs), j.concurrency,
                                 j.rate_limit, j.payload, o.at) AS h

@@ -12,7 +12,7 @@ from fastapi.responses import RedirectResponse
 from app.api.cursors import decode_cursor, encode_cursor
 from app.api.deps import StateDep
 from app.api.schemas.runs import RunStatusName
-from app.domain import CANCELLABLE, RunStatus
+from app.domain import CANCELLABLE, FINISHED, RETRYABLE, RunStatus
 from app.errors import AppError, InvalidInput
 from app.services import dashboard
 from app.services import runs as run_service
@@ -114,6 +114,6 @@ async def run_page(
         run=record,
         trace_id=trace_id,
         cancellable=record["status"] in CANCELLABLE,
-        retryable=record["status"] in (RunStatus.FAILED, RunStatus.CANCELLED),
-        live=record["status"] not in (RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED),
+        retryable=record["status"] in RETRYABLE,
+        live=record["status"] not in FINISHED,
     )
