@@ -42,6 +42,11 @@ JOB_FIELDS = {
     "concurrency",
     "in_flight",
     "rate_limit",
+    "overlap",
+    "jitter_seconds",
+    "pause_after_failures",
+    "paused_reason",
+    "consecutive_failures",
 }
 
 

@@ -47,6 +47,8 @@ FUNCTIONS = {
     "scheduler_queue_changed",
     "scheduler_queue_removed",
     "scheduler_queue_emptied",
+    "scheduler_failure_streak",
+    "scheduler_counts_failures",
 }
 
 
