@@ -75,12 +75,22 @@ BEGIN
     UPDATE jobs SET paused = true, paused_reason = 'failures', next_fire_at = NULL, updated_at = now()
     WHERE tenant_id = NEW.tenant_id AND name = NEW.job;
     PERFORM pg_try_advisory_xact_lock(scheduler_tenant_flow_key(NEW.tenant_id));
-    UPDATE job_runs r
-    SET held = 'paused', held_due_at = CASE WHEN r.held IS NULL THEN r.due_at ELSE r.held_due_at END,
-        due_at = 'infinity'
+    -- The unheld ones found as rehold_paused_runs finds them: the tenant's unheld pending runs in
+    -- run_queue, then by id within their days (the job's whole history is never read).
+    WITH q AS (SELECT id, scheduled_at FROM run_queue WHERE tenant_id = NEW.tenant_id AND state = 0)
+    UPDATE job_runs r SET held = 'paused', held_due_at = r.due_at, due_at = 'infinity'
     FROM (SELECT w.id, w.scheduled_at FROM job_runs w
-          WHERE w.tenant_id = NEW.tenant_id AND w.job = NEW.job AND w.status = 'pending'
-            AND (w.held IS NULL OR w.held IN ('concurrency', 'rate_limit'))
+          WHERE w.id = ANY(ARRAY(SELECT id FROM q)) AND w.scheduled_at = ANY(ARRAY(SELECT scheduled_at FROM q))
+            AND w.scheduled_at >= (SELECT min(scheduled_at) FROM q)
+            AND w.scheduled_at <= (SELECT max(scheduled_at) FROM q)
+            AND w.tenant_id = NEW.tenant_id AND w.job = NEW.job AND w.status = 'pending' AND w.held IS NULL
+          FOR UPDATE SKIP LOCKED) AS unheld
+    WHERE r.id = unheld.id AND r.scheduled_at = unheld.scheduled_at;
+    -- Those waiting for a slot or a window (job_runs_held), which a pause outranks.
+    UPDATE job_runs r SET held = 'paused'
+    FROM (SELECT w.id, w.scheduled_at FROM job_runs w
+          WHERE w.held IN ('concurrency', 'rate_limit') AND w.tenant_id = NEW.tenant_id AND w.job = NEW.job
+            AND w.status = 'pending'
           FOR UPDATE SKIP LOCKED) AS waiting
     WHERE r.id = waiting.id AND r.scheduled_at = waiting.scheduled_at;
     RETURN NULL;

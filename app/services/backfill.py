@@ -71,8 +71,10 @@ async def backfill(
             rows = await cron_repo.insert_cron_runs(conn, tenant_id, name, at, backfill=True)
         made = [r["id"] for r in rows if r["id"] is not None]
         runs = sorted(await run_repo.get_runs(conn, made), key=lambda r: r["scheduled_at"]) if made else []
-        due = [r["scheduled_at"] for r in runs if r["due_at"] <= r["created_at"]]
+        # A held run is hinted when it is released, as any other.
+        claimable = [r for r in runs if r["held"] is None]
+        due = [r["scheduled_at"] for r in claimable if r["due_at"] <= r["created_at"]]
         if due:
             await wakeups.notify_runs_due(conn, min(due))
-    await on_pending(runs)
+    await on_pending(claimable)
     return Backfilled([run_record(r) for r in runs], len(rows) - len(made))
