@@ -104,10 +104,9 @@ async def backfill_job(
     asked (a run the schedule or an earlier backfill made is counted in `existing`), at most 1000 per
     request, within the tenant's backlog quota (429). A job without a schedule is 409."""
     principal.require_tenant(tenant_id)
-    settings = state.settings
-    window = {"ahead_days": settings.max_schedule_ahead_days, "behind_days": settings.max_schedule_behind_days}
-    check_schedule_window(body.start, field="from", **window)
-    check_schedule_window(body.end, field="to", **window)
+    ahead, behind = state.settings.max_schedule_ahead_days, state.settings.max_schedule_behind_days
+    check_schedule_window(body.start, ahead_days=ahead, behind_days=behind, field="from")
+    check_schedule_window(body.end, ahead_days=ahead, behind_days=behind, field="to")
     done = await backfill_service.backfill(
         state.pool, state.admission, state.on_pending, tenant_id, name, body.start, body.end
     )

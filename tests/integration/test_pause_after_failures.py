@@ -35,7 +35,9 @@ async def claim_and_start(pool: asyncpg.Pool, settings: Settings) -> list[asyncp
     return claimed
 
 
-async def finish(pool: asyncpg.Pool, runs: list[asyncpg.Record], outcomes: list[Outcome]) -> list[asyncpg.Record]:
+async def finish(
+    pool: asyncpg.Pool, runs: list[asyncpg.Record], outcomes: list[Outcome]
+) -> list[asyncpg.Record]:
     async with pool.acquire() as conn:
         return await transitions.finish_runs(conn, fence_of(runs), outcomes)
 
@@ -141,7 +143,9 @@ async def test_only_a_runs_last_attempt_counts_and_the_reaper_counts_too(
     async with pool.acquire() as conn:
         await make_due(conn)
     await claim_and_start(pool, settings)
-    await pool.execute("UPDATE job_runs SET lease_expires_at = now() - interval '1 second' WHERE status = 'running'")
+    await pool.execute(
+        "UPDATE job_runs SET lease_expires_at = now() - interval '1 second' WHERE status = 'running'"
+    )
     async with pool.acquire() as conn:
         [reaped] = await transitions.reap_running_runs(conn, 10)  # lost on its last attempt: failed
     assert reaped["status"] == "failed" and str(reaped["id"]) == first["id"]
@@ -197,7 +201,9 @@ async def test_an_outcome_waiting_on_a_paused_jobs_row_gives_way_instead_of_dead
     outcomes = [FAIL, FAIL]  # flaky's only attempt fails; retried's first is retried (-> pending)
 
     async with pool.acquire() as pausing, pausing.transaction():
-        await pausing.execute("UPDATE jobs SET updated_at = now() WHERE tenant_id = 'acme' AND name = 'flaky'")
+        await pausing.execute(
+            "UPDATE jobs SET updated_at = now() WHERE tenant_id = 'acme' AND name = 'flaky'"
+        )
         started = time.monotonic()
         recording = asyncio.create_task(finish(pool, running, outcomes))
         for _ in range(100):  # until the outcomes wait for the job's row

@@ -181,7 +181,8 @@ class Backfill(Strict):
 class BackfillResult(BaseModel):
     runs: list[Run] = Field(description="The runs this request made, oldest occurrence first.")
     existing: int = Field(
-        description="Occurrences in the range whose run existed already (the schedule's or an earlier backfill's)."
+        description="Occurrences in the range whose run existed already: the schedule's, or an earlier "
+        "backfill's."
     )
 
 
