@@ -30,6 +30,7 @@ from tests.integration.test_cron_materializer import (
     next_fire_at,
 )
 from tests.support import put_job, submit_run
+from tests.ui_support import ui_sign_in
 
 CATCHUP = timedelta(hours=3)
 
@@ -219,3 +220,18 @@ async def test_jitter_moves_each_occurrence_by_its_own_stable_offset(
     await fire_from(pool, "j", since)  # the same occurrences again: each is found, none made twice
     assert (await tick(s, pool))[0] == 0
     assert len(await cron_runs(pool, "j")) == len(runs)
+
+    # Another jitter moves the occurrences still to be made, not those made ahead already (which,
+    # made again at other times, would be made twice).
+    frontier = await next_fire_at(pool, "j")
+    job = await put_job(api, "acme", "j", tenant["auth"], schedule=EVERY_5, misfire="all", jitter_seconds=0)
+    assert datetime.fromisoformat(str(job["next_fire_at"])) == frontier
+    assert (await tick(s, pool))[0] == 0
+    assert len(await cron_runs(pool, "j")) == len(runs)
+
+    await put_job(api, "acme", "k", tenant["auth"], schedule=EVERY_5, overlap="buffer_one", jitter_seconds=30)
+    browser = await ui_sign_in(str(api.base_url), tenant["api_key"])
+    listed = (await browser.get("/ui/jobs")).text  # each job's settings, on the Jobs page
+    assert "overlap buffer_one · jitter up to 30 s · never paused" in listed
+    assert "overlap allow · never paused" in listed
+    await browser.aclose()

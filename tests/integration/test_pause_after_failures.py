@@ -20,6 +20,7 @@ from app.engine.claims import claim_scan
 from app.engine.floor import ClaimBounds
 from tests.integration.test_run_history import Outcome, fence_of, make_due
 from tests.support import put_job, submit_run
+from tests.ui_support import ui_sign_in
 
 FAIL = Outcome(False, "HTTP 500: down", "failed", http_status=500)
 OK = Outcome(True, outcome="succeeded")
@@ -91,6 +92,12 @@ async def test_n_failures_in_a_row_pause_the_job_a_success_or_a_resume_start_aga
         assert (await run(api, auth, w["id"]))["held"] == "paused"
     [new] = await submit(api, auth, "flaky", 1)
     assert new["held"] == "paused"  # held as it is made, as under any pause
+    browser = await ui_sign_in(str(api.base_url), tenant["api_key"])
+    listed = (await browser.get("/ui/jobs")).text
+    assert "paused after 3 failures" in listed and "pauses after 3 failures in a row (3 now)" in listed
+    editor = (await browser.get("/ui/jobs/flaky")).text
+    assert "&#34;pause_after_failures&#34;: 3" in editor and "&#34;overlap&#34;: &#34;allow&#34;" in editor
+    await browser.aclose()
     assert await claim_and_start(pool, settings) == []
     # Pausing again keeps the reason; a resume starts the count again and releases the runs.
     r = await api.post("/tenants/acme/jobs/flaky/pause", headers=auth)

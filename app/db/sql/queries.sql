@@ -92,7 +92,10 @@ DELETE FROM ui_sessions WHERE token_hash = :token_hash AND kind = 'session';
 -- name: upsert_job
 -- xmax = 0 only on a freshly inserted row: it tells 201 from 200 in one round trip. `paused` false
 -- resumes, as POST …/resume does: a job's failure streak starts again from 0, as it does when its
--- pause_after_failures goes; a pause keeps its reason (a job paused after failures stays so).
+-- pause_after_failures goes; a pause keeps its reason (a job paused after failures stays so). A
+-- schedule that stays as it was, running, keeps its next fire when that is later: the materializer
+-- made the occurrences before it already, and made again under a new jitter_seconds, at other
+-- times, they would be made twice.
 INSERT INTO jobs (tenant_id, name, target, schedule, timezone, payload, max_attempts, backoff_seconds,
                   timeout_seconds, misfire, paused, paused_reason, next_fire_at, priority, callback,
                   concurrency, rate_limit, overlap, jitter_seconds, pause_after_failures)
@@ -104,7 +107,11 @@ ON CONFLICT (tenant_id, name) DO UPDATE SET
     target = EXCLUDED.target, schedule = EXCLUDED.schedule, timezone = EXCLUDED.timezone,
     payload = EXCLUDED.payload, max_attempts = EXCLUDED.max_attempts,
     backoff_seconds = EXCLUDED.backoff_seconds, timeout_seconds = EXCLUDED.timeout_seconds,
-    misfire = EXCLUDED.misfire, paused = EXCLUDED.paused, next_fire_at = EXCLUDED.next_fire_at,
+    misfire = EXCLUDED.misfire, paused = EXCLUDED.paused,
+    next_fire_at = CASE WHEN jobs.schedule = EXCLUDED.schedule AND jobs.timezone = EXCLUDED.timezone
+                             AND NOT jobs.paused AND NOT EXCLUDED.paused
+                        THEN GREATEST(jobs.next_fire_at, EXCLUDED.next_fire_at)
+                        ELSE EXCLUDED.next_fire_at END,
     paused_reason = CASE WHEN NOT EXCLUDED.paused THEN NULL WHEN jobs.paused THEN jobs.paused_reason
                          ELSE 'requested' END,
     consecutive_failures = CASE WHEN (jobs.paused AND NOT EXCLUDED.paused) OR EXCLUDED.pause_after_failures IS NULL
