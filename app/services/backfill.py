@@ -57,8 +57,8 @@ async def backfill(
         )
         if len(nominal) > MAX_BACKFILL:
             raise InvalidInput(
-                f"[from, to) holds more than {MAX_BACKFILL} occurrences of the schedule; ask for a "
-                f"shorter range (the {MAX_BACKFILL + 1}th is at {nominal[-1].isoformat()})",
+                f"[from, to) holds more than {MAX_BACKFILL} occurrences of the schedule: end it at "
+                f"{nominal[-1].isoformat()} at the latest, and ask for the rest in another request",
                 field="to",
             )
         if not nominal:
