@@ -204,6 +204,18 @@ class JobRecord(TypedDict):
     concurrency: Any  # {"limit": n, "key": "payload.…" | None}, or None
     in_flight: int  # runs holding a concurrency slot now
     rate_limit: Any  # {"limit": n, "period_seconds": p, "key": "payload.…" | None}, or None
+    overlap: str  # "allow" | "skip" | "buffer_one" (app.services.cron.Overlap)
+    jitter_seconds: int
+    pause_after_failures: int | None
+    paused_reason: str | None  # a PausedReason value while paused, else None
+    consecutive_failures: int  # its runs that ended failed since the last success (or resume)
+
+
+class PausedReason(StrEnum):
+    """Who paused a job (the `paused_reason` column, migration 0020)."""
+
+    REQUESTED = "requested"  # POST …/pause, the dashboard, a PUT with paused: true
+    FAILURES = "failures"  # pause_after_failures runs in a row ended failed
 
 
 JOB_FIELDS = tuple(JobRecord.__annotations__)

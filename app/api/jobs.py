@@ -1,4 +1,4 @@
-"""Job definitions: upsert, read, list, delete."""
+"""Job definitions: upsert, read, list, delete, and a cron job's backfill."""
 
 from __future__ import annotations
 
@@ -7,10 +7,12 @@ from typing import Annotated
 from fastapi import APIRouter, Path, Query, Response
 
 from app.api.deps import PrincipalDep, State, StateDep
-from app.api.schemas.common import JOB_NAME_PATTERN, TENANT_ID_PATTERN, error_responses
-from app.api.schemas.jobs import Job, JobList, JobPut, job_out
+from app.api.schemas.common import JOB_NAME_PATTERN, TENANT_ID_PATTERN, error_responses, json_response
+from app.api.schemas.jobs import Backfill, BackfillResult, Job, JobList, JobPut, job_out
 from app.domain import JobRecord
+from app.services import backfill as backfill_service
 from app.services import jobs as job_service
+from app.services.validation import check_schedule_window
 
 router = APIRouter(tags=["jobs"])
 ERRORS = error_responses(401, 404, 413, 422)
@@ -88,3 +90,24 @@ async def delete_job(
     principal.require_tenant(tenant_id)
     await job_service.delete_job(state.pool, tenant_id, name)
     return Response(status_code=204)
+
+
+@router.post(
+    "/tenants/{tenant_id}/jobs/{name}/backfill",
+    response_model=BackfillResult,
+    responses=error_responses(401, 404, 409, 413, 422, 429),
+)
+async def backfill_job(
+    tenant_id: TenantIdPath, name: JobNamePath, body: Backfill, state: StateDep, principal: PrincipalDep
+) -> Response:
+    """Make the cron job's occurrences in [from, to) into runs, each at most once however often it is
+    asked (a run the schedule or an earlier backfill made is counted in `existing`), at most 1000 per
+    request, within the tenant's backlog quota (429). A job without a schedule is 409."""
+    principal.require_tenant(tenant_id)
+    ahead, behind = state.settings.max_schedule_ahead_days, state.settings.max_schedule_behind_days
+    check_schedule_window(body.start, ahead_days=ahead, behind_days=behind, field="from")
+    check_schedule_window(body.end, ahead_days=ahead, behind_days=behind, field="to")
+    done = await backfill_service.backfill(
+        state.pool, state.admission, state.on_pending, tenant_id, name, body.start, body.end
+    )
+    return json_response({"runs": done.runs, "existing": done.existing})

@@ -7,7 +7,6 @@ import functools
 import json
 from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
-from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any
 from uuid import UUID
 
@@ -35,7 +34,7 @@ from app.errors import InvalidInput
 from app.services import runs as run_service
 from app.services.callbacks import validate_callback
 from app.services.submission import RunRequest, Submitted, count_pending, submit
-from app.services.validation import Moment, check_payload
+from app.services.validation import Moment, check_payload, check_schedule_window
 
 # Bodies at least this large are refused unread when their tenant is known to be full, and parsed
 # off the event loop otherwise.
@@ -107,18 +106,12 @@ def _check(settings: Settings, body: RunSubmit, field: str, header_key: str | No
             field=f"{field}payload",
         )
     if body.scheduled_at is not None:
-        now = datetime.now(UTC)
-        # A sanity bound, not a due decision: the database's clock still decides when it is due.
-        if body.scheduled_at > now + timedelta(days=settings.max_schedule_ahead_days):
-            raise InvalidInput(
-                f"scheduled_at is more than {settings.max_schedule_ahead_days} days ahead",
-                field=f"{field}scheduled_at",
-            )
-        if body.scheduled_at < now - timedelta(days=settings.max_schedule_behind_days):
-            raise InvalidInput(
-                f"scheduled_at is more than {settings.max_schedule_behind_days} days in the past",
-                field=f"{field}scheduled_at",
-            )
+        check_schedule_window(
+            body.scheduled_at,
+            ahead_days=settings.max_schedule_ahead_days,
+            behind_days=settings.max_schedule_behind_days,
+            field=f"{field}scheduled_at",
+        )
     key = body.idempotency_key
     if header_key is not None and key is not None and key != header_key:
         raise InvalidInput("Idempotency-Key header and body idempotency_key differ", field="idempotency_key")

@@ -3,7 +3,9 @@
 Each tick locks the jobs whose next fire falls within the horizon (SKIP LOCKED: engines split them),
 applies the misfire policy to what was missed while no engine ran, inserts the missed and upcoming
 occurrences (the unique (tenant, job, scheduled_at) index makes a double insert a no-op), and moves
-next_fire_at past the horizon. Every time comes from the database's clock."""
+next_fire_at past the horizon. Every time comes from the database's clock. A job with an overlap
+policy is materialized when its occurrence is due, not ahead (the insert decides on the runs live
+then); a job's jitter moves each occurrence's run by the occurrence's own offset."""
 
 from __future__ import annotations
 
@@ -56,6 +58,8 @@ class CronMaterializer:
                 if tenant not in room:
                     room[tenant] = quota - await run_repo.count_pending_runs(conn, tenant, quota + 1)
                 now = job["db_now"]
+                # Overlap is decided as an occurrence's run is made: at its time, never ahead.
+                ahead = horizon if job["overlap"] == "allow" else timedelta(0)
                 missed, _ = cron.due_occurrences(
                     job["schedule"],
                     job["timezone"],
@@ -68,7 +72,7 @@ class CronMaterializer:
                 # From the stored next fire when it is still ahead (it is included), else from now.
                 start = max(now, job["next_fire_at"] - _TICK)
                 upcoming = cron.occurrences_between(
-                    job["schedule"], job["timezone"], start, now + horizon, OCCURRENCES_PER_JOB
+                    job["schedule"], job["timezone"], start, now + ahead, OCCURRENCES_PER_JOB
                 )
                 occurrences = missed + upcoming
                 allowed = max(room[tenant], 0)
@@ -76,7 +80,7 @@ class CronMaterializer:
                     # Skipped, never silently lost: counted and logged; next_fire_at moves past them.
                     skipped = occurrences[allowed:]
                     occurrences = occurrences[:allowed]
-                    metrics.cron_occurrences_skipped_total.inc(len(skipped))
+                    metrics.cron_occurrences_skipped_total.labels("quota").inc(len(skipped))
                     log.warning(
                         "cron job %s/%s: %d occurrence(s) from %s skipped, tenant at its backlog quota of %d",
                         tenant,
@@ -87,9 +91,14 @@ class CronMaterializer:
                     )
                 # A capped list stops short of the horizon: the next tick continues where this one
                 # stopped, rather than jumping past the horizon and losing the rest.
-                until = upcoming[-1] if len(upcoming) == OCCURRENCES_PER_JOB else now + horizon
+                until = upcoming[-1] if len(upcoming) == OCCURRENCES_PER_JOB else now + ahead
                 next_fire_at = cron.next_fire(job["schedule"], job["timezone"], until)
-                inserted = await cron_repo.insert_cron_runs(conn, tenant, job["name"], occurrences)
+                at = [cron.jittered(tenant, job["name"], o, job["jitter_seconds"]) for o in occurrences]
+                rows = await cron_repo.insert_cron_runs(conn, tenant, job["name"], at)
+                inserted = [r for r in rows if r["id"] is not None]
+                overlapped = sum(r["overlapped"] for r in rows)
+                if overlapped:
+                    metrics.cron_occurrences_skipped_total.labels("overlap").inc(overlapped)
                 room[tenant] -= len(inserted)
                 await cron_repo.set_next_fire(conn, job["tenant_id"], job["name"], next_fire_at)
                 inserted_total += len(inserted)

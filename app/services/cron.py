@@ -31,6 +31,7 @@ fall-back day (7.0.0) and has a history of DST bugs.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections import deque
 from collections.abc import Iterator
@@ -48,6 +49,9 @@ from app.errors import InvalidInput
 
 Misfire = Literal["latest", "all", "skip"]
 MISFIRE_POLICIES: tuple[Misfire, ...] = ("latest", "all", "skip")
+# What a job does with an occurrence while its schedule's earlier runs are still live (docs/runs.md).
+Overlap = Literal["allow", "skip", "buffer_one"]
+MAX_JITTER_SECONDS = 3600
 # How late an occurrence may be found and still count as on time under `skip`: the engine's
 # materializer ticks far more often than this, so only a real outage exceeds it.
 ON_TIME_TOLERANCE = timedelta(seconds=60)
@@ -81,6 +85,7 @@ _FIELD_PATTERNS = (
 # Host-dependent (`localtime` is whatever the machine is set to) or placeholders, not zones.
 _NOT_ZONES = frozenset({"localtime", "Factory", "posixrules"})
 _TICK = timedelta(microseconds=1)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 @dataclass(frozen=True, slots=True)
@@ -261,3 +266,17 @@ def due_occurrences(
     else:
         raise ValueError(f"unknown misfire policy {misfire!r}; expected one of {MISFIRE_POLICIES}")
     return due, next(_fires(spec, zone, now))
+
+
+def jittered(tenant_id: str, job: str, occurrence: datetime, jitter_seconds: int) -> datetime:
+    """The time of an occurrence's run: `occurrence` moved later by an offset in [0, jitter_seconds)
+    that is the occurrence's own, a hash of the job (tenant and name) and the occurrence. Every
+    engine, every tick and every backfill gives one occurrence one time, which the unique
+    (tenant_id, job, scheduled_at) index then makes once. In microseconds, so two occurrences of one
+    job land on one time (and make one run) about once in jitter_seconds * 10^6 pairs."""
+    if jitter_seconds <= 0:
+        return occurrence
+    at = _utc(occurrence, "occurrence")
+    identity = f"{tenant_id}\0{job}\0{(at - _EPOCH) // _TICK}".encode()
+    digest = hashlib.blake2b(identity, digest_size=8).digest()
+    return at + _TICK * (int.from_bytes(digest, "big") % (jitter_seconds * 1_000_000))

@@ -53,6 +53,10 @@ async def put_job(
     cron.validate_timezone(fields["timezone"])
     if schedule is not None:
         cron.validate_schedule(schedule)
+    else:
+        for field, default in (("overlap", "allow"), ("jitter_seconds", 0)):
+            if fields[field] != default:
+                raise InvalidInput(f"{field} applies to a cron job; this one has no schedule", field=field)
     async with pool.acquire() as conn, conn.transaction():
         counted = await job_repo.lock_tenant_job_count(conn, tenant_id, name)
         if counted is None:

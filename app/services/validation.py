@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 import re
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any
 
 import orjson
@@ -119,6 +119,17 @@ def deadline_after(expires_at: datetime, scheduled_at: datetime | None) -> datet
             },
         )
     return expires_at
+
+
+def check_schedule_window(moment: datetime, *, ahead_days: int, behind_days: int, field: str) -> None:
+    """A run's time at most SCHEDULER_MAX_SCHEDULE_AHEAD_DAYS ahead and ..._BEHIND_DAYS behind
+    (InvalidInput naming `field`). A sanity bound read on this node's clock, not a due decision:
+    the database's clock still decides when a run is due."""
+    now, name = datetime.now(UTC), field.rsplit(".", 1)[-1]
+    if moment > now + timedelta(days=ahead_days):
+        raise InvalidInput(f"{name} is more than {ahead_days} days ahead", field=field)
+    if moment < now - timedelta(days=behind_days):
+        raise InvalidInput(f"{name} is more than {behind_days} days in the past", field=field)
 
 
 # ── text from outside, on its way into Postgres ──

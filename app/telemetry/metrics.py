@@ -127,8 +127,12 @@ cron_runs_materialized_total = Counter(
 )
 cron_occurrences_skipped_total = Counter(
     "scheduler_cron_occurrences_skipped_total",
-    "Cron occurrences not materialized because their tenant was at its backlog quota (logged too).",
+    "Cron occurrences not made into runs, by reason: `quota`, their tenant at its backlog quota (logged "
+    "too); `overlap`, their job's overlap policy (a run of it still live or waiting).",
+    ["reason"],
 )
+for _reason in ("quota", "overlap"):  # both exported from the start, at 0
+    cron_occurrences_skipped_total.labels(_reason)
 # Gauges only an engine can read: created unregistered and exposed by a process that runs an
 # engine (`expose_engine_metrics`). An API with SCHEDULER_ENGINE=off or a worker exported them as 0,
 # so a max() over them read 0 — "no backlog" — when every engine was dead; absent, they say so.

@@ -83,7 +83,7 @@ async def test_cron_occurrences_over_the_quota_are_skipped_and_counted(
         await put_job(api, "acme", f"tick-{i}", tenant["auth"], schedule="* * * * *")
     await put_job(api, "calm", "tick", calm, schedule="* * * * *")
     quota = settings.model_copy(update={"tenant_max_pending": 5, "cron_horizon_seconds": 180})
-    skipped_before = metrics.cron_occurrences_skipped_total._value.get()
+    skipped_before = metrics.cron_occurrences_skipped_total.labels("quota")._value.get()
 
     inserted = await CronMaterializer(quota, pool).materialize_once()
 
@@ -91,7 +91,7 @@ async def test_cron_occurrences_over_the_quota_are_skipped_and_counted(
     calm_runs = await pending(pool, "calm")
     assert calm_runs >= 2  # its own occurrences in the horizon, unaffected by the flood beside it
     assert inserted == 5 + calm_runs
-    skipped = metrics.cron_occurrences_skipped_total._value.get() - skipped_before
+    skipped = metrics.cron_occurrences_skipped_total.labels("quota")._value.get() - skipped_before
     assert skipped >= 12 * 2 - 5  # each job had at least two occurrences within three minutes
     # Skipped occurrences are not retried later: next_fire_at moved past them, like the inserted ones.
     nexts = await pool.fetch(

@@ -43,6 +43,11 @@ JOB_FIELDS = {
     "concurrency",
     "in_flight",
     "rate_limit",
+    "overlap",
+    "jitter_seconds",
+    "pause_after_failures",
+    "paused_reason",
+    "consecutive_failures",
 }
 
 
@@ -287,6 +292,18 @@ async def test_paused_job_has_no_next_fire(api: httpx.AsyncClient, tenant: dict)
         ({"priority": "0"}, "priority"),
         ({"priority": None}, "priority"),
         ({"retries": 3}, "retries"),  # unknown field
+        ({"overlap": "never"}, "overlap"),
+        ({"overlap": None}, "overlap"),
+        ({"schedule": None, "overlap": "skip"}, "overlap"),  # overlap is a schedule's
+        ({"jitter_seconds": 3601}, "jitter_seconds"),
+        ({"jitter_seconds": -1}, "jitter_seconds"),
+        ({"jitter_seconds": 1.5}, "jitter_seconds"),
+        ({"schedule": None, "jitter_seconds": 30}, "jitter_seconds"),
+        ({"pause_after_failures": 0}, "pause_after_failures"),
+        ({"pause_after_failures": 1001}, "pause_after_failures"),
+        ({"pause_after_failures": "3x"}, "pause_after_failures"),
+        ({"paused_reason": "failures"}, "paused_reason"),  # the service's, not the caller's
+        ({"consecutive_failures": 0}, "consecutive_failures"),
     ],
 )
 async def test_bad_job_fields_are_422_naming_the_field(

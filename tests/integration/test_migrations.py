@@ -48,6 +48,8 @@ FUNCTIONS = {
     "scheduler_queue_removed",
     "scheduler_queue_emptied",
     "scheduler_start_deadline",
+    "scheduler_failure_streak",
+    "scheduler_counts_failures",
 }
 
 

@@ -1,13 +1,14 @@
-"""Job bodies: the job, its concurrency and rate limits, and the list of jobs."""
+"""Job bodies: the job, its concurrency and rate limits, the list of jobs, and a cron job's backfill."""
 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.api.schemas.common import PAYLOAD_RULE, Priority, Strict
+from app.api.schemas.runs import Run
 from app.domain import (
     DEFAULT_PRIORITY,
     JOB_FIELDS,
@@ -15,9 +16,18 @@ from app.domain import (
     MAX_EXPIRE_AFTER_SECONDS,
     MIN_EXPIRE_AFTER_SECONDS,
     JobRecord,
+    PausedReason,
 )
+from app.services.backfill import MAX_BACKFILL
 from app.services.callbacks import Callback
+from app.services.cron import MAX_JITTER_SECONDS, Overlap
 from app.services.targets import Target
+from app.services.validation import Moment
+
+if TYPE_CHECKING:
+    PausedReasonName = str
+else:  # the contract's inline enum of strings, generated from the enum
+    PausedReasonName = Literal[tuple(r.value for r in PausedReason)]
 
 # A limit's key: a dotted path into the run's payload (concurrency and rate limits alike).
 FlowKey = Annotated[
@@ -109,6 +119,30 @@ class JobPut(Strict):
         description="A per-key rate limit on starts; it applies to runs submitted after it is set (a "
         "changed one to those waiting too; removing it releases them). Not beside `concurrency`.",
     )
+    overlap: Overlap = Field(
+        default="allow",
+        description="A cron job's occurrence while its schedule's earlier runs are still live: `allow` "
+        "makes it anyway; `skip` drops it while one is pending, dispatched or running; `buffer_one` "
+        "drops it while one is pending (waiting to start), so at most one waits behind a running one. "
+        "Decided when the occurrence is due; dropped ones are counted in "
+        'scheduler_cron_occurrences_skipped_total{reason="overlap"}. Only with a `schedule`.',
+    )
+    jitter_seconds: int = Field(
+        default=0,
+        ge=0,
+        le=MAX_JITTER_SECONDS,
+        description="Each cron occurrence's run is scheduled this much later at most, by an offset of the "
+        "occurrence's own (the same every time it is computed): its scheduled_at is that time. Only "
+        "with a `schedule`.",
+    )
+    pause_after_failures: int | None = Field(
+        default=None,
+        ge=1,
+        le=1000,
+        description="Pause the job (paused_reason `failures`) once this many of its runs in a row end "
+        "`failed`; a success starts the count again, and so does a resume. Counts runs made while it "
+        "is set.",
+    )
 
 
 class Job(BaseModel):
@@ -132,6 +166,41 @@ class Job(BaseModel):
     concurrency: Concurrency | None
     in_flight: int = Field(description="Runs of the job holding a concurrency slot now.")
     rate_limit: RateLimit | None
+    overlap: Overlap
+    jitter_seconds: int
+    pause_after_failures: int | None
+    paused_reason: PausedReasonName | None = Field(
+        description="Why the job is paused: `requested` (POST …/pause, the dashboard, a PUT) or "
+        "`failures` (pause_after_failures). Null while it is not paused."
+    )
+    consecutive_failures: int = Field(
+        description="Its runs that ended `failed` in a row, counted while pause_after_failures is set."
+    )
+
+
+class Backfill(Strict):
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={"examples": [{"from": "2030-01-01T00:00:00Z", "to": "2030-01-02T00:00:00Z"}]},
+    )
+    start: Moment = Field(
+        alias="from",
+        description="The first occurrence time included. ISO 8601 with a timezone, at most "
+        "SCHEDULER_MAX_SCHEDULE_BEHIND_DAYS (7) in the past.",
+    )
+    end: Moment = Field(
+        alias="to",
+        description=f"The end, excluded; after `from`, at most SCHEDULER_MAX_SCHEDULE_AHEAD_DAYS (366) "
+        f"ahead. [from, to) may hold at most {MAX_BACKFILL} occurrences.",
+    )
+
+
+class BackfillResult(BaseModel):
+    runs: list[Run] = Field(description="The runs this request made, oldest occurrence first.")
+    existing: int = Field(
+        description="Occurrences in the range whose run existed already: the schedule's, or an earlier "
+        "backfill's."
+    )
 
 
 class JobList(BaseModel):
