@@ -63,6 +63,7 @@ class RunRecord(TypedDict):
     result: Any
     result_truncated: bool
     held: str | None  # a HeldReason value while the run is held back, else None
+    dedupe_key: str | None  # the key it claimed under its job's unique or debounce rule
 
 
 RUN_FIELDS = tuple(RunRecord.__annotations__)
@@ -182,6 +183,8 @@ class JobRecord(TypedDict):
     concurrency: Any  # {"limit": n, "key": "payload.…" | None}, or None
     in_flight: int  # runs holding a concurrency slot now
     rate_limit: Any  # {"limit": n, "period_seconds": p, "key": "payload.…" | None}, or None
+    unique: Any  # {"key": "payload.…" | None, "within_seconds": n | None}, or None
+    debounce: Any  # {"key": "payload.…" | None, "period_seconds": p, "max_delay_seconds": m}, or None
 
 
 JOB_FIELDS = tuple(JobRecord.__annotations__)

@@ -36,11 +36,20 @@ async def insert_runs(
     traceparent: str | None,
     priorities: list[int | None],  # None: the job's priority
     notify: bool = True,
+    released: list[uuid.UUID] | None = None,
+    all_or_none: bool = True,
 ) -> list[asyncpg.Record]:
+    """A row per input, in order: the run it made, or no run (id None) when its job does not exist
+    (then no input made one) or its unique or debounce key is held by another run (input_key says
+    which). `released`: runs whose keys may be taken over, their holders found ended by the caller
+    under the keys' locks. `all_or_none`: a key found held fails the statement instead
+    (DedupeConflict), so that it writes nothing outside a transaction."""
     return await q.fetch(
         conn,
         "insert_runs",
         notify=notify,
+        released=released or [],
+        all_or_none=all_or_none,
         tenant_id=tenant_id,
         jobs=jobs,
         scheduled_ats=scheduled_ats,

@@ -42,6 +42,8 @@ JOB_FIELDS = {
     "concurrency",
     "in_flight",
     "rate_limit",
+    "unique",
+    "debounce",
 }
 
 

@@ -24,6 +24,7 @@ TABLES = {
     "rate_limit_starts",
     "ui_sessions",
     "run_queue",
+    "dedupe_keys",
 }
 FUNCTIONS = {
     "scheduler_run_id",
@@ -47,6 +48,8 @@ FUNCTIONS = {
     "scheduler_queue_changed",
     "scheduler_queue_removed",
     "scheduler_queue_emptied",
+    "scheduler_dedupe_key",
+    "scheduler_dedupe_conflict",
 }
 
 

@@ -1,4 +1,5 @@
-"""Job bodies: the job, its concurrency and rate limits, and the list of jobs."""
+"""Job bodies: the job, its concurrency and rate limits, its unique or debounce rule, and the list
+of jobs."""
 
 from __future__ import annotations
 
@@ -49,6 +50,59 @@ class RateLimit(Strict):
     key: FlowKey = None
 
 
+# A unique or debounce rule's key: a dotted path into the run's payload, as a limit's key.
+DedupeKey = Annotated[
+    str | None,
+    Field(
+        default=None,
+        max_length=300,
+        pattern=r"^payload(\.[A-Za-z0-9_-]{1,64}){1,8}$",
+        examples=["payload.user_id"],
+        description='A dotted path into the run\'s payload; runs with equal values (as JSON: 1 and "1" '
+        "differ) share the key, and so do runs whose payload lacks the field or has it null. "
+        "Absent or null: one key for the whole job.",
+    ),
+]
+# The longest a unique window may be: a month, beyond which a per-key ledger outlives any sane retry.
+MAX_UNIQUE_WITHIN_SECONDS = 30 * 86_400
+
+
+class Unique(Strict):
+    model_config = ConfigDict(
+        extra="forbid", json_schema_extra={"examples": [{"key": "payload.user_id", "within_seconds": 3600}]}
+    )
+    key: DedupeKey = None
+    within_seconds: float | None = Field(
+        default=None,
+        ge=1,
+        le=MAX_UNIQUE_WITHIN_SECONDS,
+        description="At most one run per key created within this many seconds (1 s to 30 days), "
+        "whatever became of it. Null: at most one live run (pending, dispatched or running) per key.",
+    )
+
+
+class Debounce(Strict):
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [{"key": "payload.doc_id", "period_seconds": 5, "max_delay_seconds": 60}]
+        },
+    )
+    key: DedupeKey = None
+    period_seconds: float = Field(
+        ge=1,
+        le=3_600,
+        description="A key's first submission makes a run due this long after it (1 s to an hour); each "
+        "later one while that run is pending replaces its payload and makes it due this long after itself.",
+    )
+    max_delay_seconds: float = Field(
+        ge=1,
+        le=86_400,
+        description="The run is never due later than this long after the key's first submission: at "
+        "least period_seconds, at most a day.",
+    )
+
+
 class JobPut(Strict):
     # Examples are whole valid bodies: contract tests (schemathesis) send them as they are.
     model_config = ConfigDict(
@@ -94,6 +148,16 @@ class JobPut(Strict):
         description="A per-key rate limit on starts; it applies to runs submitted after it is set (a "
         "changed one to those waiting too; removing it releases them). Not beside `concurrency`.",
     )
+    unique: Unique | None = Field(
+        default=None,
+        description="At most one run per key: a submission that would make a second is answered 200 "
+        "with the run that exists, and writes nothing. Not beside `debounce`.",
+    )
+    debounce: Debounce | None = Field(
+        default=None,
+        description="Submissions of one key fold into one pending run, which runs once with the "
+        "latest payload; each is answered with that run (200 after the first).",
+    )
 
 
 class Job(BaseModel):
@@ -116,6 +180,8 @@ class Job(BaseModel):
     concurrency: Concurrency | None
     in_flight: int = Field(description="Runs of the job holding a concurrency slot now.")
     rate_limit: RateLimit | None
+    unique: Unique | None
+    debounce: Debounce | None
 
 
 class JobList(BaseModel):

@@ -93,16 +93,18 @@ DELETE FROM ui_sessions WHERE token_hash = :token_hash AND kind = 'session';
 -- xmax = 0 only on a freshly inserted row: it tells 201 from 200 in one round trip.
 INSERT INTO jobs (tenant_id, name, target, schedule, timezone, payload, max_attempts, backoff_seconds,
                   timeout_seconds, misfire, paused, next_fire_at, priority, callback,
-                  concurrency, rate_limit)
+                  concurrency, rate_limit, "unique", debounce)
 VALUES (:tenant_id, :name, :target, :schedule, :timezone, :payload, :max_attempts, :backoff_seconds,
-        :timeout_seconds, :misfire, :paused, :next_fire_at, :priority, :callback, :concurrency, :rate_limit)
+        :timeout_seconds, :misfire, :paused, :next_fire_at, :priority, :callback, :concurrency, :rate_limit,
+        :unique, :debounce)
 ON CONFLICT (tenant_id, name) DO UPDATE SET
     target = EXCLUDED.target, schedule = EXCLUDED.schedule, timezone = EXCLUDED.timezone,
     payload = EXCLUDED.payload, max_attempts = EXCLUDED.max_attempts,
     backoff_seconds = EXCLUDED.backoff_seconds, timeout_seconds = EXCLUDED.timeout_seconds,
     misfire = EXCLUDED.misfire, paused = EXCLUDED.paused, next_fire_at = EXCLUDED.next_fire_at,
     priority = EXCLUDED.priority, callback = EXCLUDED.callback, concurrency = EXCLUDED.concurrency,
-    rate_limit = EXCLUDED.rate_limit, updated_at = now()
+    rate_limit = EXCLUDED.rate_limit, "unique" = EXCLUDED."unique", debounce = EXCLUDED.debounce,
+    updated_at = now()
 RETURNING *, scheduler_job_in_flight(tenant_id, name) AS in_flight, (xmax = 0) AS inserted;
 
 -- name: wake_flow_keys
@@ -500,10 +502,15 @@ SELECT now();
 -- scheduled_at, so the id names the partition), the job's settings are snapshot onto each run (its
 -- priority unless the run brings its own), and the input's ordinal comes back so the caller can answer
 -- in request order. All or nothing: if one
--- run names an unknown job, no run is inserted (the caller sees fewer rows than it sent and finds
--- which with missing_jobs), so even a batch sent without a transaction never half-writes. Payloads
--- arrive as JSON text, not jsonb[]: an array parameter would read a payload that is itself a JSON
--- array as one more dimension of the parameter.
+-- run names an unknown job, no run is inserted (a row comes back for every input, without a run,
+-- and the caller finds which job with missing_jobs), so even a batch sent without a transaction never
+-- half-writes. Payloads arrive as JSON text, not jsonb[]: an array parameter would read a payload
+-- that is itself a JSON array as one more dimension of the parameter.
+-- A run of a job with a `unique` or `debounce` rule (migration 0020) claims its key in dedupe_keys
+-- here and is inserted only if it got it; one that did not comes back without a run, its input_key
+-- saying which key (the caller answers it with the holder's run: app.services.dedupe). With
+-- :all_or_none (a submission outside a transaction) the statement fails instead, writing nothing,
+-- and the caller starts again in a transaction, whose locks that answer needs.
 WITH input AS (
     SELECT i.ord,
            COALESCE(i.scheduled_at, now()) AS scheduled_at,
@@ -531,24 +538,57 @@ complete AS (
             SELECT 1 FROM jobs j WHERE j.tenant_id = :tenant_id AND j.name = input.job)
     ) AS yes
 ),
+keyed AS (
+    -- The runs of jobs with a rule, with their key; none on the default path. The tenant's flow lock
+    -- is taken before any key (EXISTS), as every statement that may wait for a key takes it.
+    SELECT m.ord, m.id, m.scheduled_at, j.name AS job,
+           scheduler_dedupe_key(COALESCE(j."unique", j.debounce), COALESCE(m.payload, j.payload)) AS key,
+           now() + make_interval(secs => CAST(j."unique"->>'within_seconds' AS float8)) AS window_ends_at,
+           m.scheduled_at + make_interval(secs => CAST(j.debounce->>'max_delay_seconds' AS float8))
+               AS latest_due_at
+    FROM minted m JOIN jobs j ON j.tenant_id = :tenant_id AND j.name = m.job
+    WHERE (j."unique" IS NOT NULL OR j.debounce IS NOT NULL) AND EXISTS (SELECT FROM tenant)
+),
+claimed AS (
+    -- The first run of each key in the request claims it, in key order, so two requests never wait
+    -- for each other's keys in opposite orders. A key another run holds is taken over when its
+    -- window is over, or when the caller found its holder ended (:released) under the row lock that
+    -- this ON CONFLICT took on it the first time (DO UPDATE locks the row even when its WHERE is
+    -- false, and writes nothing then).
+    INSERT INTO dedupe_keys AS k (tenant_id, job, key, run_id, run_scheduled_at, window_ends_at, latest_due_at)
+    SELECT DISTINCT ON (job, key) :tenant_id, job, key, id, scheduled_at, window_ends_at, latest_due_at
+    FROM keyed WHERE (SELECT yes FROM complete)
+    ORDER BY job, key, ord
+    ON CONFLICT (tenant_id, job, key) DO UPDATE
+    SET run_id = excluded.run_id, run_scheduled_at = excluded.run_scheduled_at,
+        window_ends_at = excluded.window_ends_at, latest_due_at = excluded.latest_due_at
+    WHERE k.window_ends_at <= now() OR k.run_id = ANY(CAST(:released AS uuid[]))
+    RETURNING k.run_id
+),
 inserted AS (
     -- A run of a paused job or tenant, or of a concurrency- or rate-limited job, is held from the
     -- start (scheduler_run_hold, migrations 0010, 0013, 0014 and 0016): out of the claim's range
     -- until resumed, given a slot or given room in its key's window.
     INSERT INTO job_runs (id, scheduled_at, tenant_id, job, origin, payload, target, max_attempts,
                           backoff_seconds, timeout_seconds, due_at, idempotency_key, traceparent, priority, callback,
-                          held, held_due_at, concurrency_key)
+                          held, held_due_at, concurrency_key, dedupe_key)
     SELECT m.id, m.scheduled_at, j.tenant_id, j.name, 'api', COALESCE(m.payload, j.payload), j.target,
            j.max_attempts, j.backoff_seconds, j.timeout_seconds, h.due_at, m.idempotency_key,
            :traceparent, COALESCE(m.priority, j.priority), COALESCE(m.callback, j.callback),
-           h.held, h.held_due_at, h.concurrency_key
+           h.held, h.held_due_at, h.concurrency_key,
+           CASE WHEN j."unique" IS NOT NULL OR j.debounce IS NOT NULL
+                THEN scheduler_dedupe_key(COALESCE(j."unique", j.debounce), COALESCE(m.payload, j.payload)) END
     FROM minted m
     JOIN jobs j ON j.tenant_id = :tenant_id AND j.name = m.job
     CROSS JOIN tenant t
+    -- A debounced run is due its period after it was submitted for (scheduled_at stays, as a retry's).
     CROSS JOIN LATERAL scheduler_run_hold(t.paused, t.max_in_flight, j.name = ANY(t.paused_jobs),
                                           j.concurrency, j.rate_limit, COALESCE(m.payload, j.payload),
-                                          m.scheduled_at) AS h
+                                          CASE WHEN j.debounce IS NULL THEN m.scheduled_at
+                                               ELSE m.scheduled_at + make_interval(
+                                                   secs => CAST(j.debounce->>'period_seconds' AS float8)) END) AS h
     WHERE (SELECT yes FROM complete)
+      AND ((j."unique" IS NULL AND j.debounce IS NULL) OR m.id IN (SELECT run_id FROM claimed))
     RETURNING *
 ),
 notified AS (
@@ -559,8 +599,11 @@ notified AS (
     WHERE scheduled_at <= now() AND :notify
     HAVING count(*) > 0
 )
-SELECT inserted.*, minted.ord FROM inserted JOIN minted USING (id)
+SELECT inserted.*, minted.ord, keyed.key AS input_key
+FROM minted LEFT JOIN inserted ON inserted.id = minted.id LEFT JOIN keyed ON keyed.id = minted.id
 WHERE (SELECT count(*) FROM notified) >= 0  -- evaluated once, so the NOTIFY is sent
+  AND (NOT :all_or_none OR NOT (SELECT yes FROM complete)
+       OR (SELECT count(*) FROM keyed) = (SELECT count(*) FROM claimed) OR scheduler_dedupe_conflict())
 ORDER BY minted.ord;
 
 -- name: missing_jobs
@@ -606,6 +649,87 @@ WHERE ctid = ANY (ARRAY(
           WHERE r.id = k.run_id AND r.scheduled_at = k.run_scheduled_at
             AND (r.finished_at IS NULL OR r.finished_at > now() - make_interval(secs => :grace_seconds)))
     LIMIT :limit));
+
+-- name: dedupe_holders
+-- The runs holding these keys (:jobs[i], :keys[i]) of the tenant, read by a submitter whose
+-- insert_runs found them taken: it holds their rows' locks (its ON CONFLICT took them), so they
+-- cannot change before it commits. `debounced`: the rule the job has now.
+SELECT k.job, k.key, k.run_id, k.run_scheduled_at, k.window_ends_at, j.debounce IS NOT NULL AS debounced
+FROM dedupe_keys k
+JOIN jobs j ON j.tenant_id = k.tenant_id AND j.name = k.job
+WHERE k.tenant_id = :tenant_id
+  AND (k.job, k.key) IN (SELECT * FROM unnest(CAST(:jobs AS text[]), CAST(:keys AS text[])));
+
+-- name: jobs_with_dedupe_rules
+-- Whether any of these jobs of the tenant has a unique or debounce rule: a submission refused for
+-- the tenant's backlog quota may still be answered with runs that exist.
+SELECT EXISTS (SELECT 1 FROM jobs WHERE tenant_id = :tenant_id AND name = ANY(CAST(:names AS text[]))
+                                    AND ("unique" IS NOT NULL OR debounce IS NOT NULL));
+
+-- name: debounce_runs
+-- Later submissions of debounced keys fold into the runs holding them (:ids, one submission each):
+-- each replaces its run's payload (null: the job's) and makes it due its period after the
+-- submission's scheduled_at (default now), never past the key's latest_due_at. The caller holds
+-- the keys' row locks, so one key's submissions fold one at a time. Only into a run still pending
+-- that holds no slot: a claim that locked the run first made it the worker's (this then finds it
+-- dispatched and matches nothing), and a run granted its concurrency slot or rate-limit room is due
+-- and on its way; either way the caller makes a new run, the next window's. A held run stays held:
+-- the flow trigger (migration 0010) keeps the new time in held_due_at. A run now due wakes the
+-- engines, as reschedule_run does.
+WITH folds AS (
+    SELECT f.id, f.payload, f.scheduled_at, k.latest_due_at, j.payload AS job_payload,
+           make_interval(secs => CAST(j.debounce->>'period_seconds' AS float8)) AS period
+    FROM unnest(CAST(:ids AS uuid[]), CAST(:jobs AS text[]), CAST(:keys AS text[]), CAST(:payloads AS text[]),
+                CAST(:scheduled_ats AS timestamptz[])) AS f(id, job, key, payload, scheduled_at)
+    JOIN dedupe_keys k ON k.tenant_id = :tenant_id AND k.job = f.job AND k.key = f.key AND k.run_id = f.id
+    JOIN jobs j ON j.tenant_id = :tenant_id AND j.name = f.job AND j.debounce IS NOT NULL
+),
+folded AS (
+    UPDATE job_runs r
+    SET payload = COALESCE(CAST(folds.payload AS jsonb), folds.job_payload),
+        due_at = least(folds.latest_due_at, COALESCE(folds.scheduled_at, now()) + folds.period)
+    FROM folds
+    WHERE r.id = folds.id AND r.scheduled_at >= :lo AND r.scheduled_at < :hi AND r.tenant_id = :tenant_id
+      AND r.status = 'pending' AND (r.concurrency_key IS NULL OR r.held IS NOT NULL)
+    RETURNING r.*
+),
+notified AS (
+    SELECT pg_notify(:channel, CAST(min(scheduled_at) AS text)) FROM folded WHERE due_at <= now()
+    HAVING count(*) > 0
+)
+SELECT * FROM folded WHERE (SELECT count(*) FROM notified) >= 0;
+
+-- name: sweep_dedupe_keys
+-- The keys that hold nothing any more among the next :limit rows after the cursor (so every row is
+-- looked at in turn): a window that is over, or, without a window, a run that ended or went with its
+-- day. A row is locked before it goes and only as it was read: one a submitter holds is skipped, and
+-- one a submitter took over since (another run, another window) no longer matches. Returns how many
+-- went and the last row looked at (no row: the end was reached).
+WITH examined AS (
+    SELECT tenant_id, job, key, run_id, run_scheduled_at, window_ends_at FROM dedupe_keys
+    WHERE (tenant_id, job, key) > (:tenant_id, :job, :key)
+    ORDER BY tenant_id, job, key
+    LIMIT :limit
+),
+free AS (
+    SELECT k.tenant_id, k.job, k.key FROM dedupe_keys k
+    JOIN examined e ON e.tenant_id = k.tenant_id AND e.job = k.job AND e.key = k.key
+    WHERE k.run_id = e.run_id AND k.window_ends_at IS NOT DISTINCT FROM e.window_ends_at
+      AND CASE WHEN e.window_ends_at IS NOT NULL THEN e.window_ends_at <= now()
+               ELSE NOT EXISTS (SELECT 1 FROM job_runs r
+                                WHERE r.id = e.run_id AND r.scheduled_at = e.run_scheduled_at
+                                  AND r.status IN ('pending', 'dispatched', 'running')) END
+    FOR UPDATE OF k SKIP LOCKED
+),
+swept AS (
+    DELETE FROM dedupe_keys k USING free f
+    WHERE k.tenant_id = f.tenant_id AND k.job = f.job AND k.key = f.key
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM swept) AS swept, e.tenant_id, e.job, e.key
+FROM examined e
+ORDER BY e.tenant_id DESC, e.job DESC, e.key DESC
+LIMIT 1;
 
 -- name: count_pending_runs
 -- Admission control counts at most quota + 1 rows: the answer is "over" or "not over", never a
