@@ -2,11 +2,12 @@
 into one pending run (`debounce`).
 
 job_runs is partitioned by day, so no unique index on it can span days; a key is a row of
-dedupe_keys instead, keyed (tenant_id, job, key), naming the run that holds it. insert_runs claims
-a run's key in the statement that inserts the run and inserts the run only if it got the key
-(INSERT … ON CONFLICT: exact under any concurrency, however many API processes). A key held by
-another run is taken over by the same statement when its window is over, or when the submitter
-found its holder ended, under the row lock the ON CONFLICT took on it.
+dedupe_keys instead, keyed (tenant_id, job, key), naming the run that holds it. A submission
+claims its runs' keys (claim_dedupe_keys: INSERT … ON CONFLICT, exact under any concurrency, however
+many API processes) and inserts the runs that got theirs, in one transaction; insert_runs refuses a
+run of a job with a rule that comes without its claimed key. A key held by another run is taken over
+when its window is over, or when the submitter found its holder ended, under the row lock the
+ON CONFLICT took on it. A job without a rule pays two null tests per run in insert_runs.
 
 Nothing that moves a run (the claim, a start, an outcome, the reaper, a cancel) touches this table:
 whether a key's holder is still live, or still pending for a debounce, is read from the run itself
@@ -59,18 +60,9 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
     FROM (SELECT CAST(COALESCE(payload #> string_to_array(substr(rule->>'key', length('payload.') + 1), '.'),
                                'null') AS text) AS v) AS k
 $$;
-
--- insert_runs outside a transaction found a key taken: it fails whole (nothing written), and the
--- caller starts again inside a transaction, where it can answer with the holder's run.
-CREATE FUNCTION scheduler_dedupe_conflict() RETURNS boolean LANGUAGE plpgsql AS $$
-BEGIN
-    RAISE EXCEPTION 'a dedupe key is held by another run' USING ERRCODE = 'SD409';
-END
-$$;
 """
 
 DOWNGRADE = r"""
-DROP FUNCTION scheduler_dedupe_conflict();
 DROP FUNCTION scheduler_dedupe_key(jsonb, jsonb);
 DROP TABLE dedupe_keys;
 ALTER TABLE job_runs DROP COLUMN dedupe_key;

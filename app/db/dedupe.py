@@ -1,6 +1,6 @@
-"""Unique and debounced runs' keys (dedupe_keys, migration 0020): who holds a key, folding a
-debounced submission into its pending run, and sweeping keys that hold nothing any more. insert_runs
-claims the keys (app.db.runs)."""
+"""Unique and debounced runs' keys (dedupe_keys, migration 0020): claiming them for the runs about to
+be inserted, who holds a key, folding a debounced submission into its pending run, and sweeping keys
+that hold nothing any more."""
 
 from __future__ import annotations
 
@@ -33,6 +33,28 @@ class Fold:
     key: str
     payload: Any | None  # None: the job's payload
     scheduled_at: datetime | None  # None: now
+
+
+async def claim_dedupe_keys(
+    conn: asyncpg.Connection,
+    tenant_id: str,
+    jobs: list[str],
+    scheduled_ats: list[datetime | None],
+    payloads: list[Any],
+    released: list[uuid.UUID],
+) -> list[asyncpg.Record]:
+    """A row per input, in order (ord, job_exists, key, id, scheduled_at, claimed): the keys of the
+    runs of jobs with a rule, claimed for the ids minted here where free (or held by a `released`
+    run, its holder found ended under the key's lock)."""
+    return await q.fetch(
+        conn,
+        "claim_dedupe_keys",
+        tenant_id=tenant_id,
+        jobs=jobs,
+        scheduled_ats=scheduled_ats,
+        payloads=[None if p is None else orjson.dumps(p).decode() for p in payloads],
+        released=released,
+    )
 
 
 async def holders(

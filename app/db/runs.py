@@ -36,20 +36,18 @@ async def insert_runs(
     traceparent: str | None,
     priorities: list[int | None],  # None: the job's priority
     notify: bool = True,
-    released: list[uuid.UUID] | None = None,
-    all_or_none: bool = True,
+    run_ids: list[uuid.UUID | None] | None = None,
+    dedupe_keys: list[str | None] | None = None,
 ) -> list[asyncpg.Record]:
-    """A row per input, in order: the run it made, or no run (id None) when its job does not exist
-    (then no input made one) or its unique or debounce key is held by another run (input_key says
-    which). `released`: runs whose keys may be taken over, their holders found ended by the caller
-    under the keys' locks. `all_or_none`: a key found held fails the statement instead
-    (DedupeConflict), so that it writes nothing outside a transaction."""
+    """The runs, in input order; none at all if one names a job the tenant does not have, or a job
+    with a unique or debounce rule without the id and key claim_dedupe_keys claimed for it
+    (`run_ids`, `dedupe_keys`: None on the default path)."""
     return await q.fetch(
         conn,
         "insert_runs",
         notify=notify,
-        released=released or [],
-        all_or_none=all_or_none,
+        run_ids=run_ids,
+        dedupe_keys=dedupe_keys,
         tenant_id=tenant_id,
         jobs=jobs,
         scheduled_ats=scheduled_ats,
@@ -62,11 +60,6 @@ async def insert_runs(
         traceparent=traceparent,
         channel=DUE_CHANNEL,
     )
-
-
-async def missing_jobs(conn: asyncpg.Connection, tenant_id: str, names: list[str]) -> set[str]:
-    rows = await q.fetch(conn, "missing_jobs", tenant_id=tenant_id, names=list(dict.fromkeys(names)))
-    return {r["name"] for r in rows}
 
 
 async def find_idempotency_keys(

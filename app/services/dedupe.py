@@ -1,20 +1,21 @@
-"""Unique and debounced runs (a job's `unique` and `debounce` rules, migration 0020): answering the
-submissions whose key another run holds.
+"""Unique and debounced runs (a job's `unique` and `debounce` rules, migration 0020): submitting the
+runs of such jobs, each answered with the run its key names.
 
-insert_runs claims each run's key in the statement that inserts the run, and hands back the runs that
-did not get theirs. By then this transaction holds their keys' row locks (that ON CONFLICT took
-them), so the holders read here cannot change before it commits, and what is decided here is exact
-however many requests race for a key, from however many API processes:
-- unique within a window: the holder answers, whatever became of it (insert_runs took the key over
-  if the window was over);
-- unique while live: the holder answers while pending, dispatched or running; once it has ended,
-  a new run takes the key over (insert_runs with the holder `released`);
-- debounce: the latest request of the key folds into the holder while it is pending (debounce_runs);
-  a holder a claim got first starts the next window: a new run takes the key over, and the key's
-  later requests of the batch fold into that one.
-A key repeated within one batch is held by the batch's first run of it, which then answers the
-later items as above. Nothing that moves a run touches a key, so no transition waits for these
-locks, and none of them can deadlock with a submission."""
+In one transaction: claim_dedupe_keys claims each run's key for an id it mints (the first run of a
+key in the request claims it), insert_runs inserts the runs that got their key (and the request's
+runs of other jobs), and the others are settled against the runs holding their keys. This
+transaction holds those keys' row locks by then (the claim's ON CONFLICT took them), so the holders
+read here cannot change before it commits, and what is decided is exact however many requests race
+for a key, from however many API processes:
+- unique within a window: the holder answers, whatever became of it (the claim took the key over if
+  the window was over);
+- unique while live: the holder answers while pending, dispatched or running; once it has ended, a
+  new run takes the key over (claimed again with the holder `released`);
+- debounce: the key's latest request folds into the holder while it is pending (debounce_runs); a
+  holder a claim got first starts the next window: a new run takes the key over, and the key's later
+  requests of the batch fold into that one.
+Nothing that moves a run touches a key, so no transition waits for these locks and none can
+deadlock with a submission."""
 
 from __future__ import annotations
 
@@ -28,24 +29,19 @@ from app.db import dedupe as dedupe_repo
 from app.db import runs as run_repo
 from app.db.dedupe import Fold
 from app.domain import RunStatus
-from app.services.run_requests import RunRequest
+from app.services.run_requests import RunRequest, unknown_job
 
-# What insert_runs fails with when it must write all or nothing and found a key held (migration 0020).
-CONFLICT_SQLSTATE = "SD409"
 LIVE = frozenset((RunStatus.PENDING, RunStatus.DISPATCHED, RunStatus.RUNNING))
 
 Group = tuple[str, str]  # (job, key)
-# insert_runs for these requests (by index), the keys of these runs released: the rows by index.
-Insert = Callable[[list[int], list[UUID]], Awaitable[dict[int, asyncpg.Record]]]
-
-
-def is_conflict(exc: BaseException) -> bool:
-    """insert_runs refused to write part of a submission: some key is held."""
-    return isinstance(exc, asyncpg.PostgresError) and getattr(exc, "sqlstate", None) == CONFLICT_SQLSTATE
+# insert_runs for these requests (by index), with the claims of those of jobs with a rule (the id
+# and key each was claimed with): the runs by index.
+Insert = Callable[[list[int], dict[int, asyncpg.Record]], Awaitable[dict[int, asyncpg.Record]]]
 
 
 class KeyLost(Exception):
-    """A key whose row lock this transaction holds was not where it was: the transaction starts again."""
+    """A key or a job changed under this transaction where its locks should have held it (a job's
+    rule changed between two statements, say): the transaction starts again."""
 
 
 @dataclass
@@ -61,12 +57,21 @@ async def settle(
     conn: asyncpg.Connection,
     tenant_id: str,
     requests: Sequence[RunRequest],
-    created: dict[int, asyncpg.Record],
-    held: dict[int, str],
+    indices: list[int],
     insert: Insert,
 ) -> Settled:
-    """`created`: the runs insert_runs made; `held`: request index -> its key, for the requests it
-    made none for because another run holds their key."""
+    """Submits requests[i] for each i of `indices` (an unknown job: InvalidInput, naming the first)."""
+    claims = await _claim(conn, tenant_id, requests, indices, {})
+    missing = [i for i in indices if not claims[i]["job_exists"]]
+    if missing:
+        raise unknown_job(requests[missing[0]])
+    inserting = [i for i in indices if claims[i]["key"] is None or claims[i]["claimed"]]
+    created = await insert(inserting, claims)
+    if len(created) != len(inserting):
+        raise KeyLost
+    held = {i: claims[i]["key"] for i in indices if claims[i]["key"] is not None and not claims[i]["claimed"]}
+    if not held:
+        return Settled(created)
     groups: dict[Group, list[int]] = {}
     for i in sorted(held):
         groups.setdefault((requests[i].job, held[i]), []).append(i)
@@ -97,8 +102,11 @@ async def settle(
             released.append(g)
     if released:
         firsts = [groups[g][0] for g in released]
-        made = await insert(firsts, [holders[g]["run_id"] for g in released])
-        if any(made.get(i) is None or made[i]["id"] is None for i in firsts):
+        claims = await _claim(conn, tenant_id, requests, firsts, {g: holders[g]["run_id"] for g in released})
+        if not all(claims[i]["claimed"] for i in firsts):
+            raise KeyLost
+        made = await insert(firsts, claims)
+        if len(made) != len(firsts):
             raise KeyLost
         for g in released:
             holder[g] = made[groups[g][0]]["id"]
@@ -116,6 +124,25 @@ async def settle(
                 settled.answered[i] = runs[holder[g]]
                 settled.rules[i] = "debounce" if holders[g]["debounced"] else "unique"
     return settled
+
+
+async def _claim(
+    conn: asyncpg.Connection,
+    tenant_id: str,
+    requests: Sequence[RunRequest],
+    indices: list[int],
+    released: dict[Group, UUID],
+) -> dict[int, asyncpg.Record]:
+    """claim_dedupe_keys for requests[i] of `indices`: its row by request index."""
+    rows = await dedupe_repo.claim_dedupe_keys(
+        conn,
+        tenant_id,
+        jobs=[requests[i].job for i in indices],
+        scheduled_ats=[requests[i].scheduled_at for i in indices],
+        payloads=[requests[i].payload for i in indices],
+        released=list(released.values()),
+    )
+    return {indices[row["ord"] - 1]: row for row in rows}
 
 
 async def _fold(

@@ -78,3 +78,7 @@ def creating(
         if r.idempotency_key is None
         or (r.idempotency_key not in earlier and first_with_key[r.idempotency_key] == i)
     ]
+
+
+def unknown_job(request: RunRequest) -> InvalidInput:
+    return InvalidInput(f"job {request.job!r} does not exist", field=f"{request.field}job")

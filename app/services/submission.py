@@ -12,7 +12,7 @@ import asyncpg
 from app.db import dedupe as dedupe_repo
 from app.db import runs as run_repo
 from app.domain import OnPending, RunRecord, no_hint, run_record
-from app.errors import Conflict, InvalidInput, OverQuota
+from app.errors import Conflict, OverQuota
 from app.services import dedupe
 from app.services.admission import AdmissionControl, Ticket
 from app.services.callbacks import with_delivery_state
@@ -45,6 +45,9 @@ class _KeyInFlight(Exception):
 
 class _NeedsTransaction(Exception):
     """The submission cannot be settled in one statement: it starts again in a transaction."""
+
+    def __init__(self, ruled: bool = False):
+        self.ruled = ruled  # a run's job has a unique or debounce rule
 
 
 async def submit(
@@ -109,20 +112,19 @@ async def _submit_once(
     in_transaction: bool,
 ) -> list[Submitted]:
     """One INSERT (its NOTIFY included) is atomic on its own: a plain submission makes no BEGIN/COMMIT
-    round trips. A submission that needs more than one statement runs in a transaction: one with an
-    idempotency key, and one that found a unique or debounced key held (the single INSERT then failed
-    whole) or was refused for the backlog quota with such a job among its runs."""
+    round trips. One that needs more statements runs in a transaction: with an idempotency key, or
+    with a run of a job with a unique or debounce rule (which that INSERT refused, writing nothing)."""
+    ruled = False
     if not in_transaction:
         try:
             return await _submit(conn, ticket, tenant_id, requests, traceparent, notify, single=True)
-        except _NeedsTransaction:
+        except _NeedsTransaction as exc:
             ticket.release()  # admitted again in the transaction
-        except asyncpg.PostgresError as exc:
-            if not dedupe.is_conflict(exc):
-                raise
-            ticket.release()
+            ruled = exc.ruled
     async with conn.transaction():
-        return await _submit(conn, ticket, tenant_id, requests, traceparent, notify, single=False)
+        return await _submit(
+            conn, ticket, tenant_id, requests, traceparent, notify, single=False, ruled=ruled
+        )
 
 
 async def _submit(
@@ -133,8 +135,10 @@ async def _submit(
     traceparent: str | None,
     notify: bool,
     single: bool,
+    ruled: bool = False,
 ) -> list[Submitted]:
-    """`single`: outside a transaction, so it must take one statement or raise _NeedsTransaction."""
+    """`single`: outside a transaction, so it must take one statement or raise _NeedsTransaction;
+    `ruled`: a job of the runs is known to have a unique or debounce rule."""
     hashes = [r.body_hash() for r in requests]
     first_with_key = first_uses(requests, hashes)
     earlier_uses = (
@@ -146,36 +150,36 @@ async def _submit(
         await _admit(conn, ticket, tenant_id, [requests[i].job for i in fresh], single) if fresh else None
     )
 
-    async def insert(indices: list[int], released: list[UUID]) -> dict[int, asyncpg.Record]:
+    async def insert(indices: list[int], claims: dict[int, asyncpg.Record]) -> dict[int, asyncpg.Record]:
+        keyed = [claims[i] if i in claims and claims[i]["key"] is not None else None for i in indices]
         rows = await run_repo.insert_runs(
             conn,
             tenant_id,
             jobs=[requests[i].job for i in indices],
-            scheduled_ats=[requests[i].scheduled_at for i in indices],
+            scheduled_ats=[
+                c["scheduled_at"] if c else requests[i].scheduled_at
+                for i, c in zip(indices, keyed, strict=True)
+            ],
             payloads=[requests[i].payload for i in indices],
             idempotency_keys=[requests[i].idempotency_key for i in indices],
             priorities=[requests[i].priority for i in indices],
             callbacks=[requests[i].callback for i in indices],
             traceparent=traceparent,
             notify=notify,
-            released=released,
-            all_or_none=single,
+            run_ids=[c["id"] if c else None for c in keyed] if any(keyed) else None,
+            dedupe_keys=[c["key"] if c else None for c in keyed] if any(keyed) else None,
         )
         return {indices[row["ord"] - 1]: row for row in rows}
 
-    inserted = await insert(fresh, [])
-    if any(row["id"] is None and row["input_key"] is None for row in inserted.values()):
-        # insert_runs wrote nothing: some run names a job this tenant does not have.
-        missing = await run_repo.missing_jobs(conn, tenant_id, [requests[i].job for i in fresh])
-        first = next(requests[i] for i in fresh if requests[i].job in missing)
-        raise InvalidInput(f"job {first.job!r} does not exist", field=f"{first.field}job")
-    created = {i: row for i, row in inserted.items() if row["id"] is not None}
-    held = {i: row["input_key"] for i, row in inserted.items() if row["id"] is None}
-    settled = (
-        await dedupe.settle(conn, tenant_id, requests, created, held, insert)
-        if held
-        else dedupe.Settled(created)
-    )
+    created = {} if ruled or not fresh else await insert(fresh, {})
+    if len(created) == len(fresh):
+        settled = dedupe.Settled(created)
+    elif single:
+        # Nothing was written: a run names a job with a unique or debounce rule, whose keys are
+        # claimed first, in a transaction (or a job the tenant does not have, found there too).
+        raise _NeedsTransaction(ruled=True)
+    else:
+        settled = await dedupe.settle(conn, tenant_id, requests, fresh, insert)
     if refused is not None and settled.created:
         raise refused  # its runs are rolled back with the transaction
     answered = settled.created | settled.answered  # the run each fresh request is answered with

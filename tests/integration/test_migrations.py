@@ -49,7 +49,6 @@ FUNCTIONS = {
     "scheduler_queue_removed",
     "scheduler_queue_emptied",
     "scheduler_dedupe_key",
-    "scheduler_dedupe_conflict",
 }
 
 

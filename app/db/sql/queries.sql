@@ -502,27 +502,27 @@ SELECT now();
 -- scheduled_at, so the id names the partition), the job's settings are snapshot onto each run (its
 -- priority unless the run brings its own), and the input's ordinal comes back so the caller can answer
 -- in request order. All or nothing: if one
--- run names an unknown job, no run is inserted (a row comes back for every input, without a run,
--- and the caller finds which job with missing_jobs), so even a batch sent without a transaction never
--- half-writes. Payloads arrive as JSON text, not jsonb[]: an array parameter would read a payload
--- that is itself a JSON array as one more dimension of the parameter.
--- A run of a job with a `unique` or `debounce` rule (migration 0020) claims its key in dedupe_keys
--- here and is inserted only if it got it; one that did not comes back without a run, its input_key
--- saying which key (the caller answers it with the holder's run: app.services.dedupe). With
--- :all_or_none (a submission outside a transaction) the statement fails instead, writing nothing,
--- and the caller starts again in a transaction, whose locks that answer needs.
+-- run names an unknown job, no run is inserted (the caller sees fewer rows than it sent and finds
+-- which with claim_dedupe_keys), so even a batch sent without a transaction never half-writes. Payloads
+-- arrive as JSON text, not jsonb[]: an array parameter would read a payload that is itself a JSON
+-- array as one more dimension of the parameter.
+-- A run of a job with a `unique` or `debounce` rule (migration 0020) is inserted only with the key
+-- and the id that claim_dedupe_keys claimed for it, earlier in the caller's transaction: without
+-- them, nothing is inserted either, and the caller claims the keys first. :run_ids and :dedupe_keys
+-- are null on the default path (unnest then pads them with nulls).
 WITH input AS (
     SELECT i.ord,
            COALESCE(i.scheduled_at, now()) AS scheduled_at,
            i.job, CAST(i.payload AS jsonb) AS payload, i.idempotency_key, i.priority,
-           CAST(i.callback AS jsonb) AS callback
+           CAST(i.callback AS jsonb) AS callback, i.claimed_id, i.dedupe_key
     FROM unnest(CAST(:jobs AS text[]), CAST(:scheduled_ats AS timestamptz[]), CAST(:payloads AS text[]),
                 CAST(:idempotency_keys AS text[]), CAST(:priorities AS smallint[]),
-                CAST(:callbacks AS text[]))
-         WITH ORDINALITY AS i(job, scheduled_at, payload, idempotency_key, priority, callback, ord)
+                CAST(:callbacks AS text[]), CAST(:run_ids AS uuid[]), CAST(:dedupe_keys AS text[]))
+         WITH ORDINALITY AS i(job, scheduled_at, payload, idempotency_key, priority, callback, claimed_id,
+                              dedupe_key, ord)
 ),
 minted AS (
-    SELECT input.*, scheduler_run_id(input.scheduled_at) AS id FROM input
+    SELECT input.*, COALESCE(input.claimed_id, scheduler_run_id(input.scheduled_at)) AS id FROM input
 ),
 tenant AS (
     -- The tenant's pause and max_in_flight and its paused jobs, read under its flow lock (migration
@@ -532,63 +532,34 @@ tenant AS (
     SELECT paused, max_in_flight, paused_jobs FROM scheduler_tenant_flow(:tenant_id)
 ),
 complete AS (
-    -- Does every input name a job of this tenant?
+    -- Does every input name a job of this tenant, with the key it claimed if the job has a rule?
     SELECT NOT EXISTS (
         SELECT 1 FROM input WHERE NOT EXISTS (
-            SELECT 1 FROM jobs j WHERE j.tenant_id = :tenant_id AND j.name = input.job)
+            SELECT 1 FROM jobs j WHERE j.tenant_id = :tenant_id AND j.name = input.job
+                                   AND (input.dedupe_key IS NOT NULL OR (j."unique" IS NULL AND j.debounce IS NULL)))
     ) AS yes
-),
-keyed AS (
-    -- The runs of jobs with a rule, with their key; none on the default path. The tenant's flow lock
-    -- is taken before any key (EXISTS), as every statement that may wait for a key takes it.
-    SELECT m.ord, m.id, m.scheduled_at, j.name AS job,
-           scheduler_dedupe_key(COALESCE(j."unique", j.debounce), COALESCE(m.payload, j.payload)) AS key,
-           now() + make_interval(secs => CAST(j."unique"->>'within_seconds' AS float8)) AS window_ends_at,
-           m.scheduled_at + make_interval(secs => CAST(j.debounce->>'max_delay_seconds' AS float8))
-               AS latest_due_at
-    FROM minted m JOIN jobs j ON j.tenant_id = :tenant_id AND j.name = m.job
-    WHERE (j."unique" IS NOT NULL OR j.debounce IS NOT NULL) AND EXISTS (SELECT FROM tenant)
-),
-claimed AS (
-    -- The first run of each key in the request claims it, in key order, so two requests never wait
-    -- for each other's keys in opposite orders. A key another run holds is taken over when its
-    -- window is over, or when the caller found its holder ended (:released) under the row lock that
-    -- this ON CONFLICT took on it the first time (DO UPDATE locks the row even when its WHERE is
-    -- false, and writes nothing then).
-    INSERT INTO dedupe_keys AS k (tenant_id, job, key, run_id, run_scheduled_at, window_ends_at, latest_due_at)
-    SELECT DISTINCT ON (job, key) :tenant_id, job, key, id, scheduled_at, window_ends_at, latest_due_at
-    FROM keyed WHERE (SELECT yes FROM complete)
-    ORDER BY job, key, ord
-    ON CONFLICT (tenant_id, job, key) DO UPDATE
-    SET run_id = excluded.run_id, run_scheduled_at = excluded.run_scheduled_at,
-        window_ends_at = excluded.window_ends_at, latest_due_at = excluded.latest_due_at
-    WHERE k.window_ends_at <= now() OR k.run_id = ANY(CAST(:released AS uuid[]))
-    RETURNING k.run_id
 ),
 inserted AS (
     -- A run of a paused job or tenant, or of a concurrency- or rate-limited job, is held from the
     -- start (scheduler_run_hold, migrations 0010, 0013, 0014 and 0016): out of the claim's range
-    -- until resumed, given a slot or given room in its key's window.
+    -- until resumed, given a slot or given room in its key's window. A debounced run is due its
+    -- period after it was submitted for (its scheduled_at stays, as a retried run's does).
     INSERT INTO job_runs (id, scheduled_at, tenant_id, job, origin, payload, target, max_attempts,
                           backoff_seconds, timeout_seconds, due_at, idempotency_key, traceparent, priority, callback,
                           held, held_due_at, concurrency_key, dedupe_key)
     SELECT m.id, m.scheduled_at, j.tenant_id, j.name, 'api', COALESCE(m.payload, j.payload), j.target,
            j.max_attempts, j.backoff_seconds, j.timeout_seconds, h.due_at, m.idempotency_key,
            :traceparent, COALESCE(m.priority, j.priority), COALESCE(m.callback, j.callback),
-           h.held, h.held_due_at, h.concurrency_key,
-           CASE WHEN j."unique" IS NOT NULL OR j.debounce IS NOT NULL
-                THEN scheduler_dedupe_key(COALESCE(j."unique", j.debounce), COALESCE(m.payload, j.payload)) END
+           h.held, h.held_due_at, h.concurrency_key, m.dedupe_key
     FROM minted m
     JOIN jobs j ON j.tenant_id = :tenant_id AND j.name = m.job
     CROSS JOIN tenant t
-    -- A debounced run is due its period after it was submitted for (scheduled_at stays, as a retry's).
     CROSS JOIN LATERAL scheduler_run_hold(t.paused, t.max_in_flight, j.name = ANY(t.paused_jobs),
                                           j.concurrency, j.rate_limit, COALESCE(m.payload, j.payload),
                                           CASE WHEN j.debounce IS NULL THEN m.scheduled_at
                                                ELSE m.scheduled_at + make_interval(
                                                    secs => CAST(j.debounce->>'period_seconds' AS float8)) END) AS h
     WHERE (SELECT yes FROM complete)
-      AND ((j."unique" IS NULL AND j.debounce IS NULL) OR m.id IN (SELECT run_id FROM claimed))
     RETURNING *
 ),
 notified AS (
@@ -599,17 +570,49 @@ notified AS (
     WHERE scheduled_at <= now() AND :notify
     HAVING count(*) > 0
 )
-SELECT inserted.*, minted.ord, keyed.key AS input_key
-FROM minted LEFT JOIN inserted ON inserted.id = minted.id LEFT JOIN keyed ON keyed.id = minted.id
+SELECT inserted.*, minted.ord FROM inserted JOIN minted USING (id)
 WHERE (SELECT count(*) FROM notified) >= 0  -- evaluated once, so the NOTIFY is sent
-  AND (NOT :all_or_none OR NOT (SELECT yes FROM complete)
-       OR (SELECT count(*) FROM keyed) = (SELECT count(*) FROM claimed) OR scheduler_dedupe_conflict())
 ORDER BY minted.ord;
 
--- name: missing_jobs
--- The error path of insert_runs: which of these job names this tenant has no job for.
-SELECT name FROM unnest(CAST(:names AS text[])) AS n(name)
-WHERE NOT EXISTS (SELECT 1 FROM jobs j WHERE j.tenant_id = :tenant_id AND j.name = n.name);
+-- name: claim_dedupe_keys
+-- The keys of the runs about to be submitted, for the jobs with a unique or debounce rule (migration
+-- 0020), claimed in dedupe_keys (INSERT … ON CONFLICT: exact however many requests race) for the ids
+-- minted here, which insert_runs then inserts in the same transaction. The first run of each key in the
+-- request claims it, in key order, so two requests never wait for each other's keys in opposite
+-- orders; the tenant's flow lock is taken first, as insert_runs takes it. A key another run holds is
+-- taken over when its window is over, or when the caller found its holder ended (:released) under the
+-- row lock that this ON CONFLICT took on it the first time (DO UPDATE locks the row even when its
+-- WHERE is false, and then writes nothing). A row per input, in order: `job_exists`; for a job with a
+-- rule, its key, and the id and scheduled_at to insert it with if `claimed`.
+WITH input AS (
+    SELECT i.ord, i.job, COALESCE(i.scheduled_at, now()) AS scheduled_at, CAST(i.payload AS jsonb) AS payload
+    FROM unnest(CAST(:jobs AS text[]), CAST(:scheduled_ats AS timestamptz[]), CAST(:payloads AS text[]))
+         WITH ORDINALITY AS i(job, scheduled_at, payload, ord)
+),
+keyed AS (
+    SELECT i.ord, j.name AS job, i.scheduled_at,
+           CASE WHEN j."unique" IS NOT NULL OR j.debounce IS NOT NULL THEN scheduler_run_id(i.scheduled_at) END AS id,
+           scheduler_dedupe_key(COALESCE(j."unique", j.debounce), COALESCE(i.payload, j.payload)) AS key,
+           now() + make_interval(secs => CAST(j."unique"->>'within_seconds' AS float8)) AS window_ends_at,
+           i.scheduled_at + make_interval(secs => CAST(j.debounce->>'max_delay_seconds' AS float8)) AS latest_due_at
+    FROM input i JOIN jobs j ON j.tenant_id = :tenant_id AND j.name = i.job
+    WHERE EXISTS (SELECT FROM scheduler_tenant_flow(:tenant_id))
+),
+claimed AS (
+    INSERT INTO dedupe_keys AS k (tenant_id, job, key, run_id, run_scheduled_at, window_ends_at, latest_due_at)
+    SELECT DISTINCT ON (job, key) :tenant_id, job, key, id, scheduled_at, window_ends_at, latest_due_at
+    FROM keyed WHERE key IS NOT NULL
+    ORDER BY job, key, ord
+    ON CONFLICT (tenant_id, job, key) DO UPDATE
+    SET run_id = excluded.run_id, run_scheduled_at = excluded.run_scheduled_at,
+        window_ends_at = excluded.window_ends_at, latest_due_at = excluded.latest_due_at
+    WHERE k.window_ends_at <= now() OR k.run_id = ANY(CAST(:released AS uuid[]))
+    RETURNING k.run_id
+)
+SELECT i.ord, keyed.job IS NOT NULL AS job_exists, keyed.key, keyed.id, keyed.scheduled_at,
+       keyed.id IN (SELECT run_id FROM claimed) AS claimed
+FROM input i LEFT JOIN keyed ON keyed.ord = i.ord
+ORDER BY i.ord;
 
 -- name: notify_runs_due
 -- Wakes idle engines at commit; the payload lowers their claim floor to the oldest new run.
