@@ -51,6 +51,7 @@ class Settled:
     created: dict[int, asyncpg.Record]  # the runs they made (a debounced one as folded since)
     answered: dict[int, asyncpg.Record] = field(default_factory=dict)  # runs that exist already
     rules: dict[int, str] = field(default_factory=dict)  # answered index -> "unique" | "debounce"
+    ruled: set[str] = field(default_factory=set)  # the requests' jobs that have a rule now
 
 
 async def settle(
@@ -66,12 +67,13 @@ async def settle(
     if missing:
         raise unknown_job(requests[missing[0]])
     inserting = [i for i in indices if claims[i]["key"] is None or claims[i]["claimed"]]
-    created = await insert(inserting, claims)
+    created = await insert(inserting, claims) if inserting else {}
     if len(created) != len(inserting):
         raise KeyLost
+    ruled = {requests[i].job for i in indices if claims[i]["key"] is not None}
     held = {i: claims[i]["key"] for i in indices if claims[i]["key"] is not None and not claims[i]["claimed"]}
     if not held:
-        return Settled(created)
+        return Settled(created, ruled=ruled)
     groups: dict[Group, list[int]] = {}
     for i in sorted(held):
         groups.setdefault((requests[i].job, held[i]), []).append(i)
@@ -117,7 +119,7 @@ async def settle(
         ]
         runs |= await _fold(conn, tenant_id, requests, refolds)
 
-    settled = Settled({i: runs.get(row["id"], row) for i, row in created.items()})
+    settled = Settled({i: runs.get(row["id"], row) for i, row in created.items()}, ruled=ruled)
     for g, rows in groups.items():
         for i in rows:
             if i not in settled.created:

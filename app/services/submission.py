@@ -4,6 +4,7 @@ answered with the run a job's unique or debounce rule names (app.services.dedupe
 from __future__ import annotations
 
 import functools
+from collections import OrderedDict
 from dataclasses import dataclass
 from uuid import UUID
 
@@ -35,6 +36,34 @@ class Submitted:
     deduplicated_by: str | None = None  # "unique" | "debounce": the job's rule answered it
 
 
+class RuledJobs:
+    """The jobs this process last saw with a unique or debounce rule, up to `size` of them: their
+    submissions go straight to the transaction that claims keys instead of first trying the plain
+    INSERT, which refuses them. A hint, never a decision: a job whose rule was removed since is
+    submitted rightly that way too (and forgotten), and one given a rule since is refused by the
+    INSERT as before."""
+
+    def __init__(self, size: int = 10_000):
+        self.size = size
+        self._jobs: OrderedDict[tuple[str, str], None] = OrderedDict()
+
+    def any_of(self, tenant_id: str, jobs: set[str]) -> bool:
+        return any((tenant_id, job) in self._jobs for job in jobs)
+
+    def saw(self, tenant_id: str, jobs: set[str], ruled: set[str]) -> None:
+        for job in jobs:
+            if job in ruled:
+                self._jobs[(tenant_id, job)] = None
+                self._jobs.move_to_end((tenant_id, job))
+            else:
+                self._jobs.pop((tenant_id, job), None)
+        while len(self._jobs) > self.size:
+            self._jobs.popitem(last=False)
+
+
+RULED_JOBS = RuledJobs()
+
+
 class _LostRace(Exception):
     """A concurrent request committed the same idempotency key first; the transaction is retried."""
 
@@ -64,11 +93,14 @@ async def submit(
     notify = wakeups.due(r.scheduled_at for r in requests) if wakeups is not None else True
     traceparent = submitter_traceparent(traceparent)
     keyed = any(r.idempotency_key is not None for r in requests)
+    ruled = RULED_JOBS.any_of(tenant_id, {r.job for r in requests})
     for attempt in range(3):
         ticket = admission.ticket(tenant_id)
         try:
             async with pool.acquire() as conn:
-                submitted = await _submit_once(conn, ticket, tenant_id, requests, traceparent, notify, keyed)
+                submitted = await _submit_once(
+                    conn, ticket, tenant_id, requests, traceparent, notify, keyed or ruled, ruled
+                )
             ticket.committed(sum(s.created for s in submitted))
             await on_pending([s.run for s in submitted if s.created or s.deduplicated_by == "debounce"])
             for rule in ("unique", "debounce"):
@@ -110,11 +142,12 @@ async def _submit_once(
     traceparent: str | None,
     notify: bool,
     in_transaction: bool,
+    ruled: bool,
 ) -> list[Submitted]:
     """One INSERT (its NOTIFY included) is atomic on its own: a plain submission makes no BEGIN/COMMIT
     round trips. One that needs more statements runs in a transaction: with an idempotency key, or
-    with a run of a job with a unique or debounce rule (which that INSERT refused, writing nothing)."""
-    ruled = False
+    with a run of a job with a unique or debounce rule (which that INSERT refused, writing nothing;
+    `ruled`: one is known to, so it is not tried)."""
     if not in_transaction:
         try:
             return await _submit(conn, ticket, tenant_id, requests, traceparent, notify, single=True)
@@ -180,6 +213,7 @@ async def _submit(
         raise _NeedsTransaction(ruled=True)
     else:
         settled = await dedupe.settle(conn, tenant_id, requests, fresh, insert)
+        RULED_JOBS.saw(tenant_id, {requests[i].job for i in fresh}, settled.ruled)
     if refused is not None and settled.created:
         raise refused  # its runs are rolled back with the transaction
     answered = settled.created | settled.answered  # the run each fresh request is answered with

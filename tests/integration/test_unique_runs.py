@@ -13,6 +13,7 @@ import httpx
 
 from app.config import Settings
 from app.engine.dedupe import DedupeKeySweeper
+from app.services.submission import RULED_JOBS
 from tests.support import api_client, assert_error, put_job, snapshot, submit_run
 
 
@@ -297,3 +298,23 @@ async def test_rules_are_validated_and_a_refused_job_writes_nothing(
         r = await api.put("/tenants/acme/jobs/ruled", json={"target": {"type": "noop"}, **rule}, headers=auth)
         assert_error(r, 422, "invalid_input", field=field)
     assert await snapshot(pool) == before
+
+
+async def test_a_rule_removed_or_added_applies_to_the_next_submission(
+    api: httpx.AsyncClient, tenant: dict, pool: asyncpg.Pool
+) -> None:
+    """The API process remembers which jobs have a rule only as a hint for the way in: a job whose
+    rule went is submitted as a plain one (and forgotten), one given a rule is keyed at once."""
+    auth = tenant["auth"]
+    await put_job(api, "acme", "once", auth, unique={"key": "payload.u"})
+    first = (await submit(api, auth, payload={"u": 1})).json()
+    assert RULED_JOBS.any_of("acme", {"once"})
+    await put_job(api, "acme", "once", auth)
+    plain = await submit(api, auth, payload={"u": 1})
+    assert plain.status_code == 201 and plain.json()["dedupe_key"] is None
+    assert not RULED_JOBS.any_of("acme", {"once"})
+    # Given its rule again, the job finds the key its first run still holds.
+    await put_job(api, "acme", "once", auth, unique={"key": "payload.u"})
+    again = await submit(api, auth, payload={"u": 1})
+    assert again.status_code == 200 and again.json()["id"] == first["id"]
+    assert len(await runs_of(pool)) == 2
