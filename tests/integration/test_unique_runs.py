@@ -15,6 +15,7 @@ from app.config import Settings
 from app.engine.dedupe import DedupeKeySweeper
 from app.services.submission import RULED_JOBS
 from tests.support import api_client, assert_error, put_job, snapshot, submit_run
+from tests.ui_support import ui_sign_in
 
 
 async def submit(api: httpx.AsyncClient, auth: dict[str, str], **body: Any) -> httpx.Response:
@@ -318,3 +319,20 @@ async def test_a_rule_removed_or_added_applies_to_the_next_submission(
     again = await submit(api, auth, payload={"u": 1})
     assert again.status_code == 200 and again.json()["id"] == first["id"]
     assert len(await runs_of(pool)) == 2
+
+
+async def test_the_dashboard_shows_the_rule_and_the_key(api: httpx.AsyncClient, tenant: dict) -> None:
+    auth = tenant["auth"]
+    await put_job(api, "acme", "once", auth, unique={"key": "payload.u", "within_seconds": 60})
+    rule = {"key": None, "period_seconds": 5, "max_delay_seconds": 30}
+    await put_job(api, "acme", "doc", auth, debounce=rule)
+    run = (await submit(api, auth, payload={"u": "a<b"})).json()
+    browser = await ui_sign_in(str(api.base_url), tenant["api_key"])
+    try:
+        jobs = (await browser.get("/ui/jobs")).text
+        assert "one run per <code>payload.u</code> within 60 s" in jobs
+        assert "debounced per job: 5 s, at most 30 s" in jobs
+        page = (await browser.get(f"/ui/runs/{run['id']}")).text
+        assert '<dd id="dedupe-key"><code>&#34;a&lt;b&#34;</code></dd>' in page
+    finally:
+        await browser.aclose()
