@@ -11,6 +11,7 @@ from typing import Any
 import asyncpg
 import httpx
 import nats
+import orjson
 
 from app.config import Settings
 from app.engine.claims import claim_scan
@@ -215,3 +216,38 @@ async def test_the_run_executes_once_with_the_latest_payload(
         stop.set()
         await asyncio.gather(*tasks)
         await nc.close()
+
+
+async def test_a_claim_and_a_fold_at_the_same_instant_never_both_win(
+    api: httpx.AsyncClient, tenant: dict, settings: Settings, pool: asyncpg.Pool
+) -> None:
+    """Either the fold got the run first (still pending, the new payload, nothing claimed) or the
+    claim did (dispatched with the payload it read, which nothing changes after, and the submission
+    made the next window's run)."""
+    auth = tenant["auth"]
+    await put_job(api, "acme", "doc", auth, debounce=DEBOUNCE)
+    since = (datetime.now(UTC) - timedelta(seconds=61)).isoformat()
+    outcomes = set()
+    for doc in range(12):
+        first = (await submit(api, auth, payload={"doc": doc, "v": 1}, scheduled_at=since)).json()
+
+        async def claim() -> list[asyncpg.Record]:
+            async with pool.acquire() as conn:
+                return await claim_scan(conn, settings, ClaimBounds())
+
+        claimed, fold = await asyncio.gather(claim(), submit(api, auth, payload={"doc": doc, "v": 2}))
+        run = await pool.fetchrow("SELECT status, payload FROM job_runs WHERE id = $1", first["id"])
+        if claimed:
+            [row] = claimed
+            assert str(row["id"]) == first["id"] and run["status"] == "dispatched"
+            assert orjson.loads(row["payload_json"]) == run["payload"] == {"doc": doc, "v": 1}
+            assert fold.status_code == 201 and fold.json()["id"] != first["id"]
+            outcomes.add("claimed")
+        else:
+            assert run["status"] == "pending" and run["payload"] == {"doc": doc, "v": 2}
+            assert fold.status_code == 200 and fold.json()["id"] == first["id"]
+            outcomes.add("folded")
+        await pool.execute(
+            "UPDATE job_runs SET status = 'cancelled' WHERE job = 'doc' AND status <> 'cancelled'"
+        )
+    assert outcomes
