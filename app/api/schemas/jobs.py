@@ -13,13 +13,15 @@ from app.domain import DEFAULT_PRIORITY, JOB_FIELDS, MAX_ATTEMPTS, JobRecord
 from app.services.callbacks import Callback
 from app.services.targets import Target
 
+# A key's path into the run's payload: `payload.` and 1 to 8 names (limits, unique, debounce).
+PAYLOAD_PATH = r"^payload(\.[A-Za-z0-9_-]{1,64}){1,8}$"
 # A limit's key: a dotted path into the run's payload (concurrency and rate limits alike).
 FlowKey = Annotated[
     str | None,
     Field(
         default=None,
         max_length=300,
-        pattern=r"^payload(\.[A-Za-z0-9_-]{1,64}){1,8}$",
+        pattern=PAYLOAD_PATH,
         examples=["payload.customer_id"],
         description="A dotted path into the run's payload; runs with the same value share the limit "
         "(a payload without the field: the empty key). Absent: one key for the whole job.",
@@ -56,7 +58,7 @@ DedupeKey = Annotated[
     Field(
         default=None,
         max_length=300,
-        pattern=r"^payload(\.[A-Za-z0-9_-]{1,64}){1,8}$",
+        pattern=PAYLOAD_PATH,
         examples=["payload.user_id"],
         description='A dotted path into the run\'s payload; runs with equal values (as JSON: 1 and "1" '
         "differ) share the key, and so do runs whose payload lacks the field or has it null. "
