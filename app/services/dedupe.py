@@ -81,7 +81,8 @@ async def settle(
     if len(holders) != len(groups):
         raise KeyLost
     runs = {row["id"]: row for row in created.values()}
-    elsewhere = [h["run_id"] for h in holders.values() if h["run_id"] not in runs]
+    # A unique key's holder is read; a debounced one's comes back from its fold, if it folds.
+    elsewhere = [h["run_id"] for h in holders.values() if not h["debounced"] and h["run_id"] not in runs]
     if elsewhere:
         runs |= {row["id"]: row for row in await run_repo.get_runs(conn, elsewhere)}
     debounced = [g for g in groups if holders[g]["debounced"]]
