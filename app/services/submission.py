@@ -184,14 +184,15 @@ async def _submit(
     )
 
     async def insert(indices: list[int], claims: dict[int, asyncpg.Record]) -> dict[int, asyncpg.Record]:
-        keyed = [claims[i] if i in claims and claims[i]["key"] is not None else None for i in indices]
+        """insert_runs for requests[i] of `indices`, those of jobs with a rule with the id, time and
+        key claim_dedupe_keys claimed for them (`claims` by index; empty on the default path)."""
+        keyed = {i: claims[i] for i in indices if claims[i]["key"] is not None} if claims else {}
         rows = await run_repo.insert_runs(
             conn,
             tenant_id,
             jobs=[requests[i].job for i in indices],
             scheduled_ats=[
-                c["scheduled_at"] if c else requests[i].scheduled_at
-                for i, c in zip(indices, keyed, strict=True)
+                keyed[i]["scheduled_at"] if i in keyed else requests[i].scheduled_at for i in indices
             ],
             payloads=[requests[i].payload for i in indices],
             idempotency_keys=[requests[i].idempotency_key for i in indices],
@@ -199,8 +200,8 @@ async def _submit(
             callbacks=[requests[i].callback for i in indices],
             traceparent=traceparent,
             notify=notify,
-            run_ids=[c["id"] if c else None for c in keyed] if any(keyed) else None,
-            dedupe_keys=[c["key"] if c else None for c in keyed] if any(keyed) else None,
+            run_ids=[keyed[i]["id"] if i in keyed else None for i in indices] if keyed else None,
+            dedupe_keys=[keyed[i]["key"] if i in keyed else None for i in indices] if keyed else None,
         )
         return {indices[row["ord"] - 1]: row for row in rows}
 
