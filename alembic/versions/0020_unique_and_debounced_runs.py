@@ -11,9 +11,9 @@ ON CONFLICT took on it. A job without a rule pays two null tests per run in inse
 
 Nothing that moves a run (the claim, a start, an outcome, the reaper, a cancel) touches this table:
 whether a key's holder is still live, or still pending for a debounce, is read from the run itself
-by the submitter that finds the key taken, while it holds the key's row lock. So the default path
-pays nothing, and no transition can deadlock with a submission. Rows whose holder has ended (or
-whose window is over) are deleted by the engine's sweep (app/engine/dedupe.py).
+by the submitter that finds the key taken, while it holds the key's row lock. So the claim and the
+outcomes pay nothing, and no transition ever waits for a key. Rows whose holder has ended (or whose
+window is over) are deleted by the engine's sweep (app/engine/dedupe.py).
 
 Revision ID: 0020
 Revises: 0018

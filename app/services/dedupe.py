@@ -14,8 +14,7 @@ for a key, from however many API processes:
 - debounce: the key's latest request folds into the holder while it is pending (debounce_runs); a
   holder a claim got first starts the next window: a new run takes the key over, and the key's later
   requests of the batch fold into that one.
-Nothing that moves a run touches a key, so no transition waits for these locks and none can
-deadlock with a submission."""
+Nothing that moves a run touches a key, so no transition ever waits for these locks."""
 
 from __future__ import annotations
 

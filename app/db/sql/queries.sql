@@ -655,8 +655,8 @@ WHERE ctid = ANY (ARRAY(
 
 -- name: dedupe_holders
 -- The runs holding these keys (:jobs[i], :keys[i]) of the tenant, read by a submitter whose
--- insert_runs found them taken: it holds their rows' locks (its ON CONFLICT took them), so they
--- cannot change before it commits. `debounced`: the rule the job has now.
+-- claim_dedupe_keys found them taken: it holds their rows' locks (that ON CONFLICT took them), so
+-- they cannot change before it commits. `debounced`: the rule the job has now.
 SELECT k.job, k.key, k.run_id, k.run_scheduled_at, k.window_ends_at, j.debounce IS NOT NULL AS debounced
 FROM dedupe_keys k
 JOIN jobs j ON j.tenant_id = k.tenant_id AND j.name = k.job
