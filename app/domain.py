@@ -74,6 +74,7 @@ class RunRecord(TypedDict):
     result: Any
     result_truncated: bool
     held: str | None  # a HeldReason value while the run is held back, else None
+    dedupe_key: str | None  # the key it claimed under its job's unique or debounce rule
 
 
 RUN_FIELDS = tuple(RunRecord.__annotations__)
@@ -209,6 +210,8 @@ class JobRecord(TypedDict):
     pause_after_failures: int | None
     paused_reason: str | None  # a PausedReason value while paused, else None
     consecutive_failures: int  # its runs that ended failed since the last success (or resume)
+    unique: Any  # {"key": "payload.…" | None, "within_seconds": n | None}, or None
+    debounce: Any  # {"key": "payload.…" | None, "period_seconds": p, "max_delay_seconds": m}, or None
 
 
 class PausedReason(StrEnum):

@@ -192,6 +192,7 @@ TABLE_ORDER = {
     "run_callbacks": "id",
     "concurrency_slots": "tenant_id, job, key",
     "concurrency_holders": "run_id, job",
+    "dedupe_keys": "tenant_id, job, key",
 }
 
 

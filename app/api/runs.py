@@ -33,7 +33,8 @@ from app.domain import RunStatus
 from app.errors import InvalidInput
 from app.services import runs as run_service
 from app.services.callbacks import validate_callback
-from app.services.submission import RunRequest, Submitted, count_pending, submit
+from app.services.run_requests import RunRequest
+from app.services.submission import Submitted, count_pending, submit
 from app.services.validation import Moment, check_payload, check_schedule_window
 
 # Bodies at least this large are refused unread when their tenant is known to be full, and parsed
@@ -174,7 +175,9 @@ async def submit_run(
     idempotency_key: Annotated[IdempotencyKey | None, Header(alias="Idempotency-Key")] = None,
 ) -> Response:
     """Submit one run of a job. A repeated idempotency key with the same body answers 200 with the
-    same run; with another body, 422; while a request with that key is still in flight, 409."""
+    same run; with another body, 422; while a request with that key is still in flight, 409. A
+    duplicate of a `unique` job's run, or a submission folded into a `debounce` job's pending run,
+    answers 200 with that run."""
     principal.require_tenant(tenant_id)
     [result] = await _submit(state, request, tenant_id, [await _request(state, body, "", idempotency_key)])
     return json_response(result.run, 201 if result.created else 200)
@@ -190,7 +193,8 @@ async def submit_run(
 async def submit_batch(
     tenant_id: TenantIdPath, body: RunBatchSubmit, request: Request, state: StateDep, principal: PrincipalDep
 ) -> Response:
-    """Submit up to SCHEDULER_MAX_BATCH runs, validated all-or-nothing: one bad item writes nothing."""
+    """Submit up to SCHEDULER_MAX_BATCH runs, validated all-or-nothing: one bad item writes nothing.
+    `created` says which items made a new run and which were answered with one that exists."""
     principal.require_tenant(tenant_id)
     if len(body.runs) > state.settings.max_batch:
         raise InvalidInput(f"at most {state.settings.max_batch} runs per batch", field="runs")
@@ -204,7 +208,7 @@ async def submit_batch(
         await asyncio.to_thread(checks)
     requests = [await _request(state, r, f"runs[{i}].", checked=True) for i, r in enumerate(body.runs)]
     submitted = await _submit(state, request, tenant_id, requests)
-    return json_response({"runs": [s.run for s in submitted]}, 201)
+    return json_response({"runs": [s.run for s in submitted], "created": [s.created for s in submitted]}, 201)
 
 
 @router.get("/runs/{run_id}", response_model=Run, responses=ERRORS)

@@ -8,6 +8,7 @@ from app.db import queries as q
 
 PARTITIONS_LOCK_KEY = 0x5C4ED01E  # partition maintenance
 IDEMPOTENCY_PRUNE_LOCK_KEY = 0x5C4ED01F  # pruning expired idempotency keys
+DEDUPE_SWEEP_LOCK_KEY = 0x5C4ED020  # sweeping unique and debounce keys that hold nothing
 
 
 async def try_advisory_lock(conn: asyncpg.Connection, key: int) -> bool:

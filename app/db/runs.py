@@ -37,11 +37,18 @@ async def insert_runs(
     priorities: list[int | None],  # None: the job's priority
     notify: bool = True,
     expires_ats: list[datetime | None] | None = None,  # None in it: the job's expire_after_seconds
+    run_ids: list[uuid.UUID | None] | None = None,
+    dedupe_keys: list[str | None] | None = None,
 ) -> list[asyncpg.Record]:
+    """The runs, in input order; none at all if one names a job the tenant does not have, or a job
+    with a unique or debounce rule without the id and key claim_dedupe_keys claimed for it
+    (`run_ids`, `dedupe_keys`: None on the default path)."""
     return await q.fetch(
         conn,
         "insert_runs",
         notify=notify,
+        run_ids=run_ids,
+        dedupe_keys=dedupe_keys,
         tenant_id=tenant_id,
         jobs=jobs,
         scheduled_ats=scheduled_ats,
@@ -55,11 +62,6 @@ async def insert_runs(
         traceparent=traceparent,
         channel=DUE_CHANNEL,
     )
-
-
-async def missing_jobs(conn: asyncpg.Connection, tenant_id: str, names: list[str]) -> set[str]:
-    rows = await q.fetch(conn, "missing_jobs", tenant_id=tenant_id, names=list(dict.fromkeys(names)))
-    return {r["name"] for r in rows}
 
 
 async def find_idempotency_keys(

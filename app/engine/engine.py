@@ -1,6 +1,6 @@
 """The engine: its services run together (dispatcher, reaper, expiry sweep, cron materializer,
-partition maintenance and statistics, idempotency-key pruning) as named tasks, supervised with
-asyncio.wait(FIRST_COMPLETED) and stopped by one Event."""
+partition maintenance and statistics, idempotency-key pruning, the unique and debounce keys' sweep)
+as named tasks, supervised with asyncio.wait(FIRST_COMPLETED) and stopped by one Event."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from app.bus.hot_index import HotIndex
 from app.bus.jetstream import ensure_stream
 from app.config import Settings
 from app.engine.cron import CronMaterializer
+from app.engine.dedupe import DedupeKeySweeper
 from app.engine.dispatcher import Dispatcher
 from app.engine.expiry import RunExpiry
 from app.engine.idempotency import IdempotencyKeyPruner
@@ -36,6 +37,7 @@ class Engine:
         self.cron = CronMaterializer(settings, pool, hot_index=hot_index)
         self.maintenance = PartitionMaintenance(settings, pool)
         self.idempotency_keys = IdempotencyKeyPruner(settings, pool)
+        self.dedupe_keys = DedupeKeySweeper(settings, pool)
 
     async def run(self, stop: asyncio.Event) -> None:
         await ensure_stream(self.nc.jetstream(), self.settings)
@@ -53,6 +55,7 @@ class Engine:
             asyncio.create_task(self.maintenance.run(stop), name="partitions"),
             asyncio.create_task(self.maintenance.keep_statistics(stop), name="statistics"),
             asyncio.create_task(self.idempotency_keys.run(stop), name="idempotency_keys"),
+            asyncio.create_task(self.dedupe_keys.run(stop), name="dedupe_keys"),
         }
         died = await supervise(tasks, stop, "engine")
         stop.set()

@@ -13,7 +13,7 @@ from app.config import Settings
 from app.db import locks
 from app.db import runs as run_repo
 from app.engine.loop import every
-from app.services.submission import IDEMPOTENCY_GRACE_SECONDS
+from app.services.run_requests import IDEMPOTENCY_GRACE_SECONDS
 
 log = logging.getLogger(__name__)
 KEYS_PER_PASS = 10_000

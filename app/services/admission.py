@@ -124,8 +124,10 @@ class Ticket:
         if backlog.reserved:
             backlog.idle.clear()
 
-    def committed(self) -> None:
-        self._backlog.count += self._reserved
+    def committed(self, written: int | None = None) -> None:
+        """`written`: the runs the request made, when fewer than it reserved (a duplicate of a
+        unique job's run makes none)."""
+        self._backlog.count += self._reserved if written is None else min(written, self._reserved)
         self.release()
 
     def release(self) -> None:

@@ -49,6 +49,7 @@ async def put_job(
     if fields["concurrency"] is not None and fields["rate_limit"] is not None:
         # A run has one flow key and waits for one thing at a time (migration 0013).
         raise InvalidInput("a job takes a concurrency limit or a rate limit, not both", field="rate_limit")
+    check_dedupe_rules(fields["unique"], fields["debounce"])
     schedule = fields["schedule"]
     cron.validate_timezone(fields["timezone"])
     if schedule is not None:
@@ -84,6 +85,18 @@ async def put_job(
         await flow_repo.wake_flow_keys(conn, tenant_id, name)
     await on_pending(released)
     return job_record(row), bool(row["inserted"])
+
+
+def check_dedupe_rules(unique: dict[str, Any] | None, debounce: dict[str, Any] | None) -> None:
+    """A job's unique and debounce rules, each already bounded, taken together."""
+    if unique is not None and debounce is not None:
+        # A debounce is a rule about one pending run per key already; both would answer the same
+        # submission two ways.
+        raise InvalidInput("a job takes a unique rule or a debounce, not both", field="debounce")
+    if debounce is not None and debounce["max_delay_seconds"] < debounce["period_seconds"]:
+        raise InvalidInput(
+            "debounce.max_delay_seconds must be at least period_seconds", field="debounce.max_delay_seconds"
+        )
 
 
 async def list_jobs(pool: asyncpg.Pool, tenant_id: str, after: str | None, limit: int) -> list[JobRecord]:

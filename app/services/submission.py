@@ -1,62 +1,67 @@
-"""Submitting runs: one or a batch, all-or-nothing, idempotent, under the tenant's backlog quota."""
+"""Submitting runs: one or a batch, all-or-nothing, idempotent, under the tenant's backlog quota, each
+answered with the run a job's unique or debounce rule names (app.services.dedupe)."""
 
 from __future__ import annotations
 
 import functools
-import hashlib
+from collections import OrderedDict
 from dataclasses import dataclass
-from datetime import datetime
-from typing import Any
 from uuid import UUID
 
 import asyncpg
-import orjson
 
+from app.db import dedupe as dedupe_repo
 from app.db import runs as run_repo
 from app.domain import OnPending, RunRecord, no_hint, run_record
-from app.errors import Conflict, InvalidInput
+from app.errors import Conflict, OverQuota
+from app.services import dedupe
 from app.services.admission import AdmissionControl, Ticket
 from app.services.callbacks import with_delivery_state
+from app.services.run_requests import (
+    IDEMPOTENCY_GRACE_SECONDS,
+    IDEMPOTENCY_IN_FLIGHT_WAIT_MS,
+    RunRequest,
+    creating,
+    first_uses,
+)
 from app.services.wakeups import WakeUps
+from app.telemetry import metrics
 from app.telemetry.tracing import submitter_traceparent
-
-# A key holds until its run is terminal and this long after; it goes with its run's day partition
-# at the latest (docs/api.md: "Idempotency keys"). Never less than this after the submission either.
-IDEMPOTENCY_GRACE_SECONDS = 24 * 3600
-# How long a request waits for another one holding the same key, uncommitted, before answering 409.
-IDEMPOTENCY_IN_FLIGHT_WAIT_MS = 100
-
-
-@dataclass(frozen=True)
-class RunRequest:
-    job: str
-    scheduled_at: datetime | None
-    payload: Any | None  # None: the job's default payload
-    idempotency_key: str | None
-    field: str  # where this request sits in the body, for error messages ("" or "runs[3].")
-    priority: int | None = None  # None: the job's priority
-    callback: dict[str, Any] | None = None  # validated (app.services.callbacks); None: the job's
-    expires_at: datetime | None = None  # its deadline to start; None: the job's expire_after_seconds
-
-    def body_hash(self) -> str:
-        body: dict[str, Any] = {
-            "job": self.job,
-            "scheduled_at": self.scheduled_at.isoformat() if self.scheduled_at else None,
-            "payload": self.payload,
-        }
-        if self.priority is not None:  # only when sent: keys stored before priority existed still match
-            body["priority"] = self.priority
-        if self.callback is not None:  # only then: keys stored before callbacks existed still match
-            body["callback"] = self.callback
-        if self.expires_at is not None:  # the same: keys stored before deadlines existed still match
-            body["expires_at"] = self.expires_at.isoformat()
-        return hashlib.sha256(orjson.dumps(body, option=orjson.OPT_SORT_KEYS)).hexdigest()
 
 
 @dataclass(frozen=True)
 class Submitted:
     run: RunRecord
-    created: bool  # False: an idempotent replay of an earlier request
+    created: bool  # False: answered with a run that exists (a replay, a unique or debounced key's)
+    deduplicated_by: str | None = None  # "unique" | "debounce": the job's rule answered it
+
+
+class RuledJobs:
+    """The jobs this process last saw with a unique or debounce rule, up to `size` of them: their
+    submissions go straight to the transaction that claims keys instead of first trying the plain
+    INSERT, which refuses them. A hint, never a decision: a job whose rule was removed since is
+    submitted rightly that way too (and forgotten), and one given a rule since is refused by the
+    INSERT as before."""
+
+    def __init__(self, size: int = 10_000):
+        self.size = size
+        self._jobs: OrderedDict[tuple[str, str], None] = OrderedDict()
+
+    def any_of(self, tenant_id: str, jobs: set[str]) -> bool:
+        return any((tenant_id, job) in self._jobs for job in jobs)
+
+    def saw(self, tenant_id: str, jobs: set[str], ruled: set[str]) -> None:
+        for job in jobs:
+            if job in ruled:
+                self._jobs[(tenant_id, job)] = None
+                self._jobs.move_to_end((tenant_id, job))
+            else:
+                self._jobs.pop((tenant_id, job), None)
+        while len(self._jobs) > self.size:
+            self._jobs.popitem(last=False)
+
+
+RULED_JOBS = RuledJobs()
 
 
 class _LostRace(Exception):
@@ -65,6 +70,13 @@ class _LostRace(Exception):
 
 class _KeyInFlight(Exception):
     """Another request holds the same idempotency key, uncommitted, past IDEMPOTENCY_IN_FLIGHT_WAIT."""
+
+
+class _NeedsTransaction(Exception):
+    """The submission cannot be settled in one statement: it starts again in a transaction."""
+
+    def __init__(self, ruled: bool = False):
+        self.ruled = ruled  # a run's job has a unique or debounce rule
 
 
 async def submit(
@@ -81,18 +93,20 @@ async def submit(
     notify = wakeups.due(r.scheduled_at for r in requests) if wakeups is not None else True
     traceparent = submitter_traceparent(traceparent)
     keyed = any(r.idempotency_key is not None for r in requests)
+    ruled = RULED_JOBS.any_of(tenant_id, {r.job for r in requests})
     for attempt in range(3):
         ticket = admission.ticket(tenant_id)
         try:
             async with pool.acquire() as conn:
-                if not keyed:
-                    # One INSERT (its NOTIFY included) is atomic on its own: no BEGIN/COMMIT round trips.
-                    submitted = await _submit(conn, ticket, tenant_id, requests, traceparent, notify)
-                else:
-                    async with conn.transaction():
-                        submitted = await _submit(conn, ticket, tenant_id, requests, traceparent, notify)
-            ticket.committed()
-            await on_pending([s.run for s in submitted if s.created])
+                submitted = await _submit_once(
+                    conn, ticket, tenant_id, requests, traceparent, notify, keyed or ruled, ruled
+                )
+            ticket.committed(sum(s.created for s in submitted))
+            await on_pending([s.run for s in submitted if s.created or s.deduplicated_by == "debounce"])
+            for rule in ("unique", "debounce"):
+                answered = sum(s.deduplicated_by == rule for s in submitted)
+                if answered:
+                    metrics.submissions_deduplicated_total.labels(rule).inc(answered)
             return submitted
         except asyncpg.CheckViolationError as exc:
             # A run for a day whose partition is being attached this instant routed to DEFAULT on the
@@ -110,47 +124,40 @@ async def submit(
                 raise Conflict(
                     "idempotency key is being used concurrently; retry", field="idempotency_key"
                 ) from None
+        except dedupe.KeyLost:
+            if attempt == 2:
+                raise Conflict(
+                    "the job's unique or debounce key is being taken concurrently; retry"
+                ) from None
         finally:
             ticket.release()  # a no-op once committed
     raise AssertionError("unreachable")
 
 
-def first_uses(requests: list[RunRequest], hashes: list[str]) -> dict[str, int]:
-    """The index of the first request carrying each idempotency key. A key repeated within the
-    request with another body is refused (422, naming the later one)."""
-    first_with_key: dict[str, int] = {}
-    for i, r in enumerate(requests):
-        if r.idempotency_key is None:
-            continue
-        j = first_with_key.setdefault(r.idempotency_key, i)
-        if j != i and hashes[j] != hashes[i]:
-            raise InvalidInput(
-                "idempotency key repeated with a different body", field=f"{r.field}idempotency_key"
-            )
-    return first_with_key
-
-
-def creating(
-    requests: list[RunRequest], hashes: list[str], first_with_key: dict[str, int], earlier: dict[str, str]
-) -> list[int]:
-    """Which requests create a run: those with no key, and the first use of a key no earlier request
-    used (`earlier`: body hash by key already used). The rest replay a run. A key used earlier with
-    another body is refused."""
-    for key, body_hash in earlier.items():
-        i = first_with_key[key]
-        if body_hash != hashes[i]:
-            # 422, as the IETF Idempotency-Key draft has it: the request itself is wrong, and
-            # resending it can never succeed.
-            raise InvalidInput(
-                "idempotency key was already used with a different body",
-                field=f"{requests[i].field}idempotency_key",
-            )
-    return [
-        i
-        for i, r in enumerate(requests)
-        if r.idempotency_key is None
-        or (r.idempotency_key not in earlier and first_with_key[r.idempotency_key] == i)
-    ]
+async def _submit_once(
+    conn: asyncpg.Connection,
+    ticket: Ticket,
+    tenant_id: str,
+    requests: list[RunRequest],
+    traceparent: str | None,
+    notify: bool,
+    in_transaction: bool,
+    ruled: bool,
+) -> list[Submitted]:
+    """One INSERT (its NOTIFY included) is atomic on its own: a plain submission makes no BEGIN/COMMIT
+    round trips. One that needs more statements runs in a transaction: with an idempotency key, or
+    with a run of a job with a unique or debounce rule (which that INSERT refused, writing nothing;
+    `ruled`: one is known to, so it is not tried)."""
+    if not in_transaction:
+        try:
+            return await _submit(conn, ticket, tenant_id, requests, traceparent, notify, single=True)
+        except _NeedsTransaction as exc:
+            ticket.release()  # admitted again in the transaction
+            ruled = exc.ruled
+    async with conn.transaction():
+        return await _submit(
+            conn, ticket, tenant_id, requests, traceparent, notify, single=False, ruled=ruled
+        )
 
 
 async def _submit(
@@ -160,7 +167,11 @@ async def _submit(
     requests: list[RunRequest],
     traceparent: str | None,
     notify: bool,
+    single: bool,
+    ruled: bool = False,
 ) -> list[Submitted]:
+    """`single`: outside a transaction, so it must take one statement or raise _NeedsTransaction;
+    `ruled`: a job of the runs is known to have a unique or debounce rule."""
     hashes = [r.body_hash() for r in requests]
     first_with_key = first_uses(requests, hashes)
     earlier_uses = (
@@ -168,27 +179,46 @@ async def _submit(
     )
     fresh = creating(requests, hashes, first_with_key, {row["key"]: row["body_hash"] for row in earlier_uses})
     replayed: dict[str, UUID] = {row["key"]: row["run_id"] for row in earlier_uses}  # key -> earlier run
-    if fresh:
-        await ticket.admit(functools.partial(run_repo.count_pending_runs, conn, tenant_id), len(fresh))
-    inserted = await run_repo.insert_runs(
-        conn,
-        tenant_id,
-        jobs=[requests[i].job for i in fresh],
-        scheduled_ats=[requests[i].scheduled_at for i in fresh],
-        payloads=[requests[i].payload for i in fresh],
-        idempotency_keys=[requests[i].idempotency_key for i in fresh],
-        priorities=[requests[i].priority for i in fresh],
-        callbacks=[requests[i].callback for i in fresh],
-        expires_ats=[requests[i].expires_at for i in fresh],
-        traceparent=traceparent,
-        notify=notify,
+    refused = (
+        await _admit(conn, ticket, tenant_id, [requests[i].job for i in fresh], single) if fresh else None
     )
-    if len(inserted) != len(fresh):
-        # insert_runs wrote nothing: some run names a job this tenant does not have.
-        missing = await run_repo.missing_jobs(conn, tenant_id, [requests[i].job for i in fresh])
-        first = next(requests[i] for i in fresh if requests[i].job in missing)
-        raise InvalidInput(f"job {first.job!r} does not exist", field=f"{first.field}job")
-    created: dict[int, asyncpg.Record] = {fresh[row["ord"] - 1]: row for row in inserted}
+
+    async def insert(indices: list[int], claims: dict[int, asyncpg.Record]) -> dict[int, asyncpg.Record]:
+        """insert_runs for requests[i] of `indices`, those of jobs with a rule with the id, time and
+        key claim_dedupe_keys claimed for them (`claims` by index; empty on the default path)."""
+        keyed = {i: claims[i] for i in indices if claims[i]["key"] is not None} if claims else {}
+        rows = await run_repo.insert_runs(
+            conn,
+            tenant_id,
+            jobs=[requests[i].job for i in indices],
+            scheduled_ats=[
+                keyed[i]["scheduled_at"] if i in keyed else requests[i].scheduled_at for i in indices
+            ],
+            payloads=[requests[i].payload for i in indices],
+            idempotency_keys=[requests[i].idempotency_key for i in indices],
+            priorities=[requests[i].priority for i in indices],
+            callbacks=[requests[i].callback for i in indices],
+            expires_ats=[requests[i].expires_at for i in indices],
+            traceparent=traceparent,
+            notify=notify,
+            run_ids=[keyed[i]["id"] if i in keyed else None for i in indices] if keyed else None,
+            dedupe_keys=[keyed[i]["key"] if i in keyed else None for i in indices] if keyed else None,
+        )
+        return {indices[row["ord"] - 1]: row for row in rows}
+
+    created = {} if ruled or not fresh else await insert(fresh, {})
+    if len(created) == len(fresh):
+        settled = dedupe.Settled(created)
+    elif single:
+        # Nothing was written: a run names a job with a unique or debounce rule, whose keys are
+        # claimed first, in a transaction (or a job the tenant does not have, found there too).
+        raise _NeedsTransaction(ruled=True)
+    else:
+        settled = await dedupe.settle(conn, tenant_id, requests, fresh, insert)
+        RULED_JOBS.saw(tenant_id, {requests[i].job for i in fresh}, settled.ruled)
+    if refused is not None and settled.created:
+        raise refused  # its runs are rolled back with the transaction
+    answered = settled.created | settled.answered  # the run each fresh request is answered with
 
     keyed = [i for i in fresh if requests[i].idempotency_key is not None]
     if keyed:
@@ -197,8 +227,8 @@ async def _submit(
                 conn,
                 tenant_id,
                 keys=[requests[i].idempotency_key for i in keyed],  # type: ignore[misc]
-                run_ids=[created[i]["id"] for i in keyed],
-                run_scheduled_ats=[created[i]["scheduled_at"] for i in keyed],
+                run_ids=[answered[i]["id"] for i in keyed],
+                run_scheduled_ats=[answered[i]["scheduled_at"] for i in keyed],
                 body_hashes=[hashes[i] for i in keyed],
                 grace_seconds=IDEMPOTENCY_GRACE_SECONDS,
                 in_flight_wait_ms=IDEMPOTENCY_IN_FLIGHT_WAIT_MS,
@@ -213,18 +243,20 @@ async def _submit(
         if len(won) != len(keyed):
             raise _LostRace
         for i in keyed:
-            replayed[requests[i].idempotency_key] = created[i]["id"]  # type: ignore[index]
+            replayed[requests[i].idempotency_key] = answered[i]["id"]  # type: ignore[index]
 
     earlier_ids = [
         replayed[r.idempotency_key]
         for i, r in enumerate(requests)
-        if i not in created and r.idempotency_key is not None
+        if i not in answered and r.idempotency_key is not None
     ]
     earlier = {row["id"]: row for row in await run_repo.get_runs(conn, earlier_ids)} if earlier_ids else {}
     out: list[Submitted] = []
     for i, r in enumerate(requests):
-        if i in created:
-            out.append(Submitted(run_record(created[i]), True))
+        if i in settled.created:
+            out.append(Submitted(run_record(settled.created[i]), True))
+        elif i in settled.answered:
+            out.append(Submitted(run_record(settled.answered[i]), False, settled.rules[i]))
         else:
             assert r.idempotency_key is not None
             run_id = replayed[r.idempotency_key]
@@ -236,6 +268,24 @@ async def _submit(
             out.append(Submitted(run_record(row), False))
     await with_delivery_state(conn, [s.run for s in out if not s.created])
     return out
+
+
+async def _admit(
+    conn: asyncpg.Connection, ticket: Ticket, tenant_id: str, jobs: list[str], single: bool
+) -> OverQuota | None:
+    """Admits the runs, or raises OverQuota — unless one of their jobs has a unique or debounce
+    rule: a duplicate creates nothing, so it is answered as a replay is, quota or not. Then the
+    refusal is returned, to be raised if the submission creates a run after all (in a transaction,
+    which that rolls back)."""
+    try:
+        await ticket.admit(functools.partial(run_repo.count_pending_runs, conn, tenant_id), len(jobs))
+    except OverQuota as refusal:
+        if not await dedupe_repo.jobs_with_dedupe_rules(conn, tenant_id, list(set(jobs))):
+            raise
+        if single:
+            raise _NeedsTransaction from None
+        return refusal
+    return None
 
 
 async def count_pending(pool: asyncpg.Pool, tenant_id: str, limit: int) -> int:

@@ -122,6 +122,16 @@ retry_after_honoured_total = Counter(
     "scheduler_retry_after_honoured_total",
     "Failed attempts whose 429/503 Retry-After (bounded) set the next delay instead of the backoff.",
 )
+submissions_deduplicated_total = Counter(
+    "scheduler_submissions_deduplicated_total",
+    "Submitted runs answered with a run that exists instead of a new one, by the job's rule: unique "
+    "(a duplicate of a run holding its key) or debounce (folded into the pending run of its key).",
+    ["rule"],
+)
+dedupe_keys_swept_total = Counter(
+    "scheduler_dedupe_keys_swept_total",
+    "Unique and debounce keys the engine deleted once they held nothing (a window over, a run ended).",
+)
 cron_runs_materialized_total = Counter(
     "scheduler_cron_runs_materialized_total", "Cron occurrences inserted as runs."
 )

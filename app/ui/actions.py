@@ -21,7 +21,8 @@ from app.services import flow as flow_service
 from app.services import run_actions as action_service
 from app.services import runs as run_service
 from app.services.run_actions import Action
-from app.services.submission import RunRequest, submit
+from app.services.run_requests import RunRequest
+from app.services.submission import submit
 from app.ui.pages.failures import BULK_LIMIT, failure_filter
 from app.ui.pages.jobs import job_editor
 from app.ui.pages.runs import run_page

@@ -20,6 +20,7 @@ from app.dev import free_port
 from bench.measure import latency_ms, rate
 from bench.procs import SchedulerProcess, running
 from bench.report import Report
+from bench.scenarios import _ingest_rules
 from bench.scenarios._common import api_tenant, begin, shared_host, sized
 from bench.stack import Bench
 
@@ -38,6 +39,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--batches", type=int, help="batch requests of 1000 runs (default 30; smoke 3)")
     p.add_argument("--batch-concurrency", type=int, default=2, help="batch requests in flight")
+    p.add_argument(
+        "--rules",
+        default="",
+        help="also compare submissions by job rule, alternated in rounds: a comma-separated list of "
+        + ", ".join(_ingest_rules.KINDS)
+        + " (e.g. plain,unique,duplicate,debounce)",
+    )
+    p.add_argument("--rule-rounds", type=int, default=3, help="rounds of the --rules comparison")
+    p.add_argument("--rule-batches", type=int, default=2, help="batches of 1000 per kind and round")
 
 
 async def _load(
@@ -183,6 +193,8 @@ async def run(bench: Bench, args: argparse.Namespace) -> Report:
                     concurrency=args.batch_concurrency,
                     requests=batches,
                 )
+                if args.rules:
+                    await _ingest_rules.measure(report, client, TENANT, auth, args, duration)
     _figures(report, single, batch, args)
     return report
 

@@ -48,6 +48,8 @@ JOB_FIELDS = {
     "pause_after_failures",
     "paused_reason",
     "consecutive_failures",
+    "unique",
+    "debounce",
 }
 
 

@@ -27,6 +27,7 @@ RUN_FIELDS = {
     "result",
     "result_truncated",
     "held",
+    "dedupe_key",
 }
 
 

@@ -24,6 +24,7 @@ TABLES = {
     "rate_limit_starts",
     "ui_sessions",
     "run_queue",
+    "dedupe_keys",
 }
 FUNCTIONS = {
     "scheduler_run_id",
@@ -50,6 +51,7 @@ FUNCTIONS = {
     "scheduler_start_deadline",
     "scheduler_failure_streak",
     "scheduler_counts_failures",
+    "scheduler_dedupe_key",
 }
 
 

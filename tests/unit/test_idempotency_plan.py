@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from app.errors import InvalidInput
-from app.services.submission import RunRequest, creating, first_uses
+from app.services.run_requests import RunRequest, creating, first_uses
 
 
 def _requests(*specs: tuple[str | None, object]) -> tuple[list[RunRequest], list[str]]:

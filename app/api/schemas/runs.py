@@ -145,10 +145,20 @@ class Run(BaseModel):
         "its key's `rate_limit` window. due_at then says when it would be due: for `rate_limit`, not "
         "before its key's window next has room."
     )
+    dedupe_key: str | None = Field(
+        description="The key this run claimed under its job's `unique` or `debounce` rule: the JSON text "
+        "of the payload field the rule names (`null` when the payload lacks it; over 200 characters, "
+        '`sha256:` and its hash), or `""` when the rule names none. Null when the job had no rule.'
+    )
 
 
 class RunBatch(BaseModel):
-    runs: list[Run]
+    runs: list[Run] = Field(description="One run per item, in order.")
+    created: list[bool] = Field(
+        description="One per item, in order: true when the item created its run; false when it was "
+        "answered with a run that exists (an idempotent replay, a duplicate of a `unique` job's run — "
+        "made earlier or by an earlier item — or a submission folded into a `debounce` job's pending run)."
+    )
 
 
 class RunList(BaseModel):

@@ -99,11 +99,12 @@ DELETE FROM ui_sessions WHERE token_hash = :token_hash AND kind = 'session';
 -- times, they would be made twice.
 INSERT INTO jobs (tenant_id, name, target, schedule, timezone, payload, max_attempts, backoff_seconds,
                   timeout_seconds, expire_after_seconds, misfire, paused, paused_reason, next_fire_at,
-                  priority, callback, concurrency, rate_limit, overlap, jitter_seconds, pause_after_failures)
+                  priority, callback, concurrency, rate_limit, overlap, jitter_seconds, pause_after_failures,
+                  "unique", debounce)
 VALUES (:tenant_id, :name, :target, :schedule, :timezone, COALESCE(CAST(:payload AS jsonb), 'null'::jsonb),
         :max_attempts, :backoff_seconds, :timeout_seconds, :expire_after_seconds, :misfire, :paused,
-        CASE WHEN CAST(:paused AS boolean) THEN 'requested' END, :next_fire_at, :priority, :callback, :concurrency, :rate_limit, :overlap, :jitter_seconds,
-        :pause_after_failures)
+        CASE WHEN CAST(:paused AS boolean) THEN 'requested' END, :next_fire_at, :priority, :callback,
+        :concurrency, :rate_limit, :overlap, :jitter_seconds, :pause_after_failures, :unique, :debounce)
 ON CONFLICT (tenant_id, name) DO UPDATE SET
     target = EXCLUDED.target, schedule = EXCLUDED.schedule, timezone = EXCLUDED.timezone,
     payload = EXCLUDED.payload, max_attempts = EXCLUDED.max_attempts,
@@ -120,7 +121,8 @@ ON CONFLICT (tenant_id, name) DO UPDATE SET
                                 THEN 0 ELSE jobs.consecutive_failures END,
     priority = EXCLUDED.priority, callback = EXCLUDED.callback, concurrency = EXCLUDED.concurrency,
     rate_limit = EXCLUDED.rate_limit, overlap = EXCLUDED.overlap, jitter_seconds = EXCLUDED.jitter_seconds,
-    pause_after_failures = EXCLUDED.pause_after_failures, updated_at = now()
+    pause_after_failures = EXCLUDED.pause_after_failures, "unique" = EXCLUDED."unique",
+    debounce = EXCLUDED.debounce, updated_at = now()
 RETURNING *, scheduler_job_in_flight(tenant_id, name) AS in_flight, (xmax = 0) AS inserted;
 
 -- name: wake_flow_keys
@@ -523,21 +525,27 @@ SELECT now();
 -- priority unless the run brings its own), and the input's ordinal comes back so the caller can answer
 -- in request order. All or nothing: if one
 -- run names an unknown job, no run is inserted (the caller sees fewer rows than it sent and finds
--- which with missing_jobs), so even a batch sent without a transaction never half-writes. Payloads
+-- which with claim_dedupe_keys), so even a batch sent without a transaction never half-writes. Payloads
 -- arrive as JSON text, not jsonb[]: an array parameter would read a payload that is itself a JSON
 -- array as one more dimension of the parameter.
+-- A run of a job with a `unique` or `debounce` rule (migration 0021) is inserted only with the key
+-- and the id that claim_dedupe_keys claimed for it, earlier in the caller's transaction: without
+-- them, nothing is inserted either, and the caller claims the keys first. :run_ids and :dedupe_keys
+-- are null on the default path (unnest then pads them with nulls).
 WITH input AS (
     SELECT i.ord,
            COALESCE(i.scheduled_at, now()) AS scheduled_at,
            i.job, CAST(i.payload AS jsonb) AS payload, i.idempotency_key, i.priority,
-           CAST(i.callback AS jsonb) AS callback, i.expires_at
+           CAST(i.callback AS jsonb) AS callback, i.expires_at, i.claimed_id, i.dedupe_key
     FROM unnest(CAST(:jobs AS text[]), CAST(:scheduled_ats AS timestamptz[]), CAST(:payloads AS text[]),
                 CAST(:idempotency_keys AS text[]), CAST(:priorities AS smallint[]),
-                CAST(:callbacks AS text[]), CAST(:expires_ats AS timestamptz[]))
-         WITH ORDINALITY AS i(job, scheduled_at, payload, idempotency_key, priority, callback, expires_at, ord)
+                CAST(:callbacks AS text[]), CAST(:expires_ats AS timestamptz[]), CAST(:run_ids AS uuid[]),
+                CAST(:dedupe_keys AS text[]))
+         WITH ORDINALITY AS i(job, scheduled_at, payload, idempotency_key, priority, callback, expires_at,
+                              claimed_id, dedupe_key, ord)
 ),
 minted AS (
-    SELECT input.*, scheduler_run_id(input.scheduled_at) AS id FROM input
+    SELECT input.*, COALESCE(input.claimed_id, scheduler_run_id(input.scheduled_at)) AS id FROM input
 ),
 tenant AS (
     -- The tenant's pause and max_in_flight and its paused jobs, read under its flow lock (migration
@@ -547,32 +555,37 @@ tenant AS (
     SELECT paused, max_in_flight, paused_jobs FROM scheduler_tenant_flow(:tenant_id)
 ),
 complete AS (
-    -- Does every input name a job of this tenant?
+    -- Does every input name a job of this tenant, with the key it claimed if the job has a rule?
     SELECT NOT EXISTS (
         SELECT 1 FROM input WHERE NOT EXISTS (
-            SELECT 1 FROM jobs j WHERE j.tenant_id = :tenant_id AND j.name = input.job)
+            SELECT 1 FROM jobs j WHERE j.tenant_id = :tenant_id AND j.name = input.job
+                                   AND (input.dedupe_key IS NOT NULL OR (j."unique" IS NULL AND j.debounce IS NULL)))
     ) AS yes
 ),
 inserted AS (
     -- A run of a paused job or tenant, or of a concurrency- or rate-limited job, is held from the
     -- start (scheduler_run_hold, migrations 0010, 0013, 0014 and 0016): out of the claim's range
     -- until resumed, given a slot or given room in its key's window. Its deadline to start is its
-    -- own or its job's expire_after_seconds after it is scheduled (none when the job has none).
+    -- own or its job's expire_after_seconds after it is scheduled (none when the job has none). A
+    -- debounced run is due its period after it was submitted for (its scheduled_at stays, as a
+    -- retried run's does).
     INSERT INTO job_runs (id, scheduled_at, tenant_id, job, origin, payload, target, max_attempts,
                           backoff_seconds, timeout_seconds, due_at, idempotency_key, traceparent, priority, callback,
-                          held, held_due_at, concurrency_key, expires_at, counts_failures)
+                          held, held_due_at, concurrency_key, expires_at, counts_failures, dedupe_key)
     SELECT m.id, m.scheduled_at, j.tenant_id, j.name, 'api', COALESCE(m.payload, j.payload), j.target,
            j.max_attempts, j.backoff_seconds, j.timeout_seconds, h.due_at, m.idempotency_key,
            :traceparent, COALESCE(m.priority, j.priority), COALESCE(m.callback, j.callback),
            h.held, h.held_due_at, h.concurrency_key,
            COALESCE(m.expires_at, m.scheduled_at + make_interval(secs => j.expire_after_seconds)),
-           scheduler_counts_failures(j.pause_after_failures)
+           scheduler_counts_failures(j.pause_after_failures), m.dedupe_key
     FROM minted m
     JOIN jobs j ON j.tenant_id = :tenant_id AND j.name = m.job
     CROSS JOIN tenant t
     CROSS JOIN LATERAL scheduler_run_hold(t.paused, t.max_in_flight, j.name = ANY(t.paused_jobs),
                                           j.concurrency, j.rate_limit, COALESCE(m.payload, j.payload),
-                                          m.scheduled_at) AS h
+                                          CASE WHEN j.debounce IS NULL THEN m.scheduled_at
+                                               ELSE m.scheduled_at + make_interval(
+                                                   secs => CAST(j.debounce->>'period_seconds' AS float8)) END) AS h
     WHERE (SELECT yes FROM complete)
     RETURNING *
 ),
@@ -588,10 +601,45 @@ SELECT inserted.*, minted.ord FROM inserted JOIN minted USING (id)
 WHERE (SELECT count(*) FROM notified) >= 0  -- evaluated once, so the NOTIFY is sent
 ORDER BY minted.ord;
 
--- name: missing_jobs
--- The error path of insert_runs: which of these job names this tenant has no job for.
-SELECT name FROM unnest(CAST(:names AS text[])) AS n(name)
-WHERE NOT EXISTS (SELECT 1 FROM jobs j WHERE j.tenant_id = :tenant_id AND j.name = n.name);
+-- name: claim_dedupe_keys
+-- The keys of the runs about to be submitted, for the jobs with a unique or debounce rule (migration
+-- 0021), claimed in dedupe_keys (INSERT … ON CONFLICT: exact however many requests race) for the ids
+-- minted here, which insert_runs then inserts in the same transaction. The first run of each key in the
+-- request claims it, in key order, so two requests never wait for each other's keys in opposite
+-- orders; the tenant's flow lock is taken first, as insert_runs takes it. A key another run holds is
+-- taken over when its window is over, or when the caller found its holder ended (:released) under the
+-- row lock that this ON CONFLICT took on it the first time (DO UPDATE locks the row even when its
+-- WHERE is false, and then writes nothing). A row per input, in order: `job_exists`; for a job with a
+-- rule, its key, and the id and scheduled_at to insert it with if `claimed`.
+WITH input AS (
+    SELECT i.ord, i.job, COALESCE(i.scheduled_at, now()) AS scheduled_at, CAST(i.payload AS jsonb) AS payload
+    FROM unnest(CAST(:jobs AS text[]), CAST(:scheduled_ats AS timestamptz[]), CAST(:payloads AS text[]))
+         WITH ORDINALITY AS i(job, scheduled_at, payload, ord)
+),
+keyed AS (
+    SELECT i.ord, j.name AS job, i.scheduled_at,
+           CASE WHEN j."unique" IS NOT NULL OR j.debounce IS NOT NULL THEN scheduler_run_id(i.scheduled_at) END AS id,
+           scheduler_dedupe_key(COALESCE(j."unique", j.debounce), COALESCE(i.payload, j.payload)) AS key,
+           now() + make_interval(secs => CAST(j."unique"->>'within_seconds' AS float8)) AS window_ends_at,
+           i.scheduled_at + make_interval(secs => CAST(j.debounce->>'max_delay_seconds' AS float8)) AS latest_due_at
+    FROM input i JOIN jobs j ON j.tenant_id = :tenant_id AND j.name = i.job
+    WHERE EXISTS (SELECT FROM scheduler_tenant_flow(:tenant_id))
+),
+claimed AS (
+    INSERT INTO dedupe_keys AS k (tenant_id, job, key, run_id, run_scheduled_at, window_ends_at, latest_due_at)
+    SELECT DISTINCT ON (job, key) :tenant_id, job, key, id, scheduled_at, window_ends_at, latest_due_at
+    FROM keyed WHERE key IS NOT NULL
+    ORDER BY job, key, ord
+    ON CONFLICT (tenant_id, job, key) DO UPDATE
+    SET run_id = excluded.run_id, run_scheduled_at = excluded.run_scheduled_at,
+        window_ends_at = excluded.window_ends_at, latest_due_at = excluded.latest_due_at
+    WHERE k.window_ends_at <= now() OR k.run_id = ANY(CAST(:released AS uuid[]))
+    RETURNING k.run_id
+)
+SELECT i.ord, keyed.job IS NOT NULL AS job_exists, keyed.key, keyed.id, keyed.scheduled_at,
+       keyed.id IN (SELECT run_id FROM claimed) AS claimed
+FROM input i LEFT JOIN keyed ON keyed.ord = i.ord
+ORDER BY i.ord;
 
 -- name: notify_runs_due
 -- Wakes idle engines at commit; the payload lowers their claim floor to the oldest new run.
@@ -631,6 +679,87 @@ WHERE ctid = ANY (ARRAY(
           WHERE r.id = k.run_id AND r.scheduled_at = k.run_scheduled_at
             AND (r.finished_at IS NULL OR r.finished_at > now() - make_interval(secs => :grace_seconds)))
     LIMIT :limit));
+
+-- name: dedupe_holders
+-- The runs holding these keys (:jobs[i], :keys[i]) of the tenant, read by a submitter whose
+-- claim_dedupe_keys found them taken: it holds their rows' locks (that ON CONFLICT took them), so
+-- they cannot change before it commits. `debounced`: the rule the job has now.
+SELECT k.job, k.key, k.run_id, k.run_scheduled_at, k.window_ends_at, j.debounce IS NOT NULL AS debounced
+FROM dedupe_keys k
+JOIN jobs j ON j.tenant_id = k.tenant_id AND j.name = k.job
+WHERE k.tenant_id = :tenant_id
+  AND (k.job, k.key) IN (SELECT * FROM unnest(CAST(:jobs AS text[]), CAST(:keys AS text[])));
+
+-- name: jobs_with_dedupe_rules
+-- Whether any of these jobs of the tenant has a unique or debounce rule: a submission refused for
+-- the tenant's backlog quota may still be answered with runs that exist.
+SELECT EXISTS (SELECT 1 FROM jobs WHERE tenant_id = :tenant_id AND name = ANY(CAST(:names AS text[]))
+                                    AND ("unique" IS NOT NULL OR debounce IS NOT NULL));
+
+-- name: debounce_runs
+-- Later submissions of debounced keys fold into the runs holding them (:ids, one submission each):
+-- each replaces its run's payload (null: the job's) and makes it due its period after the
+-- submission's scheduled_at (default now), never past the key's latest_due_at. The caller holds
+-- the keys' row locks, so one key's submissions fold one at a time. Only into a run still pending
+-- that holds no slot: a claim that locked the run first made it the worker's (this then finds it
+-- dispatched and matches nothing), and a run granted its concurrency slot or rate-limit room is due
+-- and on its way; either way the caller makes a new run, the next window's. A held run stays held:
+-- the flow trigger (migration 0010) keeps the new time in held_due_at. A run now due wakes the
+-- engines, as reschedule_run does.
+WITH folds AS (
+    SELECT f.id, f.payload, f.scheduled_at, k.latest_due_at, j.payload AS job_payload,
+           make_interval(secs => CAST(j.debounce->>'period_seconds' AS float8)) AS period
+    FROM unnest(CAST(:ids AS uuid[]), CAST(:jobs AS text[]), CAST(:keys AS text[]), CAST(:payloads AS text[]),
+                CAST(:scheduled_ats AS timestamptz[])) AS f(id, job, key, payload, scheduled_at)
+    JOIN dedupe_keys k ON k.tenant_id = :tenant_id AND k.job = f.job AND k.key = f.key AND k.run_id = f.id
+    JOIN jobs j ON j.tenant_id = :tenant_id AND j.name = f.job AND j.debounce IS NOT NULL
+),
+folded AS (
+    UPDATE job_runs r
+    SET payload = COALESCE(CAST(folds.payload AS jsonb), folds.job_payload),
+        due_at = least(folds.latest_due_at, COALESCE(folds.scheduled_at, now()) + folds.period)
+    FROM folds
+    WHERE r.id = folds.id AND r.scheduled_at >= :lo AND r.scheduled_at < :hi AND r.tenant_id = :tenant_id
+      AND r.status = 'pending' AND (r.concurrency_key IS NULL OR r.held IS NOT NULL)
+    RETURNING r.*
+),
+notified AS (
+    SELECT pg_notify(:channel, CAST(min(scheduled_at) AS text)) FROM folded WHERE due_at <= now()
+    HAVING count(*) > 0
+)
+SELECT * FROM folded WHERE (SELECT count(*) FROM notified) >= 0;
+
+-- name: sweep_dedupe_keys
+-- The keys that hold nothing any more among the next :limit rows after the cursor (so every row is
+-- looked at in turn): a window that is over, or, without a window, a run that ended or went with its
+-- day. A row is locked before it goes and only as it was read: one a submitter holds is skipped, and
+-- one a submitter took over since (another run, another window) no longer matches. Returns how many
+-- went and the last row looked at (no row: the end was reached).
+WITH examined AS (
+    SELECT tenant_id, job, key, run_id, run_scheduled_at, window_ends_at FROM dedupe_keys
+    WHERE (tenant_id, job, key) > (:tenant_id, :job, :key)
+    ORDER BY tenant_id, job, key
+    LIMIT :limit
+),
+free AS (
+    SELECT k.tenant_id, k.job, k.key FROM dedupe_keys k
+    JOIN examined e ON e.tenant_id = k.tenant_id AND e.job = k.job AND e.key = k.key
+    WHERE k.run_id = e.run_id AND k.window_ends_at IS NOT DISTINCT FROM e.window_ends_at
+      AND CASE WHEN e.window_ends_at IS NOT NULL THEN e.window_ends_at <= now()
+               ELSE NOT EXISTS (SELECT 1 FROM job_runs r
+                                WHERE r.id = e.run_id AND r.scheduled_at = e.run_scheduled_at
+                                  AND r.status IN ('pending', 'dispatched', 'running')) END
+    FOR UPDATE OF k SKIP LOCKED
+),
+swept AS (
+    DELETE FROM dedupe_keys k USING free f
+    WHERE k.tenant_id = f.tenant_id AND k.job = f.job AND k.key = f.key
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM swept) AS swept, e.tenant_id, e.job, e.key
+FROM examined e
+ORDER BY e.tenant_id DESC, e.job DESC, e.key DESC
+LIMIT 1;
 
 -- name: count_pending_runs
 -- Admission control counts at most quota + 1 rows: the answer is "over" or "not over", never a
