@@ -7,6 +7,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 
 import asyncpg
 import httpx
@@ -26,6 +27,10 @@ ROUTES = sorted(
     if route.path not in NOT_API and not route.path.startswith("/ui")
     for method in (route.methods or set()) - {"HEAD"}
 )
+
+
+def _ago(**delta: float) -> str:
+    return (datetime.now(UTC) - timedelta(**delta)).isoformat()
 
 
 @dataclass(frozen=True)
@@ -86,6 +91,11 @@ CASES: dict[tuple[str, str], Callable[[Victim], Request]] = {
         f"/runs/{v.run_id}/reschedule",
         {"due_at": "2020-01-01T00:00:00Z"},
     ),
+    # A yearly schedule has no occurrence in the last hour: the owner's backfill makes none, and says so.
+    ("POST", "/tenants/{tenant_id}/jobs/{name}/backfill"): lambda v: (
+        f"/tenants/{v.tenant}/jobs/yearly/backfill",
+        {"from": _ago(hours=2), "to": _ago(hours=1)},
+    ),
     ("POST", "/tenants/{tenant_id}/runs/actions"): lambda v: (
         f"/tenants/{v.tenant}/runs/actions",
         {"action": "cancel", "filter": {"ids": [v.run_id, v.cancelled_run_id]}},
@@ -104,6 +114,7 @@ async def victim(api: httpx.AsyncClient) -> Victim:
     created = await create_tenant(api, "alpha")
     auth = bearer(created["api_key"])
     await put_job(api, "alpha", "hello", auth, payload={"owned": "by alpha"})
+    await put_job(api, "alpha", "yearly", auth, schedule="0 0 1 1 *")
     run = await submit_run(api, "alpha", auth, job="hello")
     cancelled = await submit_run(api, "alpha", auth, job="hello")
     assert (await api.post(f"/runs/{cancelled['id']}/cancel", headers=auth)).status_code == 200

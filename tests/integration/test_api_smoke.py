@@ -27,6 +27,7 @@ RUN_FIELDS = {
     "result",
     "result_truncated",
     "held",
+    "expires_at",
     "dedupe_key",
 }
 

@@ -124,8 +124,13 @@ async def test_every_operation_honours_its_contract(api: httpx.AsyncClient, tena
     )
     assert not failures, f"{len(failures)} of {sent} requests broke the contract:\n" + "\n".join(failures)
     assert sent > 200
+    # A backfill's range must lie within days of now: a window that moves with the clock, which no
+    # schema can declare, so its schema-valid requests are mostly refused (tests/integration/test_backfill.py
+    # covers it).
     mismatched = {
-        label: dict(statuses) for label, statuses in positive.items() if validation_mismatch(statuses)
+        label: dict(statuses)
+        for label, statuses in positive.items()
+        if validation_mismatch(statuses) and label != "POST /tenants/{tenant_id}/jobs/{name}/backfill"
     }
     assert not mismatched, f"schema validation mismatch (positive requests' statuses): {mismatched}"
     for label in ("PUT /tenants/{tenant_id}/jobs/{name}", "POST /tenants/{tenant_id}/runs"):
