@@ -19,6 +19,8 @@ DEFAULT_PRIORITY = 5
 # The most attempts a run may make: a job's max_attempts, a retry's, and what retries add up to (a
 # retry of a run that made this many is refused), so a run's attempt history stays bounded too.
 MAX_ATTEMPTS = 100
+# The most tags a run carries (its job's default tags and its own together), and a job names.
+MAX_TAGS = 10
 
 
 class RunStatus(StrEnum):
@@ -57,6 +59,8 @@ class RunRecord(TypedDict):
     finished_at: datetime | None
     last_error: str | None
     idempotency_key: str | None
+    tags: list[str]  # its job's default tags, then its own; [] when none (the row holds NULL)
+    metadata: dict[str, Any] | None  # what its submission brought, unread by the scheduler
     # The run's callback and its delivery state (app.services.callbacks fills the state in), or None.
     callback: dict[str, Any] | None
     attempts: list[Any]  # history entries, oldest first (AttemptOutcomeName for their outcome)
@@ -79,6 +83,8 @@ class HeldReason(StrEnum):
 def run_record(row: Any) -> RunRecord:
     """The record of a database row (an asyncpg Record, or any mapping with the run's columns)."""
     record: RunRecord = {k: row[k] for k in RUN_FIELDS}  # type: ignore[assignment]
+    if record["tags"] is None:
+        record["tags"] = []
     if record["callback"] is not None:
         # Nothing is owed until the run ends in one of `on`.
         record["callback"] = {**record["callback"], "status": None, "attempts": 0, "last_error": None}
@@ -176,6 +182,7 @@ class JobRecord(TypedDict):
     paused: bool
     priority: int
     callback: dict[str, Any] | None
+    tags: list[str]  # each run's default tags; [] when none (the row holds NULL)
     next_fire_at: datetime | None
     created_at: datetime
     updated_at: datetime
@@ -189,6 +196,8 @@ JOB_FIELDS = tuple(JobRecord.__annotations__)
 
 def job_record(row: Any) -> JobRecord:
     record: JobRecord = {k: row[k] for k in JOB_FIELDS}  # type: ignore[assignment]
+    if record["tags"] is None:
+        record["tags"] = []
     return record
 
 

@@ -187,6 +187,7 @@ TABLE_ORDER = {
     "run_callbacks": "id",
     "concurrency_slots": "tenant_id, job, key",
     "concurrency_holders": "run_id, job",
+    "run_tags": "tenant_id, tag, scheduled_at, run_id",
 }
 
 

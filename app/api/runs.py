@@ -17,7 +17,14 @@ from fastapi.routing import APIRoute
 from app.api.cursors import decode_cursor, encode_cursor
 from app.api.deps import PrincipalDep, State, StateDep, bearer, get_principal, get_state
 from app.api.large_json import loads_in_pieces
-from app.api.schemas.common import JOB_NAME_PATTERN, TENANT_ID_PATTERN, error_responses, json_response
+from app.api.schemas.common import (
+    JOB_NAME_PATTERN,
+    TAGS_RULE,
+    TENANT_ID_PATTERN,
+    Tag,
+    error_responses,
+    json_response,
+)
 from app.api.schemas.runs import (
     IdempotencyKey,
     Run,
@@ -30,12 +37,12 @@ from app.api.schemas.runs import (
     RunSubmit,
 )
 from app.config import Settings
-from app.domain import RunStatus
+from app.domain import MAX_TAGS, RunStatus
 from app.errors import InvalidInput
 from app.services import runs as run_service
 from app.services.callbacks import validate_callback
 from app.services.submission import RunRequest, Submitted, count_pending, submit
-from app.services.validation import Moment, check_payload
+from app.services.validation import Moment, check_metadata, check_payload
 
 # Bodies at least this large are refused unread when their tenant is known to be full, and parsed
 # off the event loop otherwise.
@@ -106,6 +113,8 @@ def _check(settings: Settings, body: RunSubmit, field: str, header_key: str | No
             max_depth=settings.max_payload_depth,
             field=f"{field}payload",
         )
+    if body.metadata is not None:
+        check_metadata(body.metadata, max_depth=settings.max_payload_depth, field=f"{field}metadata")
     if body.scheduled_at is not None:
         now = datetime.now(UTC)
         # A sanity bound, not a due decision: the database's clock still decides when it is due.
@@ -147,7 +156,17 @@ async def _request(
             field=f"{field}callback",
             allow_private=state.settings.allow_private_targets,
         )
-    return RunRequest(body.job, body.scheduled_at, body.payload, key, field, body.priority, callback)
+    return RunRequest(
+        body.job,
+        body.scheduled_at,
+        body.payload,
+        key,
+        field,
+        body.priority,
+        callback,
+        body.tags,
+        body.metadata,
+    )
 
 
 async def _submit(
@@ -227,6 +246,10 @@ async def list_runs(
     job: Annotated[str | None, Query(pattern=JOB_NAME_PATTERN)] = None,
     scheduled_after: Annotated[Moment | None, Query(description="scheduled_at >= this.")] = None,
     scheduled_before: Annotated[Moment | None, Query(description="scheduled_at < this.")] = None,
+    tag: Annotated[
+        list[Tag] | None,
+        Query(max_length=MAX_TAGS, description=f"Runs carrying every tag given (repeat it). {TAGS_RULE}"),
+    ] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 100,
     cursor: Annotated[str | None, Query(max_length=256)] = None,
 ) -> Response:
@@ -239,6 +262,7 @@ async def list_runs(
         job=job,
         scheduled_after=scheduled_after,
         scheduled_before=scheduled_before,
+        tags=list(dict.fromkeys(tag)) if tag else None,
         after=decode_cursor(cursor) if cursor else None,
         limit=limit,
     )

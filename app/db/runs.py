@@ -14,7 +14,7 @@ import orjson
 from app.db import queries as q
 from app.db.run_ids import bounds_of, scheduled_bounds
 from app.db.wakeups import DUE_CHANNEL
-from app.domain import MAX_ATTEMPTS, HeldReason
+from app.domain import MAX_ATTEMPTS, MAX_TAGS, HeldReason
 
 
 @dataclass(frozen=True)
@@ -35,8 +35,11 @@ async def insert_runs(
     callbacks: list[dict[str, Any] | None],
     traceparent: str | None,
     priorities: list[int | None],  # None: the job's priority
+    tags: list[list[str] | None] | None = None,  # added to the job's default tags; None: no run's
+    metadatas: list[dict[str, Any] | None] | None = None,  # None: no run's
     notify: bool = True,
 ) -> list[asyncpg.Record]:
+    none: list[None] = [None] * len(jobs)
     return await q.fetch(
         conn,
         "insert_runs",
@@ -50,14 +53,18 @@ async def insert_runs(
         idempotency_keys=idempotency_keys,
         priorities=priorities,
         callbacks=[None if c is None else orjson.dumps(c).decode() for c in callbacks],
+        tags=[",".join(t) if t else None for t in tags or none],  # no tag has a comma (TAG_PATTERN)
+        metadatas=[None if m is None else orjson.dumps(m).decode() for m in metadatas or none],
+        max_tags=MAX_TAGS,
         traceparent=traceparent,
         channel=DUE_CHANNEL,
     )
 
 
-async def missing_jobs(conn: asyncpg.Connection, tenant_id: str, names: list[str]) -> set[str]:
-    rows = await q.fetch(conn, "missing_jobs", tenant_id=tenant_id, names=list(dict.fromkeys(names)))
-    return {r["name"] for r in rows}
+async def job_tags(conn: asyncpg.Connection, tenant_id: str, names: list[str]) -> dict[str, list[str]]:
+    """The default tags of those of these jobs the tenant has, by name."""
+    rows = await q.fetch(conn, "job_tags", tenant_id=tenant_id, names=list(dict.fromkeys(names)))
+    return {r["name"]: r["tags"] or [] for r in rows}
 
 
 async def find_idempotency_keys(
@@ -128,17 +135,20 @@ async def list_runs(
     *,
     status: str | None,
     job: str | None,
+    tags: list[str] | None,
     scheduled: TimeRange,
     cursor: tuple[datetime, uuid.UUID] | None,
     limit: int,
 ) -> list[asyncpg.Record]:
+    """`tags`: only runs carrying every one (read through run_tags, list_tagged_runs)."""
     return await q.fetch(
         conn,
-        "list_runs",
+        "list_runs" if not tags else "list_tagged_runs",
         tenant_id=tenant_id,
         status=status,
         job=job,
         **_page(scheduled, cursor, limit),
+        **({"tags": tags} if tags else {}),
     )
 
 
@@ -153,12 +163,15 @@ async def match_runs(
     cursor: tuple[datetime, uuid.UUID] | None,
     limit: int,
     error: tuple[str | None] | None = None,
+    tags: list[str] | None = None,
 ) -> list[asyncpg.Record]:
     """(id, scheduled_at, status) of the tenant's runs matching a bulk action's filter, one chunk.
-    `error`, when given, is the one last_error the runs must have (None in it: no error)."""
+    `error`, when given, is the one last_error the runs must have (None in it: no error); `tags`,
+    the tags they must all carry."""
     return await q.fetch(
         conn,
-        "match_runs",
+        "match_runs" if not tags else "match_tagged_runs",
+        **({"tags": tags} if tags else {}),
         tenant_id=tenant_id,
         statuses=statuses,
         job=job,

@@ -13,8 +13,8 @@ import asyncpg
 import orjson
 
 from app.db import runs as run_repo
-from app.domain import OnPending, RunRecord, no_hint, run_record
-from app.errors import Conflict, InvalidInput
+from app.domain import MAX_TAGS, OnPending, RunRecord, no_hint, run_record
+from app.errors import AppError, Conflict, InvalidInput
 from app.services.admission import AdmissionControl, Ticket
 from app.services.callbacks import with_delivery_state
 from app.services.wakeups import WakeUps
@@ -36,6 +36,8 @@ class RunRequest:
     field: str  # where this request sits in the body, for error messages ("" or "runs[3].")
     priority: int | None = None  # None: the job's priority
     callback: dict[str, Any] | None = None  # validated (app.services.callbacks); None: the job's
+    tags: list[str] | None = None  # deduplicated; added to the job's
+    metadata: dict[str, Any] | None = None  # checked (app.services.validation.check_metadata)
 
     def body_hash(self) -> str:
         body: dict[str, Any] = {
@@ -47,6 +49,10 @@ class RunRequest:
             body["priority"] = self.priority
         if self.callback is not None:  # only then: keys stored before callbacks existed still match
             body["callback"] = self.callback
+        if self.tags is not None:  # likewise for tags and metadata
+            body["tags"] = self.tags
+        if self.metadata is not None:
+            body["metadata"] = self.metadata
         return hashlib.sha256(orjson.dumps(body, option=orjson.OPT_SORT_KEYS)).hexdigest()
 
 
@@ -176,14 +182,13 @@ async def _submit(
         idempotency_keys=[requests[i].idempotency_key for i in fresh],
         priorities=[requests[i].priority for i in fresh],
         callbacks=[requests[i].callback for i in fresh],
+        tags=[requests[i].tags for i in fresh],
+        metadatas=[requests[i].metadata for i in fresh],
         traceparent=traceparent,
         notify=notify,
     )
     if len(inserted) != len(fresh):
-        # insert_runs wrote nothing: some run names a job this tenant does not have.
-        missing = await run_repo.missing_jobs(conn, tenant_id, [requests[i].job for i in fresh])
-        first = next(requests[i] for i in fresh if requests[i].job in missing)
-        raise InvalidInput(f"job {first.job!r} does not exist", field=f"{first.field}job")
+        raise await _refusal(conn, tenant_id, [requests[i] for i in fresh])
     created: dict[int, asyncpg.Record] = {fresh[row["ord"] - 1]: row for row in inserted}
 
     keyed = [i for i in fresh if requests[i].idempotency_key is not None]
@@ -232,6 +237,24 @@ async def _submit(
             out.append(Submitted(run_record(row), False))
     await with_delivery_state(conn, [s.run for s in out if not s.created])
     return out
+
+
+async def _refusal(conn: asyncpg.Connection, tenant_id: str, requests: list[RunRequest]) -> AppError:
+    """Why insert_runs wrote nothing: the first run that names a job this tenant does not have, or
+    brings tags that make more than MAX_TAGS beside its job's."""
+    job_tags = await run_repo.job_tags(conn, tenant_id, [r.job for r in requests])
+    for r in requests:
+        if r.job not in job_tags:
+            return InvalidInput(f"job {r.job!r} does not exist", field=f"{r.field}job")
+        together = len(dict.fromkeys([*job_tags[r.job], *(r.tags or [])]))
+        if together > MAX_TAGS:
+            return InvalidInput(
+                f"tags: with job {r.job!r}'s {len(job_tags[r.job])} default tags, this run would carry "
+                f"{together}; at most {MAX_TAGS}",
+                field=f"{r.field}tags",
+            )
+    # A job was created, changed or deleted between the insert and this look: try again.
+    return Conflict("a job of these runs changed while they were submitted; retry", field="job")
 
 
 async def count_pending(pool: asyncpg.Pool, tenant_id: str, limit: int) -> int:

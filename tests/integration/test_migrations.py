@@ -24,6 +24,8 @@ TABLES = {
     "rate_limit_starts",
     "ui_sessions",
     "run_queue",
+    "run_tags",
+    "run_tags_default",
 }
 FUNCTIONS = {
     "scheduler_run_id",
@@ -47,6 +49,10 @@ FUNCTIONS = {
     "scheduler_queue_changed",
     "scheduler_queue_removed",
     "scheduler_queue_emptied",
+    "scheduler_run_tags",
+    "scheduler_attach_day_partition",
+    "scheduler_create_tags_day_partition",
+    "scheduler_drop_tags_day_partition",
 }
 
 
