@@ -14,8 +14,8 @@ It is partitioned like job_runs, by day of scheduled_at with a DEFAULT, so a day
 runs in one metadata operation, never a DELETE: partition maintenance makes a day of run_tags for
 every day of job_runs (moving the day's rows stranded in DEFAULT, as for runs) and drops it once the
 runs' day has been retired, each in a transaction of its own (a listing by tag reads both tables;
-DDL holding one while it waited for the other could deadlock with it). Only the statements that
-insert runs write it (insert_runs, insert_cron_runs): a run's tags never change.
+DDL holding one while it waited for the other could deadlock with it). A trigger writes it as a
+tagged run is inserted; a run's tags never change.
 
 Revision ID: 0021
 Revises: 0018
@@ -43,14 +43,43 @@ CREATE TABLE run_tags (
 CREATE TABLE run_tags_default PARTITION OF run_tags DEFAULT;
 
 -- A run's tags: its job's, then those of its own the job does not name, in the order given (each
--- list is already free of repeats); NULL when there are none, so an untagged run stores nothing.
+-- list is already free of repeats); NULL when there are none. Called only for a run that brings
+-- tags of its own (a run without takes its job's as they are). In plpgsql, of simple expressions: a
+-- query per call (a SQL function's subquery, which the planner also tries to inline at every plan of
+-- insert_runs) made a batch of 1000 runs with 3 tags each 2.8 times as slow as one without; this
+-- way, 1.6 times (measured alternated on one database).
 CREATE FUNCTION scheduler_run_tags(job_tags text[], own text[]) RETURNS text[]
-LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
-    SELECT CASE WHEN $2 IS NULL THEN $1 ELSE NULLIF(
-        COALESCE($1, '{}') || ARRAY(SELECT u.tag FROM unnest($2) WITH ORDINALITY AS u(tag, n)
-                                    WHERE u.tag <> ALL(COALESCE($1, '{}')) ORDER BY u.n),
-        '{}') END
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
+DECLARE
+    tags text[] := COALESCE(job_tags, '{}');
+    tag  text;
+BEGIN
+    FOREACH tag IN ARRAY COALESCE(own, '{}') LOOP
+        IF tag <> ALL(tags) THEN
+            tags := tags || tag;
+        END IF;
+    END LOOP;
+    RETURN NULLIF(tags, '{}');
+END
 $$;
+
+-- Every run inserted with tags gets its rows in run_tags, by whichever statement inserts it
+-- (insert_runs, insert_cron_runs), in one insert per statement, not one per run. Untagged, it is one
+-- call per statement that finds nothing to write (0.1-0.8 ms of a 1000-run batch, beside run_queue's
+-- 15-40 ms). A statement on one partition fires no statement trigger of the parent: partition
+-- maintenance's moves out of DEFAULT leave run_tags as it is.
+CREATE FUNCTION scheduler_record_tags() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO run_tags (tenant_id, tag, scheduled_at, run_id)
+    SELECT a.tenant_id, t.tag, a.scheduled_at, a.id
+    FROM added a CROSS JOIN LATERAL unnest(a.tags) AS t(tag)
+    WHERE a.tags IS NOT NULL;
+    RETURN NULL;
+END
+$$;
+CREATE TRIGGER job_runs_record_tags AFTER INSERT ON job_runs REFERENCING NEW TABLE AS added
+FOR EACH STATEMENT EXECUTE FUNCTION scheduler_record_tags();
 
 -- One UTC day's partition of `parent` (job_runs or run_tags), named like scheduler_partition_name.
 -- 0002's way: a standalone table is ATTACHed, which takes the parent only SHARE UPDATE EXCLUSIVE;
@@ -164,6 +193,8 @@ $$;
 DROP FUNCTION scheduler_drop_tags_day_partition(date);
 DROP FUNCTION scheduler_create_tags_day_partition(date);
 DROP FUNCTION scheduler_attach_day_partition(text, date, text);
+DROP TRIGGER job_runs_record_tags ON job_runs;
+DROP FUNCTION scheduler_record_tags();
 DROP FUNCTION scheduler_run_tags(text[], text[]);
 DROP TABLE run_tags;
 ALTER TABLE job_runs DROP COLUMN tags, DROP COLUMN metadata;

@@ -24,24 +24,20 @@ HISTORY = 20 * PAGE * 10  # 10,000 runs carrying "common", 10 of them "rare" too
 
 async def tagged_history(conn: asyncpg.Connection, runs: int) -> None:
     """`runs` terminal runs of tenant acme over the last three days, each tagged "common" (and every
-    1000th "rare"), written as insert_runs writes them: the run and its run_tags rows."""
+    1000th "rare"); the trigger of migration 0021 writes their run_tags rows."""
     await factories.job(conn, "acme", "j")
     await conn.execute(
         """
-        WITH made AS (
-            INSERT INTO job_runs (id, scheduled_at, tenant_id, job, status, target, max_attempts,
-                                  backoff_seconds, timeout_seconds, due_at, tags)
-            SELECT scheduler_run_id(s.at), s.at, 'acme', 'j', 'succeeded', '{}', 1, 1, 1, s.at,
-                   CASE WHEN g % 1000 = 0 THEN ARRAY['common', 'rare'] ELSE ARRAY['common'] END
-            FROM generate_series(1, $1) AS g
-            CROSS JOIN LATERAL (SELECT now() - make_interval(secs => g * 3 * 86400.0 / $1)) AS s(at)
-            RETURNING id, scheduled_at, tenant_id, tags
-        )
-        INSERT INTO run_tags (tenant_id, tag, scheduled_at, run_id)
-        SELECT m.tenant_id, t.tag, m.scheduled_at, m.id FROM made m CROSS JOIN LATERAL unnest(m.tags) AS t(tag)
+        INSERT INTO job_runs (id, scheduled_at, tenant_id, job, status, target, max_attempts,
+                              backoff_seconds, timeout_seconds, due_at, tags)
+        SELECT scheduler_run_id(s.at), s.at, 'acme', 'j', 'succeeded', '{}', 1, 1, 1, s.at,
+               CASE WHEN g % 1000 = 0 THEN ARRAY['common', 'rare'] ELSE ARRAY['common'] END
+        FROM generate_series(1, $1) AS g
+        CROSS JOIN LATERAL (SELECT now() - make_interval(secs => g * 3 * 86400.0 / $1)) AS s(at)
         """,
         runs,
     )
+    assert await conn.fetchval("SELECT count(*) FROM run_tags") == runs + runs // 1000
     await conn.execute("ANALYZE job_runs, run_tags")
 
 
@@ -160,12 +156,9 @@ async def test_tags_days_follow_the_runs_days(
         await conn.execute("SELECT scheduler_create_day_partition($1)", old)
         await factories.job(conn, "acme", "j")
         await conn.execute(
-            """WITH made AS (
-                   INSERT INTO job_runs (id, scheduled_at, tenant_id, job, status, target, max_attempts,
-                                         backoff_seconds, timeout_seconds, due_at, tags)
-                   VALUES (scheduler_run_id($1), $1, 'acme', 'j', 'succeeded', '{}', 1, 1, 1, $1, '{old}')
-                   RETURNING id, scheduled_at)
-               INSERT INTO run_tags SELECT 'acme', 'old', scheduled_at, id FROM made""",
+            """INSERT INTO job_runs (id, scheduled_at, tenant_id, job, status, target, max_attempts,
+                                     backoff_seconds, timeout_seconds, due_at, tags)
+               VALUES (scheduler_run_id($1), $1, 'acme', 'j', 'succeeded', '{}', 1, 1, 1, $1, '{old}')""",
             datetime.combine(old, time(6), UTC),
         )
     assert tags_day(old) not in await tags_days(pool)  # its tags waited in DEFAULT: no day yet

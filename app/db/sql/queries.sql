@@ -547,7 +547,8 @@ inserted AS (
     SELECT m.id, m.scheduled_at, j.tenant_id, j.name, 'api', COALESCE(m.payload, j.payload), j.target,
            j.max_attempts, j.backoff_seconds, j.timeout_seconds, h.due_at, m.idempotency_key,
            :traceparent, COALESCE(m.priority, j.priority), COALESCE(m.callback, j.callback),
-           h.held, h.held_due_at, h.concurrency_key, scheduler_run_tags(j.tags, m.tags), m.metadata
+           h.held, h.held_due_at, h.concurrency_key,
+           CASE WHEN m.tags IS NULL THEN j.tags ELSE scheduler_run_tags(j.tags, m.tags) END, m.metadata
     FROM minted m
     JOIN jobs j ON j.tenant_id = :tenant_id AND j.name = m.job
     CROSS JOIN tenant t
@@ -556,11 +557,6 @@ inserted AS (
                                           m.scheduled_at) AS h
     WHERE (SELECT yes FROM complete)
     RETURNING *
-),
-tagged AS (
-    -- What the listing by tag reads (migration 0021); an untagged run writes nothing here.
-    INSERT INTO run_tags (tenant_id, tag, scheduled_at, run_id)
-    SELECT i.tenant_id, t.tag, i.scheduled_at, i.id FROM inserted i CROSS JOIN LATERAL unnest(i.tags) AS t(tag)
 ),
 notified AS (
     -- Wakes idle engines when the transaction commits, for runs already due; the payload lowers
@@ -1401,29 +1397,22 @@ FOR UPDATE SKIP LOCKED;
 -- name: insert_cron_runs
 -- Held like a submitted run (insert_runs) when its tenant or job is paused or limited; the tenant
 -- and its paused jobs read under its flow lock, as there.
--- An occurrence carries its job's default tags (written to run_tags as insert_runs writes them).
+-- An occurrence carries its job's default tags.
 WITH tenant AS (
     SELECT paused, max_in_flight, paused_jobs FROM scheduler_tenant_flow(:tenant_id)
-),
-inserted AS (
-    INSERT INTO job_runs (id, scheduled_at, tenant_id, job, origin, payload, target, max_attempts,
-                          backoff_seconds, timeout_seconds, due_at, priority, callback, held, held_due_at,
-                          concurrency_key, tags)
-    SELECT scheduler_run_id(o.at), o.at, j.tenant_id, j.name, 'cron', j.payload, j.target, j.max_attempts,
-           j.backoff_seconds, j.timeout_seconds, h.due_at, j.priority, j.callback, h.held, h.held_due_at,
-           h.concurrency_key, j.tags
-    FROM jobs j, tenant t, unnest(CAST(:occurrences AS timestamptz[])) AS o(at),
-         LATERAL scheduler_run_hold(t.paused, t.max_in_flight, j.name = ANY(t.paused_jobs), j.concurrency,
-                                    j.rate_limit, j.payload, o.at) AS h
-    WHERE j.tenant_id = :tenant_id AND j.name = :name
-    ON CONFLICT (tenant_id, job, scheduled_at) WHERE origin = 'cron' DO NOTHING
-    RETURNING id, scheduled_at, due_at, tenant_id, tags
-),
-tagged AS (
-    INSERT INTO run_tags (tenant_id, tag, scheduled_at, run_id)
-    SELECT i.tenant_id, t.tag, i.scheduled_at, i.id FROM inserted i CROSS JOIN LATERAL unnest(i.tags) AS t(tag)
 )
-SELECT id, scheduled_at, due_at FROM inserted;
+INSERT INTO job_runs (id, scheduled_at, tenant_id, job, origin, payload, target, max_attempts,
+                      backoff_seconds, timeout_seconds, due_at, priority, callback, held, held_due_at,
+                      concurrency_key, tags)
+SELECT scheduler_run_id(o.at), o.at, j.tenant_id, j.name, 'cron', j.payload, j.target, j.max_attempts,
+       j.backoff_seconds, j.timeout_seconds, h.due_at, j.priority, j.callback, h.held, h.held_due_at,
+       h.concurrency_key, j.tags
+FROM jobs j, tenant t, unnest(CAST(:occurrences AS timestamptz[])) AS o(at),
+     LATERAL scheduler_run_hold(t.paused, t.max_in_flight, j.name = ANY(t.paused_jobs), j.concurrency,
+                                j.rate_limit, j.payload, o.at) AS h
+WHERE j.tenant_id = :tenant_id AND j.name = :name
+ON CONFLICT (tenant_id, job, scheduled_at) WHERE origin = 'cron' DO NOTHING
+RETURNING id, scheduled_at, due_at;
 
 -- name: set_next_fire
 UPDATE jobs SET next_fire_at = :next_fire_at WHERE tenant_id = :tenant_id AND name = :name;
