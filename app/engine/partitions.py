@@ -6,8 +6,8 @@ terminal. A day that still holds unfinished runs is kept and reported (metric + 
 Between passes it keeps busy partitions' planner statistics fresh.
 
 Every day of the runs has its day of run_tags (the runs' tags, migration 0021), made once the runs'
-day exists and dropped once it has gone, each in a transaction of its own: a listing by tag reads
-both tables, and DDL that held one while it waited for the other could deadlock with it.
+day exists and dropped once it has gone, each in a transaction of its own: listings and inserts
+take both tables, and DDL that held one while it waited for the other could deadlock with them.
 
 A new day is a standalone table ATTACHed to the parent (migration 0002), which claims neither wait
 for nor block: they prune DEFAULT and future days at plan time. Moving stranded rows and retiring a

@@ -51,6 +51,7 @@ FUNCTIONS = {
     "scheduler_queue_emptied",
     "scheduler_run_tags",
     "scheduler_record_tags",
+    "scheduler_lead_tag",
     "scheduler_attach_day_partition",
     "scheduler_create_tags_day_partition",
     "scheduler_drop_tags_day_partition",

@@ -1,26 +1,17 @@
 """Tags and metadata over real HTTP and Postgres: what may be sent (a 422 naming the field, nothing
-written), what a run carries (its job's default tags and its own, its metadata) by every door (one,
-a batch, cron, the dashboard), the listing by tag, bulk actions by tag, and the callback's body."""
+written), what a run carries (its job's default tags and its own, its metadata) submitted alone or
+in a batch, the listing by tag, and bulk actions by tag (cron, the dashboard and callbacks:
+test_run_tags_elsewhere.py)."""
 
 from __future__ import annotations
 
-import asyncio
-import html
-import json
-import re
 from datetime import UTC, datetime, timedelta
 
 import asyncpg
 import httpx
 import pytest
 
-from app.config import Settings
-from app.engine.cron import CronMaterializer
-from app.worker.callbacks import CallbackDeliverer
-from app.worker.signing_keys import SigningKeys
-from tests.receiver import running_receiver
 from tests.support import assert_error, create_tenant, put_job, snapshot, submit_run
-from tests.ui_support import csrf_of, ui_sign_in
 
 TOO_DEEP: dict = {}
 _level = TOO_DEEP
@@ -135,31 +126,6 @@ async def test_tags_and_metadata_round_trip_one_batch_and_job_defaults(
     assert_error(r, 422, "invalid_input", "idempotency_key")
 
 
-async def test_cron_and_dashboard_triggered_runs_carry_the_jobs_tags(
-    api: httpx.AsyncClient, tenant: dict, settings: Settings, pool: asyncpg.Pool
-) -> None:
-    auth = tenant["auth"]
-    await put_job(api, "acme", "every-minute", auth, schedule="* * * * *", tags=["cron", "team:ops"])
-    await pool.execute(
-        "UPDATE jobs SET next_fire_at = date_trunc('minute', now()) - interval '2 minutes' WHERE name = 'every-minute'"
-    )
-    assert await CronMaterializer(settings, pool).materialize_once() >= 1
-    cron_runs = await pool.fetch("SELECT id, tags FROM job_runs WHERE origin = 'cron'")
-    assert cron_runs and all(r["tags"] == ["cron", "team:ops"] for r in cron_runs)
-    tagged = await api.get("/tenants/acme/runs", params={"tag": "cron"}, headers=auth)
-    assert {run["id"] for run in tagged.json()["runs"]} == {str(r["id"]) for r in cron_runs}
-
-    browser = await ui_sign_in(str(api.base_url), tenant["api_key"])
-    try:
-        csrf = csrf_of((await browser.get("/ui")).text)
-        r = await browser.post("/ui/jobs/every-minute/trigger", data={"csrf_token": csrf})
-        assert r.status_code == 303, r.text
-        run_id = r.headers["location"].rsplit("/", 1)[-1]
-    finally:
-        await browser.aclose()
-    assert (await api.get(f"/runs/{run_id}", headers=auth)).json()["tags"] == ["cron", "team:ops"]
-
-
 async def test_the_listing_by_tag_keeps_runs_carrying_every_tag_given(
     api: httpx.AsyncClient, tenant: dict
 ) -> None:
@@ -237,6 +203,16 @@ async def test_bulk_cancel_by_tags_cancels_only_runs_carrying_them(
         "/tenants/acme/runs/actions", json={"action": "cancel", "filter": {"tags": ["x"]}}, headers=auth
     )
     assert r.json()["changed"] == 1  # the other one carrying x; the cancelled one is not changed twice
+    # A retry keeps a run's tags: retried by tag, both are pending again and still found by it.
+    r = await api.post(
+        "/tenants/acme/runs/actions", json={"action": "retry", "filter": {"tags": ["x"]}}, headers=auth
+    )
+    assert r.json()["changed"] == 2
+    again = (await api.get("/tenants/acme/runs", params={"tag": "x"}, headers=auth)).json()["runs"]
+    assert {(run["id"], run["status"], tuple(run["tags"])) for run in again} == {
+        (made[1]["id"], "pending", ("x", "y")),
+        (made[0]["id"], "pending", ("x",)),
+    }
     before = await snapshot(pool)
     for tags, field in ((["bad tag"], "filter.tags[0]"), ([], "filter.tags")):
         r = await api.post(
@@ -244,51 +220,3 @@ async def test_bulk_cancel_by_tags_cancels_only_runs_carrying_them(
         )
         assert_error(r, 422, "invalid_input", field)
     assert await snapshot(pool) == before
-
-
-async def test_the_callback_body_carries_tags_and_metadata(
-    api: httpx.AsyncClient, tenant: dict, settings: Settings, pool: asyncpg.Pool
-) -> None:
-    auth = tenant["auth"]
-    async with running_receiver() as receiver:
-        await put_job(
-            api, "acme", "told", auth, tags=["job-tag"], callback={"url": receiver.url, "on": ["cancelled"]}
-        )
-        run = await submit_run(api, "acme", auth, job="told", tags=["run-tag"], metadata={"order": 42})
-        assert (await api.post(f"/runs/{run['id']}/cancel", headers=auth)).status_code == 200
-        deliverer = CallbackDeliverer(settings, pool, SigningKeys(pool, 60))
-        try:
-            assert await deliverer.run_once() == 1
-            await asyncio.gather(*deliverer.tasks)
-        finally:
-            await deliverer.close()
-        [call] = receiver.callbacks_for(run["id"])
-    data = call.envelope["data"]
-    assert data["tags"] == ["job-tag", "run-tag"] and data["metadata"] == {"order": 42}
-
-
-async def test_the_dashboard_shows_tags_and_metadata_and_filters_runs_by_tag(
-    api: httpx.AsyncClient, tenant: dict
-) -> None:
-    auth = tenant["auth"]
-    made = [
-        await submit_run(api, "acme", auth, job="hello", tags=tags, metadata={"n": n})
-        for n, tags in enumerate((["blue"], ["blue", "big"], ["big"]))
-    ]
-    browser = await ui_sign_in(str(api.base_url), tenant["api_key"])
-    try:
-        page = await browser.get("/ui/runs", params={"tags": "big, blue"})
-        assert page.status_code == 200, page.text
-        assert set(re.findall(r'data-run="([^"]+)"', page.text)) == {made[1]["id"]}
-        assert 'name="tags" value="big, blue"' in page.text  # the filter stays in the form
-        page = await browser.get("/ui/runs", params={"tags": "big"})
-        assert set(re.findall(r'data-run="([^"]+)"', page.text)) == {made[1]["id"], made[2]["id"]}
-        run_page = (await browser.get(f"/ui/runs/{made[1]['id']}")).text
-        assert "/ui/runs?tags=blue" in run_page and "<code>big</code>" in run_page
-        shown = re.search(r'<pre id="metadata">(.*?)</pre>', run_page, re.DOTALL)
-        assert shown and json.loads(html.unescape(shown.group(1))) == {"n": 1}
-        for bad in ("not/ok!", " ".join(f"t{n}" for n in range(11))):
-            r = await browser.get("/ui/runs", params={"tags": bad})
-            assert r.status_code == 422 and "tags" in r.text, r.text
-    finally:
-        await browser.aclose()
