@@ -66,10 +66,11 @@ END
 $$;
 
 -- Every run inserted with tags gets its rows in run_tags, by whichever statement inserts it
--- (insert_runs, insert_cron_runs), in one insert per statement, not one per run. Untagged, it is one
--- call per statement that finds nothing to write (0.1-0.8 ms of a 1000-run batch, beside run_queue's
--- 15-40 ms). A statement on one partition fires no statement trigger of the parent: partition
--- maintenance's moves out of DEFAULT leave run_tags as it is.
+-- (insert_runs, insert_cron_runs), in one insert per statement: a row trigger (one insert per run)
+-- made a batch of 1000 runs with 3 tags each 1.96 times as slow as one without, this 1.55 times.
+-- Untagged, it is one call per statement that writes nothing: 0.009 ms for one run, 0.13 ms for a
+-- batch of 1000 (measured on Postgres 15). A statement on one partition fires no statement trigger of
+-- the parent: partition maintenance's moves out of DEFAULT leave run_tags as it is.
 CREATE FUNCTION scheduler_record_tags() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN

@@ -4,9 +4,10 @@ actions, and the idempotency-key table."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import asyncpg
 import orjson
@@ -15,6 +16,8 @@ from app.db import queries as q
 from app.db.run_ids import bounds_of, scheduled_bounds
 from app.db.wakeups import DUE_CHANNEL
 from app.domain import MAX_ATTEMPTS, MAX_TAGS, HeldReason
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -39,7 +42,6 @@ async def insert_runs(
     metadatas: list[dict[str, Any] | None] | None = None,  # None: no run's
     notify: bool = True,
 ) -> list[asyncpg.Record]:
-    none: list[None] = [None] * len(jobs)
     return await q.fetch(
         conn,
         "insert_runs",
@@ -53,12 +55,20 @@ async def insert_runs(
         idempotency_keys=idempotency_keys,
         priorities=priorities,
         callbacks=[None if c is None else orjson.dumps(c).decode() for c in callbacks],
-        tags=[",".join(t) if t else None for t in tags or none],  # no tag has a comma (TAG_PATTERN)
-        metadatas=[None if m is None else orjson.dumps(m).decode() for m in metadatas or none],
+        tags=_per_run(tags, lambda t: ",".join(t) or None),  # no tag has a comma (TAG_PATTERN)
+        metadatas=_per_run(metadatas, lambda m: orjson.dumps(m).decode()),
         max_tags=MAX_TAGS,
         traceparent=traceparent,
         channel=DUE_CHANNEL,
     )
+
+
+def _per_run(values: list[T | None] | None, encode: Callable[[T], str | None]) -> list[str | None] | None:
+    """An optional field of each run as text; None when no run has it: unnest pads a missing array
+    with NULLs, so a batch without tags or metadata sends nothing more for them."""
+    if values is None or all(v is None for v in values):
+        return None
+    return [None if v is None else encode(v) for v in values]
 
 
 async def job_tags(conn: asyncpg.Connection, tenant_id: str, names: list[str]) -> dict[str, list[str]]:
