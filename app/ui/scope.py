@@ -20,8 +20,8 @@ TenantQuery = Annotated[str | None, Query(pattern=TENANT_ID_PATTERN)]
 JobQuery = Annotated[str | None, Query(pattern=JOB_NAME_PATTERN)]
 MomentQuery = Annotated[str | None, Query(max_length=64)]
 DaysQuery = Annotated[int, Query(ge=1, le=30)]
-# Tags typed in one field, apart by spaces or commas: room for MAX_TAGS of the longest and a separator.
-TagsQuery = Annotated[str | None, Query(max_length=MAX_TAGS * 65)]
+# Tags typed in one field, apart by spaces or commas: room for MAX_TAGS of the longest, each with ", ".
+TagsQuery = Annotated[str | None, Query(max_length=MAX_TAGS * 66)]
 
 
 def scoped_tenant(session: UiSession, tenant: str | None) -> str:
