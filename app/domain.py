@@ -24,6 +24,8 @@ MAX_ATTEMPTS = 100
 # wants an operator, not a deadline; and no input goes unbounded).
 MIN_EXPIRE_AFTER_SECONDS = 1
 MAX_EXPIRE_AFTER_SECONDS = 31 * 24 * 3600
+# The most tags a run carries (its job's default tags and its own together), and a job names.
+MAX_TAGS = 10
 
 
 class RunStatus(StrEnum):
@@ -68,6 +70,8 @@ class RunRecord(TypedDict):
     finished_at: datetime | None
     last_error: str | None
     idempotency_key: str | None
+    tags: list[str]  # its job's default tags, then its own; [] when none (the row holds NULL)
+    metadata: dict[str, Any] | None  # what its submission brought, unread by the scheduler
     # The run's callback and its delivery state (app.services.callbacks fills the state in), or None.
     callback: dict[str, Any] | None
     attempts: list[Any]  # history entries, oldest first (AttemptOutcomeName for their outcome)
@@ -91,6 +95,8 @@ class HeldReason(StrEnum):
 def run_record(row: Any) -> RunRecord:
     """The record of a database row (an asyncpg Record, or any mapping with the run's columns)."""
     record: RunRecord = {k: row[k] for k in RUN_FIELDS}  # type: ignore[assignment]
+    if record["tags"] is None:
+        record["tags"] = []
     if record["callback"] is not None:
         # Nothing is owed until the run ends in one of `on`.
         record["callback"] = {**record["callback"], "status": None, "attempts": 0, "last_error": None}
@@ -199,6 +205,7 @@ class JobRecord(TypedDict):
     paused: bool
     priority: int
     callback: dict[str, Any] | None
+    tags: list[str]  # each run's default tags; [] when none (the row holds NULL)
     next_fire_at: datetime | None
     created_at: datetime
     updated_at: datetime
@@ -226,6 +233,8 @@ JOB_FIELDS = tuple(JobRecord.__annotations__)
 
 def job_record(row: Any) -> JobRecord:
     record: JobRecord = {k: row[k] for k in JOB_FIELDS}  # type: ignore[assignment]
+    if record["tags"] is None:
+        record["tags"] = []
     return record
 
 

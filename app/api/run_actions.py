@@ -42,6 +42,7 @@ async def act_on_runs(
         ids=f.ids,
         scheduled_after=f.scheduled_after,
         scheduled_before=f.scheduled_before,
+        tags=f.tags,
     )
     try:
         runs.scheduled()

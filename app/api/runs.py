@@ -4,19 +4,22 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import json
-from collections.abc import Callable, Coroutine
-from concurrent.futures import ThreadPoolExecutor
-from typing import Annotated, Any
+from typing import Annotated
 from uuid import UUID
 
 from fastapi import APIRouter, Body, Header, Path, Query, Request, Response
-from fastapi.routing import APIRoute
 
 from app.api.cursors import decode_cursor, encode_cursor
-from app.api.deps import PrincipalDep, State, StateDep, bearer, get_principal, get_state
-from app.api.large_json import loads_in_pieces
-from app.api.schemas.common import JOB_NAME_PATTERN, TENANT_ID_PATTERN, error_responses, json_response
+from app.api.deps import PrincipalDep, State, StateDep
+from app.api.large_bodies import PARSER, LargeBodiesOffTheLoop, is_large
+from app.api.schemas.common import (
+    JOB_NAME_PATTERN,
+    TAGS_RULE,
+    TENANT_ID_PATTERN,
+    Tag,
+    error_responses,
+    json_response,
+)
 from app.api.schemas.runs import (
     IdempotencyKey,
     Run,
@@ -29,69 +32,16 @@ from app.api.schemas.runs import (
     RunSubmit,
 )
 from app.config import Settings
-from app.domain import RunStatus
+from app.domain import MAX_TAGS, RunStatus
 from app.errors import InvalidInput
 from app.services import runs as run_service
 from app.services.callbacks import validate_callback
 from app.services.run_requests import RunRequest
-from app.services.submission import Submitted, count_pending, submit
-from app.services.validation import Moment, check_payload, check_schedule_window
-
-# Bodies at least this large are refused unread when their tenant is known to be full, and parsed
-# off the event loop otherwise.
-LARGE_BODY_BYTES = 1 << 20
-# One thread parses them, one at a time, in pieces (app/api/large_json.py): the parser's C steps
-# hold the GIL, and four whole parses at once handed it to one another while the event loop waited
-# (1.2 s stalls).
-_PARSER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="body-parser")
-
-
-class _LargeBodiesOffTheLoop(APIRoute):
-    """A large submission of a tenant whose backlog is known to be full is refused before its body
-    is read: a 15 MiB batch refused with 429 used to be parsed first, 1.3 s of the shared event
-    loop. Smaller bodies are read as before, so an idempotent replay, which creates nothing, is
-    still answered 200 when the tenant is full. The caller is authenticated first, so only the
-    tenant itself learns that it is full (and only its own requests make admission count again).
-
-    Any other large body is parsed in a thread, in pieces (FastAPI then finds it parsed): the event
-    loop, which the engine shares, keeps answering meanwhile, waiting at most for one piece's C
-    step, which holds the GIL (a run's field; a whole 16 MiB json.loads held it 0.03-0.5 s)."""
-
-    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
-        handler = super().get_route_handler()
-
-        async def refuse_or_handle(request: Request) -> Response:
-            if not _large(request):
-                return await handler(request)
-            state = await get_state(request)
-            tenant_id = request.path_params.get("tenant_id", "")
-            if state.admission.may_be_full(tenant_id):
-                (await get_principal(state, await bearer(request))).require_tenant(tenant_id)
-                count = functools.partial(count_pending, state.pool, tenant_id)
-                refusal = await state.admission.known_full(tenant_id, count)
-                if refusal is not None:
-                    raise refusal
-            await _parse_off_the_loop(request)
-            return await handler(request)
-
-        return refuse_or_handle
-
-
-async def _parse_off_the_loop(request: Request) -> None:
-    """Reads the body and parses it in a thread, where Starlette's `Request.json` (which FastAPI
-    calls) finds it. A body that is not JSON is refused as FastAPI refuses it; anything else the
-    parser raises is left for FastAPI to meet again and answer as it always has."""
-    body = await request.body()
-    try:
-        request._json = await asyncio.get_running_loop().run_in_executor(_PARSER, loads_in_pieces, body)
-    except json.JSONDecodeError:
-        raise InvalidInput("request body is not valid JSON", field="body") from None
-    except (RecursionError, UnicodeDecodeError):
-        pass
-
+from app.services.submission import Submitted, submit
+from app.services.validation import Moment, check_metadata, check_payload, check_schedule_window
 
 router = APIRouter(tags=["runs"])
-submissions = APIRouter(route_class=_LargeBodiesOffTheLoop)  # tagged "runs" by `router`
+submissions = APIRouter(route_class=LargeBodiesOffTheLoop)  # tagged "runs" by `router`
 ERRORS = error_responses(401, 404, 409, 413, 422, 429)
 # A tenant id that cannot exist is refused before any query (a NUL in it was a 500 in Postgres).
 TenantIdPath = Annotated[str, Path(pattern=TENANT_ID_PATTERN)]
@@ -106,6 +56,8 @@ def _check(settings: Settings, body: RunSubmit, field: str, header_key: str | No
             max_depth=settings.max_payload_depth,
             field=f"{field}payload",
         )
+    if body.metadata is not None:
+        check_metadata(body.metadata, max_depth=settings.max_payload_depth, field=f"{field}metadata")
     if body.scheduled_at is not None:
         check_schedule_window(
             body.scheduled_at,
@@ -124,11 +76,6 @@ def _check_all(settings: Settings, runs: list[RunSubmit]) -> None:
         _check(settings, run, f"runs[{i}].")
 
 
-def _large(request: Request) -> bool:
-    declared = request.headers.get("content-length", "")
-    return declared.isdigit() and int(declared) >= LARGE_BODY_BYTES
-
-
 async def _request(
     state: State, body: RunSubmit, field: str, header_key: str | None = None, *, checked: bool = False
 ) -> RunRequest:
@@ -142,7 +89,16 @@ async def _request(
             allow_private=state.settings.allow_private_targets,
         )
     return RunRequest(
-        body.job, body.scheduled_at, body.payload, key, field, body.priority, callback, body.expires_at
+        body.job,
+        body.scheduled_at,
+        body.payload,
+        key,
+        field,
+        body.priority,
+        callback,
+        body.expires_at,
+        body.tags,
+        body.metadata,
     )
 
 
@@ -202,8 +158,8 @@ async def submit_batch(
     # event loop, which the engine shares.
     settings = state.settings
     checks = functools.partial(_check_all, settings, body.runs)
-    if _large(request):
-        await asyncio.get_running_loop().run_in_executor(_PARSER, checks)
+    if is_large(request):
+        await asyncio.get_running_loop().run_in_executor(PARSER, checks)
     else:
         await asyncio.to_thread(checks)
     requests = [await _request(state, r, f"runs[{i}].", checked=True) for i, r in enumerate(body.runs)]
@@ -226,6 +182,10 @@ async def list_runs(
     job: Annotated[str | None, Query(pattern=JOB_NAME_PATTERN)] = None,
     scheduled_after: Annotated[Moment | None, Query(description="scheduled_at >= this.")] = None,
     scheduled_before: Annotated[Moment | None, Query(description="scheduled_at < this.")] = None,
+    tag: Annotated[
+        list[Tag] | None,
+        Query(max_length=MAX_TAGS, description=f"Runs carrying every tag given (repeat it). {TAGS_RULE}"),
+    ] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 100,
     cursor: Annotated[str | None, Query(max_length=256)] = None,
 ) -> Response:
@@ -238,6 +198,7 @@ async def list_runs(
         job=job,
         scheduled_after=scheduled_after,
         scheduled_before=scheduled_before,
+        tags=list(dict.fromkeys(tag)) if tag else None,
         after=decode_cursor(cursor) if cursor else None,
         limit=limit,
     )

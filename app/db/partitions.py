@@ -1,4 +1,5 @@
-"""Partition maintenance statements: the day partitions of job_runs, DEFAULT, statistics."""
+"""Partition maintenance statements: the day partitions of job_runs and of run_tags, DEFAULT,
+statistics."""
 
 from __future__ import annotations
 
@@ -9,9 +10,9 @@ import asyncpg
 from app.db import queries as q
 
 
-async def list_day_partitions(conn: asyncpg.Connection) -> list[date]:
-    rows = await q.fetch(conn, "list_day_partitions")
-    return [datetime.strptime(r["name"].removeprefix("job_runs_p"), "%Y%m%d").date() for r in rows]
+async def list_day_partitions(conn: asyncpg.Connection, parent: str = "job_runs") -> list[date]:
+    rows = await q.fetch(conn, "list_day_partitions", parent=parent)
+    return [datetime.strptime(r["name"].removeprefix(f"{parent}_p"), "%Y%m%d").date() for r in rows]
 
 
 async def create_day_partition(conn: asyncpg.Connection, day: date) -> str:
@@ -20,6 +21,14 @@ async def create_day_partition(conn: asyncpg.Connection, day: date) -> str:
 
 async def retire_day_partition(conn: asyncpg.Connection, day: date) -> str:
     return str(await q.fetchval(conn, "retire_day_partition", day=day))
+
+
+async def create_tags_day_partition(conn: asyncpg.Connection, day: date) -> str:
+    return str(await q.fetchval(conn, "create_tags_day_partition", day=day))
+
+
+async def drop_tags_day_partition(conn: asyncpg.Connection, day: date) -> str:
+    return str(await q.fetchval(conn, "drop_tags_day_partition", day=day))
 
 
 async def analyze_stale_partitions(conn: asyncpg.Connection, min_changes: int, max_count: int) -> list[str]:

@@ -4,9 +4,10 @@ actions, and the idempotency-key table."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import asyncpg
 import orjson
@@ -14,7 +15,9 @@ import orjson
 from app.db import queries as q
 from app.db.run_ids import bounds_of, scheduled_bounds
 from app.db.wakeups import DUE_CHANNEL
-from app.domain import MAX_ATTEMPTS, HeldReason
+from app.domain import MAX_ATTEMPTS, MAX_TAGS, HeldReason
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -35,6 +38,8 @@ async def insert_runs(
     callbacks: list[dict[str, Any] | None],
     traceparent: str | None,
     priorities: list[int | None],  # None: the job's priority
+    tags: list[list[str] | None] | None = None,  # added to the job's default tags; None: no run's
+    metadatas: list[dict[str, Any] | None] | None = None,  # None: no run's
     notify: bool = True,
     expires_ats: list[datetime | None] | None = None,  # None in it: the job's expire_after_seconds
     run_ids: list[uuid.UUID | None] | None = None,
@@ -59,9 +64,26 @@ async def insert_runs(
         priorities=priorities,
         callbacks=[None if c is None else orjson.dumps(c).decode() for c in callbacks],
         expires_ats=expires_ats or [None] * len(jobs),
+        tags=_per_run(tags, lambda t: ",".join(t) or None),  # no tag has a comma (TAG_PATTERN)
+        metadatas=_per_run(metadatas, lambda m: orjson.dumps(m).decode()),
+        max_tags=MAX_TAGS,
         traceparent=traceparent,
         channel=DUE_CHANNEL,
     )
+
+
+def _per_run(values: list[T | None] | None, encode: Callable[[T], str | None]) -> list[str | None] | None:
+    """An optional field of each run as text; None when no run has it: unnest pads a missing array
+    with NULLs, so a batch without tags or metadata sends nothing more for them."""
+    if values is None or all(v is None for v in values):
+        return None
+    return [None if v is None else encode(v) for v in values]
+
+
+async def job_tags(conn: asyncpg.Connection, tenant_id: str, names: list[str]) -> dict[str, list[str]]:
+    """The default tags of those of these jobs the tenant has, by name."""
+    rows = await q.fetch(conn, "job_tags", tenant_id=tenant_id, names=list(dict.fromkeys(names)))
+    return {r["name"]: r["tags"] or [] for r in rows}
 
 
 async def find_idempotency_keys(
@@ -132,17 +154,20 @@ async def list_runs(
     *,
     status: str | None,
     job: str | None,
+    tags: list[str] | None,
     scheduled: TimeRange,
     cursor: tuple[datetime, uuid.UUID] | None,
     limit: int,
 ) -> list[asyncpg.Record]:
+    """`tags`: only runs carrying every one (read through run_tags, list_tagged_runs)."""
     return await q.fetch(
         conn,
-        "list_runs",
+        "list_runs" if not tags else "list_tagged_runs",
         tenant_id=tenant_id,
         status=status,
         job=job,
         **_page(scheduled, cursor, limit),
+        **({"tags": tags} if tags else {}),
     )
 
 
@@ -157,12 +182,15 @@ async def match_runs(
     cursor: tuple[datetime, uuid.UUID] | None,
     limit: int,
     error: tuple[str | None] | None = None,
+    tags: list[str] | None = None,
 ) -> list[asyncpg.Record]:
     """(id, scheduled_at, status) of the tenant's runs matching a bulk action's filter, one chunk.
-    `error`, when given, is the one last_error the runs must have (None in it: no error)."""
+    `error`, when given, is the one last_error the runs must have (None in it: no error); `tags`,
+    the tags they must all carry."""
     return await q.fetch(
         conn,
-        "match_runs",
+        "match_runs" if not tags else "match_tagged_runs",
+        **({"tags": tags} if tags else {}),
         tenant_id=tenant_id,
         statuses=statuses,
         job=job,

@@ -5,6 +5,10 @@ ages out days past retention with DETACH + DROP, never a DELETE, and only days w
 terminal. A day that still holds unfinished runs is kept and reported (metric + log): nothing is lost.
 Between passes it keeps busy partitions' planner statistics fresh.
 
+Every day of the runs has its day of run_tags (the runs' tags, migration 0022), made once the runs'
+day exists and dropped once it has gone, each in a transaction of its own: listings and inserts
+take both tables, and DDL that held one while it waited for the other could deadlock with them.
+
 A new day is a standalone table ATTACHed to the parent (migration 0002), which claims neither wait
 for nor block: they prune DEFAULT and future days at plan time. Moving stranded rows and retiring a
 day need the parent exclusively. All DDL runs with a short lock_timeout and is retried, so a DDL
@@ -70,7 +74,7 @@ class PartitionMaintenance:
 
     async def run_once(self) -> dict[str, list[str]]:
         """One pass; returns what it did, by day, for logs and tests. Does nothing if not leader."""
-        report: dict[str, list[str]] = {"created": [], "kept": [], "dropped": []}
+        report: dict[str, list[str]] = {"created": [], "kept": [], "dropped": [], "tags": []}
         async with self.pool.acquire() as conn:
             if not await locks.try_advisory_lock(conn, locks.PARTITIONS_LOCK_KEY):
                 return report
@@ -94,6 +98,8 @@ class PartitionMaintenance:
                 report["created"].append(f"{day}: {result}")
                 log.info("partition %s: %s", day, result)
 
+        await self._follow_with_tags(conn, report)  # the new days get theirs (before any retires)
+
         cutoff = today - timedelta(days=self.settings.retention_days)
         at_risk = 0
         for day in await repo.list_day_partitions(conn):
@@ -109,8 +115,22 @@ class PartitionMaintenance:
                     "partition %s is past retention but holds unfinished runs; kept, not dropped", day
                 )
         metrics.partitions_at_risk.set(at_risk)
+        await self._follow_with_tags(conn, report)  # the retired days' tags go
         metrics.partitions_total.set(len(await repo.list_day_partitions(conn)))
         metrics.default_partition_rows.set(await repo.count_default_rows(conn))
+
+    async def _follow_with_tags(self, conn: asyncpg.Connection, report: dict[str, list[str]]) -> None:
+        """Makes run_tags' day for every day of job_runs, moving the day's tags stranded in DEFAULT
+        into it, and drops run_tags' days whose runs' day is gone."""
+        days = set(await repo.list_day_partitions(conn))
+        tag_days = set(await repo.list_day_partitions(conn, "run_tags"))
+        steps = {day: repo.create_tags_day_partition for day in days - tag_days}
+        steps |= {day: repo.drop_tags_day_partition for day in tag_days - days}
+        for day in sorted(steps):
+            result = await self._ddl(conn, _bind(steps[day], conn, day), f"tags {day}")
+            if result and result not in ("exists", "absent"):
+                report["tags"].append(f"{day}: {result}")
+                log.info("tags partition %s: %s", day, result)
 
     async def run(self, stop: asyncio.Event) -> None:
         await every(stop, self.settings.maintenance_interval_seconds, self.run_once, "partitions")

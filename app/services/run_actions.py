@@ -51,6 +51,7 @@ class RunFilter:
     scheduled_before: datetime | None = None
     # The one last_error the runs must have ((None,): none), e.g. a Failures group's: the dashboard's.
     error: tuple[str | None] | None = None
+    tags: list[str] | None = None  # every one of them
 
     def scheduled(self) -> TimeRange:
         """The time range, narrowed to the days the ids name (so only their partitions are read)."""
@@ -139,6 +140,7 @@ async def _match(
             cursor=cursor,
             limit=limit,
             error=runs.error,
+            tags=runs.tags,
         )
 
 

@@ -29,6 +29,8 @@ class RunRequest:
     priority: int | None = None  # None: the job's priority
     callback: dict[str, Any] | None = None  # validated (app.services.callbacks); None: the job's
     expires_at: datetime | None = None  # its deadline to start; None: the job's expire_after_seconds
+    tags: list[str] | None = None  # deduplicated; added to the job's
+    metadata: dict[str, Any] | None = None  # checked (app.services.validation.check_metadata)
 
     def body_hash(self) -> str:
         """What an idempotency key is bound to: every field of the request, as it was sent."""
@@ -39,6 +41,8 @@ class RunRequest:
             "priority": self.priority,
             "callback": self.callback,
             "expires_at": self.expires_at.isoformat() if self.expires_at else None,
+            "tags": self.tags,
+            "metadata": self.metadata,
         }
         return hashlib.sha256(orjson.dumps(body, option=orjson.OPT_SORT_KEYS)).hexdigest()
 

@@ -12,8 +12,8 @@ import asyncpg
 
 from app.db import dedupe as dedupe_repo
 from app.db import runs as run_repo
-from app.domain import OnPending, RunRecord, no_hint, run_record
-from app.errors import Conflict, OverQuota
+from app.domain import MAX_TAGS, OnPending, RunRecord, no_hint, run_record
+from app.errors import Conflict, InvalidInput, OverQuota
 from app.services import dedupe
 from app.services.admission import AdmissionControl, Ticket
 from app.services.callbacks import with_delivery_state
@@ -199,11 +199,17 @@ async def _submit(
             priorities=[requests[i].priority for i in indices],
             callbacks=[requests[i].callback for i in indices],
             expires_ats=[requests[i].expires_at for i in indices],
+            tags=[requests[i].tags for i in indices],
+            metadatas=[requests[i].metadata for i in indices],
             traceparent=traceparent,
             notify=notify,
             run_ids=[keyed[i]["id"] if i in keyed else None for i in indices] if keyed else None,
             dedupe_keys=[keyed[i]["key"] if i in keyed else None for i in indices] if keyed else None,
         )
+        if len(rows) != len(indices):
+            refusal = await _too_many_tags(conn, tenant_id, [requests[i] for i in indices])
+            if refusal is not None:
+                raise refusal
         return {indices[row["ord"] - 1]: row for row in rows}
 
     created = {} if ruled or not fresh else await insert(fresh, {})
@@ -268,6 +274,27 @@ async def _submit(
             out.append(Submitted(run_record(row), False))
     await with_delivery_state(conn, [s.run for s in out if not s.created])
     return out
+
+
+async def _too_many_tags(
+    conn: asyncpg.Connection, tenant_id: str, requests: list[RunRequest]
+) -> InvalidInput | None:
+    """When insert_runs wrote nothing: the first run whose tags make more than MAX_TAGS beside its
+    job's default tags, if one does (else a job of the runs is unknown or has a rule, which the
+    caller finds out). Looked up only when a run brings tags of its own."""
+    tagged = [r for r in requests if r.tags]
+    if not tagged:
+        return None
+    job_tags = await run_repo.job_tags(conn, tenant_id, [r.job for r in tagged])
+    for r in tagged:
+        together = len(dict.fromkeys([*job_tags.get(r.job, []), *(r.tags or [])]))
+        if together > MAX_TAGS:
+            return InvalidInput(
+                f"tags: with job {r.job!r}'s {len(job_tags[r.job])} default tags, this run would carry "
+                f"{together}; at most {MAX_TAGS}",
+                field=f"{r.field}tags",
+            )
+    return None
 
 
 async def _admit(

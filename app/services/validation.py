@@ -83,6 +83,24 @@ def check_payload(payload: Any, limit: int, *, max_depth: int, field: str) -> No
         raise InvalidInput(f"{field} contains a NUL character (\\u0000); jsonb cannot store it", field=field)
 
 
+# A run's metadata: what a caller keeps with the run to find its way back (an order, a user), not
+# data for the target (that is the payload), so it is small.
+MAX_METADATA_BYTES = 4096
+METADATA_RULE = (
+    f"A JSON object, at most {MAX_METADATA_BYTES} bytes encoded, nested no deeper than a payload, "
+    "without NUL characters."
+)
+
+
+def check_metadata(metadata: dict[str, Any], *, max_depth: int, field: str) -> None:
+    """A payload's rules with its own size bound; over it is invalid input (422), as any field
+    beyond its bound, not a body too large to take (413)."""
+    try:
+        check_payload(metadata, MAX_METADATA_BYTES, max_depth=max_depth, field=field)
+    except PayloadTooLarge as exc:
+        raise InvalidInput(exc.message, field=field) from None
+
+
 # ── moments ──
 
 

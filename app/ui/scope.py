@@ -3,12 +3,14 @@ query parameters' bounds, and the times a form types."""
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 from typing import Annotated
 
 from fastapi import Query
 
-from app.api.schemas.common import JOB_NAME_PATTERN, TENANT_ID_PATTERN
+from app.api.schemas.common import JOB_NAME_PATTERN, TAG_PATTERN, TENANT_ID_PATTERN
+from app.domain import MAX_TAGS
 from app.errors import InvalidInput
 from app.services.ui_sessions import UiSession
 from app.services.validation import utc_moment
@@ -18,6 +20,8 @@ TenantQuery = Annotated[str | None, Query(pattern=TENANT_ID_PATTERN)]
 JobQuery = Annotated[str | None, Query(pattern=JOB_NAME_PATTERN)]
 MomentQuery = Annotated[str | None, Query(max_length=64)]
 DaysQuery = Annotated[int, Query(ge=1, le=30)]
+# Tags typed in one field, apart by spaces or commas: room for MAX_TAGS of the longest, each with ", ".
+TagsQuery = Annotated[str | None, Query(max_length=MAX_TAGS * 66)]
 
 
 def scoped_tenant(session: UiSession, tenant: str | None) -> str:
@@ -55,3 +59,14 @@ def moment(value: str | None, field: str) -> datetime | None:
         return utc_moment(parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC))
     except ValueError as exc:
         raise InvalidInput(f"{field}: {exc}", field=field) from None
+
+
+def tags_of(value: str | None, field: str = "tags") -> list[str] | None:
+    """The tags typed in a filter's field, apart by spaces or commas, each once; empty is none."""
+    tags = list(dict.fromkeys((value or "").replace(",", " ").split()))
+    if len(tags) > MAX_TAGS:
+        raise InvalidInput(f"at most {MAX_TAGS} tags", field=field)
+    for tag in tags:
+        if not re.match(TAG_PATTERN, tag):
+            raise InvalidInput(f"not a tag: {tag!r} (1 to 64 of A-Z a-z 0-9 _ . : / -)", field=field)
+    return tags or None

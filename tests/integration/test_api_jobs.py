@@ -30,6 +30,7 @@ JOB_FIELDS = {
     "timezone",
     "payload",
     "callback",
+    "tags",
     "max_attempts",
     "backoff_seconds",
     "timeout_seconds",

@@ -22,6 +22,8 @@ RUN_FIELDS = {
     "finished_at",
     "last_error",
     "idempotency_key",
+    "tags",
+    "metadata",
     "callback",
     "attempts",
     "result",

@@ -25,6 +25,8 @@ TABLES = {
     "ui_sessions",
     "run_queue",
     "dedupe_keys",
+    "run_tags",
+    "run_tags_default",
 }
 FUNCTIONS = {
     "scheduler_run_id",
@@ -52,6 +54,12 @@ FUNCTIONS = {
     "scheduler_failure_streak",
     "scheduler_counts_failures",
     "scheduler_dedupe_key",
+    "scheduler_run_tags",
+    "scheduler_record_tags",
+    "scheduler_lead_tag",
+    "scheduler_attach_day_partition",
+    "scheduler_create_tags_day_partition",
+    "scheduler_drop_tags_day_partition",
 }
 
 

@@ -26,7 +26,7 @@ from app.telemetry.metrics import expose_engine_metrics
 from tests import factories
 from tests.support import submit_run
 
-EMPTY_REPORT: dict[str, list[str]] = {"created": [], "kept": [], "dropped": []}
+EMPTY_REPORT: dict[str, list[str]] = {"created": [], "kept": [], "dropped": [], "tags": []}
 
 
 def part(day: date) -> str:
@@ -394,7 +394,12 @@ async def test_only_one_leader_runs_a_pass(settings: Settings, pool: asyncpg.Poo
     reports = await passes
     assert sorted(reports, key=lambda r: len(r["created"])) == [
         EMPTY_REPORT,
-        {"created": [f"{day + timedelta(days=8)}: created"], "kept": [], "dropped": []},
+        {
+            "created": [f"{day + timedelta(days=8)}: created"],
+            "kept": [],
+            "dropped": [],
+            "tags": [f"{day + timedelta(days=8)}: created"],
+        },
     ]
 
 

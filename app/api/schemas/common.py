@@ -6,9 +6,9 @@ from __future__ import annotations
 from typing import Annotated, Any, get_args
 
 from fastapi import Response
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
-from app.domain import dump_json
+from app.domain import MAX_TAGS, dump_json
 from app.errors import PROBLEM_JSON, PROBLEM_TYPE
 from app.services.targets import HttpTarget, NoopTarget, PythonTarget
 
@@ -19,6 +19,15 @@ JobName = Annotated[str, Field(pattern=JOB_NAME_PATTERN, examples=["send-report"
 TARGET_TYPES = frozenset(
     get_args(m.model_fields["type"].annotation)[0] for m in (HttpTarget, PythonTarget, NoopTarget)
 )
+TAG_PATTERN = r"^[A-Za-z0-9_.:/-]{1,64}$"
+Tag = Annotated[str, Field(pattern=TAG_PATTERN, examples=["customer:42"])]
+TAGS_RULE = (
+    f"At most {MAX_TAGS} tags of 1 to 64 characters from A-Z a-z 0-9 _ . : / -; a repeated one counts once."
+)
+# Deduplicated in the order given; the bound applies to the list as sent, before any work on it.
+Tags = Annotated[
+    list[Tag], Field(max_length=MAX_TAGS), AfterValidator(lambda tags: list(dict.fromkeys(tags)))
+]
 PAYLOAD_RULE = "Any JSON, at most SCHEDULER_MAX_PAYLOAD_BYTES (65536) encoded, without NUL characters."
 # Oban's convention: 0 most urgent, 9 least. Strict: "1" or 1.5 or true is a 422, not a guess.
 PRIORITY_RULE = "0 (most urgent) to 9 (least); among due runs, a more urgent one is claimed first."

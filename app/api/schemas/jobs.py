@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.api.schemas.common import PAYLOAD_RULE, Priority, Strict
+from app.api.schemas.common import PAYLOAD_RULE, TAGS_RULE, Priority, Strict, Tags
 from app.api.schemas.runs import Run
 from app.domain import (
     DEFAULT_PRIORITY,
@@ -167,6 +167,10 @@ class JobPut(Strict):
     callback: Callback | None = Field(
         default=None, description="Told when each run ends (see Run.callback); a run may name its own."
     )
+    tags: Tags = Field(
+        default_factory=list,
+        description=f"Every run's tags, before those it brings (cron runs carry these). {TAGS_RULE}",
+    )
     concurrency: Concurrency | None = Field(
         default=None, description="A per-key concurrency limit; it applies to runs submitted after it is set."
     )
@@ -226,6 +230,7 @@ class Job(BaseModel):
     paused: bool
     priority: int
     callback: Callback | None
+    tags: list[str]
     next_fire_at: datetime | None
     created_at: datetime
     updated_at: datetime

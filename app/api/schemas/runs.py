@@ -9,10 +9,11 @@ from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
-from app.api.schemas.common import PAYLOAD_RULE, PRIORITY_RULE, JobName, Priority, Strict
+from app.api.schemas.common import PAYLOAD_RULE, PRIORITY_RULE, TAGS_RULE, JobName, Priority, Strict, Tags
 from app.domain import (
     MAX_ATTEMPTS,
     MAX_EXPIRE_AFTER_SECONDS,
+    MAX_TAGS,
     MIN_EXPIRE_AFTER_SECONDS,
     RUN_FIELDS,
     AttemptOutcomeName,
@@ -20,7 +21,7 @@ from app.domain import (
     RunStatus,
 )
 from app.services.callbacks import Callback, CallbackState
-from app.services.validation import Moment, deadline_after
+from app.services.validation import METADATA_RULE, Moment, deadline_after
 
 # The statuses as the contract lists them, generated from the enum (an inline enum of strings in
 # openapi.json, as before the enum existed).
@@ -66,6 +67,16 @@ class RunSubmit(Strict):
     @classmethod
     def _deadline_after_scheduled_at(cls, value: datetime | None, info: ValidationInfo) -> datetime | None:
         return None if value is None else deadline_after(value, info.data.get("scheduled_at"))
+
+    tags: Tags | None = Field(
+        default=None,
+        description=f"Added to the job's default tags (together at most {MAX_TAGS}). {TAGS_RULE}",
+        examples=[["customer:42", "nightly"]],
+    )
+    metadata: dict[str, Any] | None = Field(
+        default=None,
+        description=f"Kept with the run, shown with it and sent in its callback. {METADATA_RULE}",
+    )
 
 
 class RunBatchSubmit(Strict):
@@ -120,6 +131,8 @@ class Run(BaseModel):
     finished_at: datetime | None
     last_error: str | None
     idempotency_key: str | None
+    tags: list[str] = Field(description="The job's default tags, then the submission's own.")
+    metadata: dict[str, Any] | None = Field(description="The submission's metadata, as sent.")
     callback: CallbackState | None = Field(
         description="The callback this run was submitted with and its delivery: after the run ends in "
         "one of `on`, the run as this route answers it is POSTed to `url`, signed like webhooks, "
@@ -193,6 +206,7 @@ class RunFilter(Strict):
     scheduled_after: Moment | None = Field(default=None, description="scheduled_at >= this.")
     scheduled_before: Moment | None = Field(default=None, description="scheduled_at < this.")
     ids: list[UUID] | None = Field(default=None, min_length=1, max_length=1000)
+    tags: Tags | None = Field(default=None, min_length=1, description=f"Runs carrying every one. {TAGS_RULE}")
 
 
 class RunAction(Strict):

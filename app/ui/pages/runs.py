@@ -18,7 +18,16 @@ from app.services import dashboard
 from app.services import runs as run_service
 from app.services.ui_sessions import UiSession
 from app.ui.render import UiRoute, page
-from app.ui.scope import PAGE_SIZE, JobQuery, MomentQuery, TenantQuery, moment, scoped_tenant
+from app.ui.scope import (
+    PAGE_SIZE,
+    JobQuery,
+    MomentQuery,
+    TagsQuery,
+    TenantQuery,
+    moment,
+    scoped_tenant,
+    tags_of,
+)
 from app.ui.sessions import SessionDep
 
 router = APIRouter(prefix="/ui", route_class=UiRoute, include_in_schema=False)
@@ -36,10 +45,12 @@ async def runs(
     run_id: Annotated[str | None, Query(alias="id", max_length=64)] = None,
     scheduled_after: MomentQuery = None,
     scheduled_before: MomentQuery = None,
+    tags: TagsQuery = None,
     cursor: Annotated[str | None, Query(max_length=256)] = None,
 ) -> Response:
     """Newest first, keyset-paged like GET /tenants/{id}/runs, scheduled within the time range
-    given (UTC, as every time on the pages); an id goes straight to its run."""
+    given (UTC, as every time on the pages) and carrying every tag given; an id goes straight to
+    its run."""
     if run_id:
         try:
             found = UUID(run_id.strip())
@@ -54,6 +65,7 @@ async def runs(
         job=job,
         scheduled_after=moment(scheduled_after, "scheduled_after"),
         scheduled_before=moment(scheduled_before, "scheduled_before"),
+        tags=tags_of(tags),
         after=decode_cursor(cursor) if cursor else None,
         limit=PAGE_SIZE,
     )
@@ -65,6 +77,7 @@ async def runs(
         "job": job,
         "scheduled_after": scheduled_after,
         "scheduled_before": scheduled_before,
+        "tags": tags,
     }
     return page(
         request,
