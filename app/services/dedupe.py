@@ -18,6 +18,7 @@ Nothing that moves a run touches a key, so no transition ever waits for these lo
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from uuid import UUID
@@ -165,3 +166,31 @@ async def _fold(
         ],
     )
     return {row["id"]: row for row in rows}
+
+
+class RuledJobs:
+    """The jobs this process last saw with a unique or debounce rule, up to `size` of them: their
+    submissions go straight to the transaction that claims keys instead of first trying the plain
+    INSERT, which refuses them. A hint, never a decision: a job whose rule was removed since is
+    submitted rightly that way too (and forgotten), and one given a rule since is refused by the
+    INSERT as before."""
+
+    def __init__(self, size: int = 10_000):
+        self.size = size
+        self._jobs: OrderedDict[tuple[str, str], None] = OrderedDict()
+
+    def any_of(self, tenant_id: str, jobs: set[str]) -> bool:
+        return any((tenant_id, job) in self._jobs for job in jobs)
+
+    def saw(self, tenant_id: str, jobs: set[str], ruled: set[str]) -> None:
+        for job in jobs:
+            if job in ruled:
+                self._jobs[(tenant_id, job)] = None
+                self._jobs.move_to_end((tenant_id, job))
+            else:
+                self._jobs.pop((tenant_id, job), None)
+        while len(self._jobs) > self.size:
+            self._jobs.popitem(last=False)
+
+
+RULED_JOBS = RuledJobs()

@@ -4,7 +4,6 @@ answered with the run a job's unique or debounce rule names (app.services.dedupe
 from __future__ import annotations
 
 import functools
-from collections import OrderedDict
 from dataclasses import dataclass
 from uuid import UUID
 
@@ -17,6 +16,7 @@ from app.errors import Conflict, InvalidInput, OverQuota
 from app.services import dedupe
 from app.services.admission import AdmissionControl, Ticket
 from app.services.callbacks import with_delivery_state
+from app.services.dedupe import RULED_JOBS
 from app.services.run_requests import (
     IDEMPOTENCY_GRACE_SECONDS,
     IDEMPOTENCY_IN_FLIGHT_WAIT_MS,
@@ -34,34 +34,6 @@ class Submitted:
     run: RunRecord
     created: bool  # False: answered with a run that exists (a replay, a unique or debounced key's)
     deduplicated_by: str | None = None  # "unique" | "debounce": the job's rule answered it
-
-
-class RuledJobs:
-    """The jobs this process last saw with a unique or debounce rule, up to `size` of them: their
-    submissions go straight to the transaction that claims keys instead of first trying the plain
-    INSERT, which refuses them. A hint, never a decision: a job whose rule was removed since is
-    submitted rightly that way too (and forgotten), and one given a rule since is refused by the
-    INSERT as before."""
-
-    def __init__(self, size: int = 10_000):
-        self.size = size
-        self._jobs: OrderedDict[tuple[str, str], None] = OrderedDict()
-
-    def any_of(self, tenant_id: str, jobs: set[str]) -> bool:
-        return any((tenant_id, job) in self._jobs for job in jobs)
-
-    def saw(self, tenant_id: str, jobs: set[str], ruled: set[str]) -> None:
-        for job in jobs:
-            if job in ruled:
-                self._jobs[(tenant_id, job)] = None
-                self._jobs.move_to_end((tenant_id, job))
-            else:
-                self._jobs.pop((tenant_id, job), None)
-        while len(self._jobs) > self.size:
-            self._jobs.popitem(last=False)
-
-
-RULED_JOBS = RuledJobs()
 
 
 class _LostRace(Exception):

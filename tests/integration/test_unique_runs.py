@@ -13,7 +13,7 @@ import httpx
 
 from app.config import Settings
 from app.engine.dedupe import DedupeKeySweeper
-from app.services.submission import RULED_JOBS
+from app.services.dedupe import RULED_JOBS
 from tests.support import api_client, assert_error, put_job, snapshot, submit_run
 from tests.ui_support import ui_sign_in
 

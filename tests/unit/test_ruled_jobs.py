@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from app.services.submission import RuledJobs
+from app.services.dedupe import RuledJobs
 
 
 def test_learns_forgets_and_keeps_the_most_recent() -> None:
