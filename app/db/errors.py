@@ -29,6 +29,11 @@ def is_transient(exc: BaseException) -> bool:
     TargetServerAttributeNotMatched, an InternalClientError). A value Postgres refuses (a NUL
     in text), or one the driver cannot encode (its client-side DataError), fails the same way forever:
     retrying that write jammed every outcome queued behind it."""
+    if isinstance(exc, asyncpg.InvalidCachedStatementError):
+        # A migration changed a table under a prepared statement (a column added to a row that
+        # `RETURNING *` returns): asyncpg prepares it again on the next try. Inside a transaction
+        # it cannot do so by itself.
+        return True
     if isinstance(exc, asyncpg.PostgresError):
         sqlstate = getattr(exc, "sqlstate", None) or ""
         return sqlstate[:2] in _TRANSIENT_CLASSES or sqlstate in _TRANSIENT_STATES

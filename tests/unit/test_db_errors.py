@@ -23,6 +23,8 @@ def test_a_server_away_or_busy_is_transient() -> None:
         asyncpg.exceptions.ReadOnlySQLTransactionError("cannot execute INSERT in a read-only transaction"),
         asyncpg.exceptions.TargetServerAttributeNotMatched("None of the hosts match"),
         TimeoutError(),
+        # A migration changed a table under a statement prepared in a transaction: prepared again.
+        asyncpg.InvalidCachedStatementError("cached statement plan is invalid"),
     ):
         assert is_transient(exc), exc
 
@@ -36,5 +38,6 @@ def test_a_value_refused_is_not() -> None:
         asyncpg.exceptions.UndefinedColumnError("x"),
         asyncpg.exceptions.InvalidTransactionStateError("another 25xxx: a bug, not an outage"),
         ValueError("x"),
+        asyncpg.exceptions.FeatureNotSupportedError("another 0A000: a statement the server never runs"),
     ):
         assert not is_transient(exc), exc
