@@ -126,3 +126,23 @@ async def test_keys_are_created_listed_and_revoked(
     with pytest.raises(ApiError) as refused:
         await other.call("list_keys", account.id)
     assert (refused.value.status, refused.value.code) == (401, "unauthorized")
+
+
+async def test_a_cron_jobs_occurrences_are_backfilled_once(
+    live: Live, account: Account, client: Calls
+) -> None:
+    await client.call("put_job", account.id, "hourly", target={"type": "noop"}, schedule="0 * * * *")
+    start = (datetime.now(UTC) + timedelta(days=2)).replace(hour=0, minute=0, second=0, microsecond=0)
+    made = await client.call("backfill_job", account.id, "hourly", start, start + timedelta(hours=3))
+    assert [r.scheduled_at for r in made.runs] == [start + timedelta(hours=h) for h in range(3)]
+    assert made.existing == 0
+    # Asked again, it makes nothing: every occurrence has its run.
+    again = await client.call(
+        "backfill_job", account.id, "hourly", start.isoformat(), start + timedelta(hours=3)
+    )
+    assert (again.runs, again.existing) == ([], 3)
+
+    await client.call("put_job", account.id, "once", target={"type": "noop"})
+    with pytest.raises(ApiError) as refused:
+        await client.call("backfill_job", account.id, "once", start, start + timedelta(hours=1))
+    assert refused.value.status == 409

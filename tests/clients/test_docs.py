@@ -63,7 +63,7 @@ async def test_the_python_examples_run_as_written(live: Live, tmp_path: Path, mo
     async with serving(hooks["app"], port) as receiver:  # type: ignore[arg-type]
         # The receiver refuses what is not signed with one of its secrets.
         async with httpx.AsyncClient() as http:
-            forged = await http.post(f"{receiver}/hooks/send-report", json={"data": {"payload": {"user": 1}}})
+            forged = await http.post(f"{receiver}/hooks/send-report", json={"user": 1})
         assert forged.status_code == 401
 
         for name in ("submit.py", "submit_async.py"):

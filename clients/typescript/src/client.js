@@ -9,6 +9,7 @@ import { retrying, sleep } from "./retry.js";
 /** @typedef {Schemas["Job"]} Job */
 /** @typedef {Schemas["JobPut"]} JobPut */
 /** @typedef {Schemas["RunSubmit"]} RunSubmit */
+/** @typedef {Schemas["BackfillResult"]} BackfillResult */
 /** @typedef {NonNullable<paths["/tenants/{tenant_id}/runs"]["get"]["parameters"]["query"]>} RunQuery */
 
 /**
@@ -142,7 +143,23 @@ export class Client {
   }
 
   /**
-   * Cancels a run no worker has started (409 otherwise).
+   * Makes the cron job's occurrences in [from, to) into runs, each at most once however often it
+   * is asked: `existing` counts those whose run was made already (by the schedule or a backfill).
+   * @param {string} tenant
+   * @param {string} name
+   * @param {Date | string} from the first occurrence included
+   * @param {Date | string} to the end, excluded
+   * @returns {Promise<BackfillResult>}
+   */
+  async backfill(tenant, name, from, to) {
+    const params = { path: { tenant_id: tenant, name } };
+    const body = { from: isoTime(from), to: isoTime(to) };
+    return ok(await this.api.POST("/tenants/{tenant_id}/jobs/{name}/backfill", { params, body }));
+  }
+
+  /**
+   * Cancels a run that has not ended, a running one too (its worker is told to stop); 409 for a
+   * finished run.
    * @param {string} runId
    * @returns {Promise<Run>}
    */

@@ -8,7 +8,8 @@ export { WebhookVerificationError };
  */
 
 /**
- * What an `http` target receives in `data`, once per attempt (docs/webhooks.md).
+ * `data` of an attempt's envelope, the body of an `http` target with `"body": "envelope"`
+ * (docs/webhooks.md).
  * @typedef {object} AttemptCall
  * @property {string} run_id
  * @property {string} tenant_id
@@ -21,21 +22,26 @@ export { WebhookVerificationError };
  */
 
 /**
- * A signed call's body: an attempt of an `http` target, or a completion callback carrying the
- * finished run as GET /runs/{id} answers it.
+ * The envelopes a signed call's body may be: an attempt of an `http` target with
+ * `"body": "envelope"`, or a completion callback carrying the finished run as GET /runs/{id}
+ * answers it. An `http` target's default body is the run's payload itself, not one of these.
  * @typedef {{ type: "run.attempt", timestamp: string, data: AttemptCall }
  *   | { type: "run.completed", timestamp: string, data: import("./client.js").Run }} WebhookEvent
  */
 
 /**
- * The parsed body of a call the scheduler signed (Standard Webhooks: `webhook-id`,
+ * The parsed JSON body of a call the scheduler signed (Standard Webhooks: `webhook-id`,
  * `webhook-timestamp` within 5 minutes, `webhook-signature`) with any of `secrets`: during a
  * rotation, the new secret and the one it replaces. Throws WebhookVerificationError otherwise.
- * Pass the body exactly as received, before any JSON parsing: its bytes are what is signed.
+ * The body is whatever was sent: an `http` target's run payload (by default), its envelope
+ * (`"body": "envelope"`) or a completion callback's (both a `WebhookEvent`). `T` names what the
+ * caller expects (`unknown` unless given): it is not checked. Pass the body exactly as received,
+ * before any JSON parsing: its bytes are what is signed.
+ * @template [T=unknown]
  * @param {string | string[]} secrets `whsec_…`
  * @param {WebhookHeaders} headers
  * @param {string | Uint8Array} body
- * @returns {WebhookEvent}
+ * @returns {T}
  */
 export function verifyWebhook(secrets, headers, body) {
   const flat = flatHeaders(headers);
@@ -45,7 +51,7 @@ export function verifyWebhook(secrets, headers, body) {
   let refusal;
   for (const secret of all) {
     try {
-      return /** @type {WebhookEvent} */ (new Webhook(secret).verify(body, flat));
+      return /** @type {T} */ (new Webhook(secret).verify(body, flat));
     } catch (error) {
       if (!(error instanceof WebhookVerificationError)) throw error;
       refusal = error;

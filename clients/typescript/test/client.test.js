@@ -109,6 +109,20 @@ describe("problems", async () => {
     await assert.rejects(client.cancelRun(theirs.id), { status: 404, code: "not_found" });
   });
 
+  test("backfill makes a cron job's occurrences into runs once", async () => {
+    await client.putJob(tenant, "hourly", { target: { type: "noop" }, schedule: "0 * * * *" });
+    const start = new Date(Date.now() + 48 * HOUR);
+    start.setUTCHours(0, 0, 0, 0);
+    const end = new Date(start.getTime() + 3 * HOUR);
+    const made = await client.backfill(tenant, "hourly", start, end);
+    assert.deepEqual(made.runs.map((run) => Date.parse(run.scheduled_at)), [0, 1, 2].map((h) => start.getTime() + h * HOUR));
+    assert.equal(made.existing, 0);
+    const again = await client.backfill(tenant, "hourly", start.toISOString(), end);
+    assert.deepEqual([again.runs, again.existing], [[], 3]);
+    await client.putJob(tenant, "once", { target: { type: "noop" } });
+    await assert.rejects(client.backfill(tenant, "once", start, end), { status: 409, code: "conflict" });
+  });
+
   test("409 for a run that cannot be cancelled", async () => {
     await client.putJob(tenant, "quick", { target: { type: "noop" } });
     const run = await client.wait((await client.submitRun(tenant, "quick")).id);

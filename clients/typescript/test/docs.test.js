@@ -42,6 +42,7 @@ test("the client example runs on the dev stack's demo tenant", async () => {
 
 test("the receiver example accepts what is signed for it and refuses what is not", async () => {
   const { id: tenant, signingSecret, client } = await newTenant("receiver");
+  const { id: stranger, client: strangers } = await newTenant("stranger");
   const port = await freePort();
   const file = exampleFile(receiver.replaceAll("3000", String(port)));
   const other = "whsec_" + Buffer.alloc(32, 1).toString("base64");
@@ -51,15 +52,17 @@ test("the receiver example accepts what is signed for it and refuses what is not
   server.stdout.on("data", (chunk) => (out += chunk));
   try {
     await listening(port);
-    const me = { type: /** @type {const} */ ("http"), url: `http://127.0.0.1:${port}/hook`, method: /** @type {const} */ ("POST") };
-    await client.putJob(tenant, "mine", { target: me, max_attempts: 1 });
-    await client.putJob(tenant, "elsewhere", { target: { ...me, url: `${me.url}/other` }, max_attempts: 1 });
+    const target = { type: /** @type {const} */ ("http"), url: `http://127.0.0.1:${port}/hook`, method: /** @type {const} */ ("POST") };
+    await client.putJob(tenant, "mine", { target, max_attempts: 1 });
     const mine = await client.wait((await client.submitRun(tenant, "mine", { n: 1 })).id);
     assert.equal(mine.status, "succeeded");
-    const elsewhere = await client.wait((await client.submitRun(tenant, "elsewhere")).id);
-    assert.equal(elsewhere.status, "failed");
-    assert.equal(elsewhere.attempts[0]?.http_status, 401);
-    assert.match(out, /^run\.attempt /);
+    assert.equal(out, `${mine.id} {"n":1}\n`);
+    // Another tenant's call to the same receiver is signed with a secret it does not hold.
+    await strangers.putJob(stranger, "theirs", { target, max_attempts: 1 });
+    const theirs = await strangers.wait((await strangers.submitRun(stranger, "theirs", { n: 2 })).id);
+    assert.equal(theirs.status, "failed");
+    assert.equal(theirs.attempts[0]?.http_status, 401);
+    assert.equal(out, `${mine.id} {"n":1}\n`);
   } finally {
     server.kill();
     rmSync(file);

@@ -1,5 +1,6 @@
 // verifyWebhook on real deliveries: a worker of the stack calls a local receiver, signed with the
-// tenant's secrets; during a rotation, with the new secret and the previous one.
+// tenant's secrets (during a rotation, with the new secret and the previous one); the body is the
+// run's payload, or an envelope when the job asks for one, or a completion callback's envelope.
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
 
@@ -14,11 +15,13 @@ after(() => hooks.close());
 const OTHER_SECRET = "whsec_" + Buffer.alloc(32, 7).toString("base64");
 
 /**
- * A tenant whose job calls the receiver; `rotate` rotates its secret (with that overlap) before the
- * first call, so no worker has its secrets cached yet. Returns the first delivery and the secrets.
+ * A tenant whose job calls the receiver; with `overlap`, its secret is rotated (with that overlap)
+ * before the first call, so no worker has its secrets cached yet. Returns the first delivery and
+ * the secrets.
  * @param {number} [overlap] seconds the previous secret keeps signing; undefined: no rotation
+ * @param {"payload" | "envelope"} [body] the target's body
  */
-async function delivered(overlap) {
+async function delivered(overlap, body = "payload") {
   const { id: tenant, signingSecret, client } = await newTenant("hooks");
   let current = signingSecret;
   if (overlap !== undefined) {
@@ -29,22 +32,22 @@ async function delivered(overlap) {
     assert.ok(data);
     current = data.signing_secret;
   }
-  await client.putJob(tenant, "hook", { target: { type: "http", url: hooks.url, method: "POST" } });
+  await client.putJob(tenant, "hook", { target: { type: "http", url: hooks.url, method: "POST", body } });
   const next = hooks.next();
   const run = await client.submitRun(tenant, "hook", { user: 42 });
   assert.equal((await client.wait(run.id, { timeout: 30 })).status, "succeeded");
   return { run, delivery: await next, first: signingSecret, current };
 }
 
-test("a delivery verifies with its tenant's secret, from Node's headers or a Headers", async () => {
+test("a delivery verifies to the run's payload, from Node's headers or a Headers", async () => {
   const { run, delivery, first } = await delivered();
-  const envelope = verifyWebhook(first, delivery.headers, delivery.body);
-  assert.ok(envelope.type === "run.attempt");
-  assert.equal(envelope.data.run_id, run.id);
-  assert.equal(envelope.data.url, hooks.url);
-  assert.deepEqual(envelope.data.payload, { user: 42 });
+  assert.equal(delivery.headers["webhook-id"], run.id);
+  assert.equal(delivery.body.toString("utf8"), '{"user":42}');
+  /** @type {{ user: number }} */
+  const payload = verifyWebhook(first, delivery.headers, delivery.body);
+  assert.deepEqual(payload, { user: 42 });
   const headers = new Headers(/** @type {Record<string, string>} */ (delivery.headers));
-  assert.deepEqual(verifyWebhook([first], headers, delivery.body.toString("utf8")), envelope);
+  assert.deepEqual(verifyWebhook([first], headers, delivery.body.toString("utf8")), payload);
 
   const refused = { name: "WebhookVerificationError" };
   assert.throws(() => verifyWebhook(OTHER_SECRET, delivery.headers, delivery.body), refused);
@@ -52,7 +55,20 @@ test("a delivery verifies with its tenant's secret, from Node's headers or a Hea
   assert.throws(() => verifyWebhook(first, delivery.headers, altered), WebhookVerificationError);
   const stale = { ...delivery.headers, "webhook-timestamp": String(Math.floor(Date.now() / 1000) - 600) };
   assert.throws(() => verifyWebhook(first, stale, delivery.body), refused);
+  const otherRun = { ...delivery.headers, "webhook-id": "another-run" };
+  assert.throws(() => verifyWebhook(first, otherRun, delivery.body), refused);
   assert.throws(() => verifyWebhook([], delivery.headers, delivery.body), refused);
+});
+
+test("a job with an envelope body verifies to the envelope, its attempt and URL signed", async () => {
+  const { run, delivery, first } = await delivered(undefined, "envelope");
+  /** @type {import("../src/index.js").WebhookEvent} */
+  const event = verifyWebhook(first, delivery.headers, delivery.body);
+  assert.ok(event.type === "run.attempt");
+  assert.equal(event.data.run_id, run.id);
+  assert.equal(event.data.attempt, 1);
+  assert.equal(event.data.url, hooks.url);
+  assert.deepEqual(event.data.payload, { user: 42 });
 });
 
 test("during a rotation, either secret verifies, and a list accepts any of them", async () => {
@@ -76,6 +92,7 @@ test("a completion callback verifies, and carries the finished run", async () =>
   const next = hooks.next();
   const run = await client.submitRun(tenant, "quick", { n: 1 }, { callback: { url: hooks.url, on: ["succeeded"] } });
   const delivery = await next;
+  /** @type {import("../src/index.js").WebhookEvent} */
   const event = verifyWebhook(signingSecret, delivery.headers, delivery.body);
   assert.ok(event.type === "run.completed");
   assert.equal(event.data.id, run.id);

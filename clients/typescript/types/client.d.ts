@@ -48,7 +48,18 @@ export class Client {
      */
     listRuns(tenant: string, { status, job, scheduledAfter, scheduledBefore, pageSize }?: RunFilters): AsyncGenerator<Run, void, undefined>;
     /**
-     * Cancels a run no worker has started (409 otherwise).
+     * Makes the cron job's occurrences in [from, to) into runs, each at most once however often it
+     * is asked: `existing` counts those whose run was made already (by the schedule or a backfill).
+     * @param {string} tenant
+     * @param {string} name
+     * @param {Date | string} from the first occurrence included
+     * @param {Date | string} to the end, excluded
+     * @returns {Promise<BackfillResult>}
+     */
+    backfill(tenant: string, name: string, from: Date | string, to: Date | string): Promise<BackfillResult>;
+    /**
+     * Cancels a run that has not ended, a running one too (its worker is told to stop); 409 for a
+     * finished run.
      * @param {string} runId
      * @returns {Promise<Run>}
      */
@@ -69,6 +80,7 @@ export type Run = Schemas["Run"];
 export type Job = Schemas["Job"];
 export type JobPut = Schemas["JobPut"];
 export type RunSubmit = Schemas["RunSubmit"];
+export type BackfillResult = Schemas["BackfillResult"];
 export type RunQuery = NonNullable<paths["/tenants/{tenant_id}/runs"]["get"]["parameters"]["query"]>;
 export type ClientOptions = {
     /**

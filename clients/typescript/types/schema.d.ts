@@ -222,6 +222,28 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/tenants/{tenant_id}/jobs/{name}/backfill": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Backfill Job
+         * @description Make the cron job's occurrences in [from, to) into runs, each at most once however often it is
+         *     asked (a run the schedule or an earlier backfill made is counted in `existing`), at most 1000 per
+         *     request, within the tenant's backlog quota (429). A job without a schedule is 409.
+         */
+        post: operations["backfillJob"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/tenants/{tenant_id}/jobs/{name}/pause": {
         parameters: {
             query?: never;
@@ -364,7 +386,9 @@ export interface paths {
         /**
          * Submit Run
          * @description Submit one run of a job. A repeated idempotency key with the same body answers 200 with the
-         *     same run; with another body, 422; while a request with that key is still in flight, 409.
+         *     same run; with another body, 422; while a request with that key is still in flight, 409. A
+         *     duplicate of a `unique` job's run, or a submission folded into a `debounce` job's pending run,
+         *     answers 200 with that run.
          */
         post: operations["submitRun"];
         delete?: never;
@@ -411,6 +435,7 @@ export interface paths {
         /**
          * Submit Run Batch
          * @description Submit up to SCHEDULER_MAX_BATCH runs, validated all-or-nothing: one bad item writes nothing.
+         *     `created` says which items made a new run and which were answered with one that exists.
          */
         post: operations["submitRunBatch"];
         delete?: never;
@@ -508,18 +533,53 @@ export interface components {
              */
             worker: string | null;
         };
+        /**
+         * Backfill
+         * @example {
+         *       "from": "2030-01-01T00:00:00Z",
+         *       "to": "2030-01-02T00:00:00Z"
+         *     }
+         */
+        Backfill: {
+            /**
+             * From
+             * Format: date-time
+             * @description The first occurrence time included. ISO 8601 with a timezone, at most SCHEDULER_MAX_SCHEDULE_BEHIND_DAYS (7) in the past.
+             */
+            from: string;
+            /**
+             * To
+             * Format: date-time
+             * @description The end, excluded; after `from`, at most SCHEDULER_MAX_SCHEDULE_AHEAD_DAYS (366) ahead. [from, to) may hold at most 1000 occurrences.
+             */
+            to: string;
+        };
+        /** BackfillResult */
+        BackfillResult: {
+            /**
+             * Existing
+             * @description Occurrences in the range whose run existed already: the schedule's, or an earlier backfill's.
+             */
+            existing: number;
+            /**
+             * Runs
+             * @description The runs this request made, oldest occurrence first.
+             */
+            runs: components["schemas"]["Run"][];
+        };
         /** Callback */
         Callback: {
             /**
              * On
-             * @description The terminal statuses that trigger it; default all three.
+             * @description The terminal statuses that trigger it; default all four.
              * @default [
              *       "succeeded",
              *       "failed",
-             *       "cancelled"
+             *       "cancelled",
+             *       "expired"
              *     ]
              */
-            on?: ("succeeded" | "failed" | "cancelled")[];
+            on?: ("succeeded" | "failed" | "cancelled" | "expired")[];
             /**
              * Url
              * Format: uri
@@ -541,14 +601,15 @@ export interface components {
             last_error: string | null;
             /**
              * On
-             * @description The terminal statuses that trigger it; default all three.
+             * @description The terminal statuses that trigger it; default all four.
              * @default [
              *       "succeeded",
              *       "failed",
-             *       "cancelled"
+             *       "cancelled",
+             *       "expired"
              *     ]
              */
-            on?: ("succeeded" | "failed" | "cancelled")[];
+            on?: ("succeeded" | "failed" | "cancelled" | "expired")[];
             /**
              * Status
              * @description null until the run ends in one of `on`; then pending (due), delivering, delivered, or failed (every attempt failed).
@@ -574,6 +635,32 @@ export interface components {
              * @description At most this many runs of one key hold a slot at once, from their claim until their attempt ends, is reaped or is cancelled.
              */
             limit: number;
+        };
+        /**
+         * Debounce
+         * @example {
+         *       "key": "payload.doc_id",
+         *       "max_delay_seconds": 60,
+         *       "period_seconds": 5
+         *     }
+         */
+        Debounce: {
+            /**
+             * Key
+             * @description A dotted path into the run's payload; runs with equal values (as JSON: 1 and "1" differ) share the key, and so do runs whose payload lacks the field or has it null. Absent or null: one key for the whole job.
+             * @example payload.user_id
+             */
+            key?: string | null;
+            /**
+             * Max Delay Seconds
+             * @description The run is never due later than this long after the key's first submission: at least period_seconds, at most a day.
+             */
+            max_delay_seconds: number;
+            /**
+             * Period Seconds
+             * @description A key's first submission makes a run due this long after it (1 s to an hour); each later one while that run is pending replaces its payload and makes it due this long after itself.
+             */
+            period_seconds: number;
         };
         /** Health */
         Health: {
@@ -621,15 +708,25 @@ export interface components {
             callback: components["schemas"]["Callback"] | null;
             concurrency: components["schemas"]["Concurrency"] | null;
             /**
+             * Consecutive Failures
+             * @description Its runs that ended `failed` in a row, counted while pause_after_failures is set.
+             */
+            consecutive_failures: number;
+            /**
              * Created At
              * Format: date-time
              */
             created_at: string;
+            debounce: components["schemas"]["Debounce"] | null;
+            /** Expire After Seconds */
+            expire_after_seconds: number | null;
             /**
              * In Flight
              * @description Runs of the job holding a concurrency slot now.
              */
             in_flight: number;
+            /** Jitter Seconds */
+            jitter_seconds: number;
             /** Max Attempts */
             max_attempts: number;
             /** Misfire */
@@ -638,8 +735,20 @@ export interface components {
             name: string;
             /** Next Fire At */
             next_fire_at: string | null;
+            /**
+             * Overlap
+             * @enum {string}
+             */
+            overlap: "allow" | "skip" | "buffer_one";
+            /** Pause After Failures */
+            pause_after_failures: number | null;
             /** Paused */
             paused: boolean;
+            /**
+             * Paused Reason
+             * @description Why the job is paused: `requested` (POST …/pause, the dashboard, a PUT) or `failures` (pause_after_failures). Null while it is not paused.
+             */
+            paused_reason: ("requested" | "failures") | null;
             /** Payload */
             payload: unknown;
             /** Priority */
@@ -647,6 +756,8 @@ export interface components {
             rate_limit: components["schemas"]["RateLimit"] | null;
             /** Schedule */
             schedule: string | null;
+            /** Tags */
+            tags: string[];
             /** Target */
             target: components["schemas"]["HttpTarget"] | components["schemas"]["PythonTarget"] | components["schemas"]["NoopTarget"];
             /** Tenant Id */
@@ -655,6 +766,7 @@ export interface components {
             timeout_seconds: number;
             /** Timezone */
             timezone: string;
+            unique: components["schemas"]["Unique"] | null;
             /**
              * Updated At
              * Format: date-time
@@ -695,6 +807,19 @@ export interface components {
             callback?: components["schemas"]["Callback"] | null;
             /** @description A per-key concurrency limit; it applies to runs submitted after it is set. */
             concurrency?: components["schemas"]["Concurrency"] | null;
+            /** @description Submissions of one key fold into one pending run, which runs once with the latest payload; each is answered with that run (200 after the first). */
+            debounce?: components["schemas"]["Debounce"] | null;
+            /**
+             * Expire After Seconds
+             * @description Each run's deadline to start, this long after its scheduled_at (1 s to 31 days), unless the run brings its own expires_at: not started by then, the run ends `expired`. Null: no deadline. Applies to runs created after it is set, cron occurrences included.
+             */
+            expire_after_seconds?: number | null;
+            /**
+             * Jitter Seconds
+             * @description Each cron occurrence's run is scheduled this much later at most, by an offset of the occurrence's own (the same every time it is computed): its scheduled_at is that time. Only with a `schedule`.
+             * @default 0
+             */
+            jitter_seconds?: number;
             /**
              * Max Attempts
              * @default 3
@@ -706,6 +831,18 @@ export interface components {
              * @enum {string}
              */
             misfire?: "latest" | "all" | "skip";
+            /**
+             * Overlap
+             * @description A cron job's occurrence while its schedule's earlier runs are still live: `allow` makes it anyway; `skip` drops it while one is pending, dispatched or running; `buffer_one` drops it while one is pending (waiting to start), so at most one waits behind a running one. Decided when the occurrence is due; dropped ones are counted in scheduler_cron_occurrences_skipped_total{reason="overlap"}. Only with a `schedule`.
+             * @default allow
+             * @enum {string}
+             */
+            overlap?: "allow" | "skip" | "buffer_one";
+            /**
+             * Pause After Failures
+             * @description Pause the job (paused_reason `failures`) once this many of its runs in a row end `failed`; a success starts the count again, and so does a resume. Counts runs made while it is set.
+             */
+            pause_after_failures?: number | null;
             /**
              * Paused
              * @description Holds every pending run of the job and its cron (as POST …/pause); false resumes.
@@ -731,6 +868,11 @@ export interface components {
              */
             schedule?: string | null;
             /**
+             * Tags
+             * @description Every run's tags, before those it brings (cron runs carry these). At most 10 tags of 1 to 64 characters from A-Z a-z 0-9 _ . : / -; a repeated one counts once.
+             */
+            tags?: string[];
+            /**
              * Target
              * @description What a run calls: a signed webhook (`http`), a handler the deployment registered (`python`), or nothing (`noop`). A webhook's host must resolve to public addresses.
              */
@@ -745,6 +887,8 @@ export interface components {
              * @default UTC
              */
             timezone?: string;
+            /** @description At most one run per key: a submission that would make a second is answered 200 with the run that exists, and writes nothing. Not beside `debounce`. */
+            unique?: components["schemas"]["Unique"] | null;
         };
         /** KeyCreated */
         KeyCreated: {
@@ -848,6 +992,11 @@ export interface components {
              * Format: date-time
              */
             created_at: string;
+            /**
+             * Dedupe Key
+             * @description The key this run claimed under its job's `unique` or `debounce` rule: the JSON text of the payload field the rule names (`null` when the payload lacks it; over 200 characters, `sha256:` and its hash), or `""` when the rule names none. Null when the job had no rule.
+             */
+            dedupe_key: string | null;
             /** Dispatched At */
             dispatched_at: string | null;
             /**
@@ -857,6 +1006,11 @@ export interface components {
             due_at: string;
             /** Epoch */
             epoch: number;
+            /**
+             * Expires At
+             * @description The run's deadline to start: not started by then, it ends `expired`. Null: none. Once started, the run has met it (a later retry of a failed attempt is not expired).
+             */
+            expires_at: string | null;
             /** Finished At */
             finished_at: string | null;
             /**
@@ -877,6 +1031,13 @@ export interface components {
             last_error: string | null;
             /** Max Attempts */
             max_attempts: number;
+            /**
+             * Metadata
+             * @description The submission's metadata, as sent.
+             */
+            metadata: {
+                [key: string]: unknown;
+            } | null;
             /** Payload */
             payload: unknown;
             /** Priority */
@@ -902,7 +1063,12 @@ export interface components {
              * Status
              * @enum {string}
              */
-            status: "pending" | "dispatched" | "running" | "succeeded" | "failed" | "cancelled";
+            status: "pending" | "dispatched" | "running" | "succeeded" | "failed" | "cancelled" | "expired";
+            /**
+             * Tags
+             * @description The job's default tags, then the submission's own.
+             */
+            tags: string[];
             /** Tenant Id */
             tenant_id: string;
         };
@@ -921,7 +1087,7 @@ export interface components {
         RunAction: {
             /**
              * Action
-             * @description cancel: pending, dispatched or running runs; retry: failed or cancelled runs (like POST /runs/{id}/retry, within the tenant's backlog quota).
+             * @description cancel: pending, dispatched or running runs; retry: failed, cancelled or expired runs (like POST /runs/{id}/retry, within the tenant's backlog quota).
              * @enum {string}
              */
             action: "cancel" | "retry";
@@ -959,7 +1125,15 @@ export interface components {
         };
         /** RunBatch */
         RunBatch: {
-            /** Runs */
+            /**
+             * Created
+             * @description One per item, in order: true when the item created its run; false when it was answered with a run that exists (an idempotent replay, a duplicate of a `unique` job's run — made earlier or by an earlier item — or a submission folded into a `debounce` job's pending run).
+             */
+            created: boolean[];
+            /**
+             * Runs
+             * @description One run per item, in order.
+             */
             runs: components["schemas"]["Run"][];
         };
         /**
@@ -1005,7 +1179,12 @@ export interface components {
              */
             scheduled_before?: string | null;
             /** Status */
-            status?: ("pending" | "dispatched" | "running" | "succeeded" | "failed" | "cancelled")[] | null;
+            status?: ("pending" | "dispatched" | "running" | "succeeded" | "failed" | "cancelled" | "expired")[] | null;
+            /**
+             * Tags
+             * @description Runs carrying every one. At most 10 tags of 1 to 64 characters from A-Z a-z 0-9 _ . : / -; a repeated one counts once.
+             */
+            tags?: string[] | null;
         };
         /** RunList */
         RunList: {
@@ -1048,6 +1227,11 @@ export interface components {
         RunSubmit: {
             /** @description Default: the job's callback. */
             callback?: components["schemas"]["Callback"] | null;
+            /**
+             * Expires At
+             * @description ISO 8601 with a timezone: the run's deadline to start. Not started by then, it ends `expired` (no attempt made) wherever it waits: pending, held or dispatched. At least 1 s and at most 31 days after scheduled_at (now when absent). Default: the job's expire_after_seconds after scheduled_at, or none.
+             */
+            expires_at?: string | null;
             /** Idempotency Key */
             idempotency_key?: string | null;
             /**
@@ -1055,6 +1239,13 @@ export interface components {
              * @example send-report
              */
             job: string;
+            /**
+             * Metadata
+             * @description Kept with the run, shown with it and sent in its callback. A JSON object, at most 4096 bytes encoded, nested no deeper than a payload, without NUL characters.
+             */
+            metadata?: {
+                [key: string]: unknown;
+            } | null;
             /**
              * Payload
              * @description Default: the job's payload. Any JSON, at most SCHEDULER_MAX_PAYLOAD_BYTES (65536) encoded, without NUL characters.
@@ -1070,6 +1261,15 @@ export interface components {
              * @description ISO 8601 with a timezone; default now (the database's clock). At most SCHEDULER_MAX_SCHEDULE_AHEAD_DAYS (366) ahead and SCHEDULER_MAX_SCHEDULE_BEHIND_DAYS (7) behind.
              */
             scheduled_at?: string | null;
+            /**
+             * Tags
+             * @description Added to the job's default tags (together at most 10). At most 10 tags of 1 to 64 characters from A-Z a-z 0-9 _ . : / -; a repeated one counts once.
+             * @example [
+             *       "customer:42",
+             *       "nightly"
+             *     ]
+             */
+            tags?: string[] | null;
         };
         /** SigningSecretCreated */
         SigningSecretCreated: {
@@ -1162,6 +1362,26 @@ export interface components {
             id: string;
             /** Paused */
             paused: boolean;
+        };
+        /**
+         * Unique
+         * @example {
+         *       "key": "payload.user_id",
+         *       "within_seconds": 3600
+         *     }
+         */
+        Unique: {
+            /**
+             * Key
+             * @description A dotted path into the run's payload; runs with equal values (as JSON: 1 and "1" differ) share the key, and so do runs whose payload lacks the field or has it null. Absent or null: one key for the whole job.
+             * @example payload.user_id
+             */
+            key?: string | null;
+            /**
+             * Within Seconds
+             * @description At most one run per key created within this many seconds (1 s to 30 days), whatever became of it. Null: at most one live run (pending, dispatched or running) per key.
+             */
+            within_seconds?: number | null;
         };
     };
     responses: never;
@@ -1970,6 +2190,89 @@ export interface operations {
             };
         };
     };
+    backfillJob: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                tenant_id: string;
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["Backfill"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BackfillResult"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Request Entity Too Large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Too Many Requests */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before submitting again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
     pauseJob: {
         parameters: {
             query?: never;
@@ -2344,12 +2647,14 @@ export interface operations {
     listRuns: {
         parameters: {
             query?: {
-                status?: ("pending" | "dispatched" | "running" | "succeeded" | "failed" | "cancelled") | null;
+                status?: ("pending" | "dispatched" | "running" | "succeeded" | "failed" | "cancelled" | "expired") | null;
                 job?: string | null;
                 /** @description scheduled_at >= this. */
                 scheduled_after?: string | null;
                 /** @description scheduled_at < this. */
                 scheduled_before?: string | null;
+                /** @description Runs carrying every tag given (repeat it). At most 10 tags of 1 to 64 characters from A-Z a-z 0-9 _ . : / -; a repeated one counts once. */
+                tag?: string[] | null;
                 limit?: number;
                 cursor?: string | null;
             };

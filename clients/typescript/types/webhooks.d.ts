@@ -3,7 +3,8 @@
  *   `Headers`, or a record such as Node's `request.headers`
  */
 /**
- * What an `http` target receives in `data`, once per attempt (docs/webhooks.md).
+ * `data` of an attempt's envelope, the body of an `http` target with `"body": "envelope"`
+ * (docs/webhooks.md).
  * @typedef {object} AttemptCall
  * @property {string} run_id
  * @property {string} tenant_id
@@ -15,22 +16,27 @@
  * @property {unknown} payload the run's
  */
 /**
- * A signed call's body: an attempt of an `http` target, or a completion callback carrying the
- * finished run as GET /runs/{id} answers it.
+ * The envelopes a signed call's body may be: an attempt of an `http` target with
+ * `"body": "envelope"`, or a completion callback carrying the finished run as GET /runs/{id}
+ * answers it. An `http` target's default body is the run's payload itself, not one of these.
  * @typedef {{ type: "run.attempt", timestamp: string, data: AttemptCall }
  *   | { type: "run.completed", timestamp: string, data: import("./client.js").Run }} WebhookEvent
  */
 /**
- * The parsed body of a call the scheduler signed (Standard Webhooks: `webhook-id`,
+ * The parsed JSON body of a call the scheduler signed (Standard Webhooks: `webhook-id`,
  * `webhook-timestamp` within 5 minutes, `webhook-signature`) with any of `secrets`: during a
  * rotation, the new secret and the one it replaces. Throws WebhookVerificationError otherwise.
- * Pass the body exactly as received, before any JSON parsing: its bytes are what is signed.
+ * The body is whatever was sent: an `http` target's run payload (by default), its envelope
+ * (`"body": "envelope"`) or a completion callback's (both a `WebhookEvent`). `T` names what the
+ * caller expects (`unknown` unless given): it is not checked. Pass the body exactly as received,
+ * before any JSON parsing: its bytes are what is signed.
+ * @template [T=unknown]
  * @param {string | string[]} secrets `whsec_…`
  * @param {WebhookHeaders} headers
  * @param {string | Uint8Array} body
- * @returns {WebhookEvent}
+ * @returns {T}
  */
-export function verifyWebhook(secrets: string | string[], headers: WebhookHeaders, body: string | Uint8Array): WebhookEvent;
+export function verifyWebhook<T = unknown>(secrets: string | string[], headers: WebhookHeaders, body: string | Uint8Array): T;
 export { WebhookVerificationError };
 /**
  * a fetch
@@ -38,7 +44,8 @@ export { WebhookVerificationError };
  */
 export type WebhookHeaders = Headers | Record<string, string | string[] | undefined>;
 /**
- * What an `http` target receives in `data`, once per attempt (docs/webhooks.md).
+ * `data` of an attempt's envelope, the body of an `http` target with `"body": "envelope"`
+ * (docs/webhooks.md).
  */
 export type AttemptCall = {
     run_id: string;
@@ -63,8 +70,9 @@ export type AttemptCall = {
     payload: unknown;
 };
 /**
- * A signed call's body: an attempt of an `http` target, or a completion callback carrying the
- * finished run as GET /runs/{id} answers it.
+ * The envelopes a signed call's body may be: an attempt of an `http` target with
+ * `"body": "envelope"`, or a completion callback carrying the finished run as GET /runs/{id}
+ * answers it. An `http` target's default body is the run's payload itself, not one of these.
  */
 export type WebhookEvent = {
     type: "run.attempt";

@@ -14,7 +14,14 @@ import httpx
 
 from scheduler_client import operations as ops
 from scheduler_client.errors import ApiError
-from scheduler_client.generated.models import ApiKey, Job, KeyCreated, Run, SigningSecretCreated
+from scheduler_client.generated.models import (
+    ApiKey,
+    BackfillResult,
+    Job,
+    KeyCreated,
+    Run,
+    SigningSecretCreated,
+)
 from scheduler_client.retries import AsyncRetryingTransport, RetryPolicy
 from scheduler_client.waiting import Waiting
 
@@ -87,6 +94,11 @@ class AsyncClient:
         self, tenant: str, name: str, payload: Any = None, *, idempotency_key: str | None = None
     ) -> Run:
         return await self.submit_run(tenant, name, payload, idempotency_key=idempotency_key)
+
+    async def backfill_job(
+        self, tenant: str, name: str, start: datetime | str, end: datetime | str
+    ) -> BackfillResult:
+        return await self._do(ops.backfill_job_op(tenant, name, start, end))
 
     # Runs
 

@@ -12,7 +12,15 @@ import httpx
 
 from scheduler_client import operations as ops
 from scheduler_client.errors import ApiError
-from scheduler_client.generated.models import ApiKey, Job, KeyCreated, Problem, Run, SigningSecretCreated
+from scheduler_client.generated.models import (
+    ApiKey,
+    BackfillResult,
+    Job,
+    KeyCreated,
+    Problem,
+    Run,
+    SigningSecretCreated,
+)
 from scheduler_client.generated.types import Response
 from scheduler_client.retries import RetryingTransport, RetryPolicy
 from scheduler_client.waiting import Waiting
@@ -94,6 +102,13 @@ class Client:
     ) -> Run:
         """A run of the job now (with the job's payload unless given one)."""
         return self.submit_run(tenant, name, payload, idempotency_key=idempotency_key)
+
+    def backfill_job(
+        self, tenant: str, name: str, start: datetime | str, end: datetime | str
+    ) -> BackfillResult:
+        """Runs for the cron job's occurrences in [start, end), each made at most once however
+        often asked (`existing` counts those made already)."""
+        return self._do(ops.backfill_job_op(tenant, name, start, end))
 
     # Runs
 

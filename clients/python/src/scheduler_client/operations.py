@@ -15,7 +15,7 @@ import httpx
 from scheduler_client.errors import ApiError
 from scheduler_client.generated import AuthenticatedClient
 from scheduler_client.generated.api.flow_control import pause_job, resume_job
-from scheduler_client.generated.api.jobs import delete_job, get_job, list_jobs, put_job
+from scheduler_client.generated.api.jobs import backfill_job, delete_job, get_job, list_jobs, put_job
 from scheduler_client.generated.api.runs import (
     cancel_run,
     get_run,
@@ -28,6 +28,8 @@ from scheduler_client.generated.api.runs import (
 from scheduler_client.generated.api.tenants import create_key, list_keys, revoke_key, rotate_signing_secret
 from scheduler_client.generated.models import (
     ApiKeyList,
+    Backfill,
+    BackfillResult,
     Job,
     JobList,
     JobPut,
@@ -178,6 +180,11 @@ def delete_job_op(tenant: str, name: str) -> Op[Any]:
 def pause_job_op(tenant: str, name: str, paused: bool) -> Op[Job]:
     endpoint = pause_job if paused else resume_job
     return Op(endpoint.sync_detailed, endpoint.asyncio_detailed, tenant, name)
+
+
+def backfill_job_op(tenant: str, name: str, start: datetime | str, end: datetime | str) -> Op[BackfillResult]:
+    body = _body(Backfill, {"from": start, "to": end})
+    return Op(backfill_job.sync_detailed, backfill_job.asyncio_detailed, tenant, name, body=body)
 
 
 def job_pages(tenant: str, page_size: int | None) -> Pages[JobList, Job]:

@@ -4,12 +4,15 @@ from .api_key import ApiKey
 from .api_key_list import ApiKeyList
 from .attempt import Attempt
 from .attempt_outcome_type_0 import AttemptOutcomeType0
+from .backfill import Backfill
+from .backfill_result import BackfillResult
 from .callback import Callback
 from .callback_on_item import CallbackOnItem
 from .callback_state import CallbackState
 from .callback_state_on_item import CallbackStateOnItem
 from .callback_state_status_type_0 import CallbackStateStatusType0
 from .concurrency import Concurrency
+from .debounce import Debounce
 from .health import Health
 from .health_checks import HealthChecks
 from .http_target import HttpTarget
@@ -18,8 +21,11 @@ from .http_target_headers import HttpTargetHeaders
 from .http_target_method import HttpTargetMethod
 from .job import Job
 from .job_list import JobList
+from .job_overlap import JobOverlap
+from .job_paused_reason_type_0 import JobPausedReasonType0
 from .job_put import JobPut
 from .job_put_misfire import JobPutMisfire
+from .job_put_overlap import JobPutOverlap
 from .key_created import KeyCreated
 from .list_runs_status_type_0 import ListRunsStatusType0
 from .noop_target import NoopTarget
@@ -36,10 +42,12 @@ from .run_filter import RunFilter
 from .run_filter_status_type_0_item import RunFilterStatusType0Item
 from .run_held_type_0 import RunHeldType0
 from .run_list import RunList
+from .run_metadata_type_0 import RunMetadataType0
 from .run_reschedule import RunReschedule
 from .run_retry import RunRetry
 from .run_status import RunStatus
 from .run_submit import RunSubmit
+from .run_submit_metadata_type_0 import RunSubmitMetadataType0
 from .signing_secret_created import SigningSecretCreated
 from .signing_secret_rotation import SigningSecretRotation
 from .tenant import Tenant
@@ -47,18 +55,22 @@ from .tenant_create import TenantCreate
 from .tenant_created import TenantCreated
 from .tenant_patch import TenantPatch
 from .tenant_pause import TenantPause
+from .unique import Unique
 
 __all__ = (
     "ApiKey",
     "ApiKeyList",
     "Attempt",
     "AttemptOutcomeType0",
+    "Backfill",
+    "BackfillResult",
     "Callback",
     "CallbackOnItem",
     "CallbackState",
     "CallbackStateOnItem",
     "CallbackStateStatusType0",
     "Concurrency",
+    "Debounce",
     "Health",
     "HealthChecks",
     "HttpTarget",
@@ -67,8 +79,11 @@ __all__ = (
     "HttpTargetMethod",
     "Job",
     "JobList",
+    "JobOverlap",
+    "JobPausedReasonType0",
     "JobPut",
     "JobPutMisfire",
+    "JobPutOverlap",
     "KeyCreated",
     "ListRunsStatusType0",
     "NoopTarget",
@@ -85,10 +100,12 @@ __all__ = (
     "RunFilterStatusType0Item",
     "RunHeldType0",
     "RunList",
+    "RunMetadataType0",
     "RunReschedule",
     "RunRetry",
     "RunStatus",
     "RunSubmit",
+    "RunSubmitMetadataType0",
     "SigningSecretCreated",
     "SigningSecretRotation",
     "Tenant",
@@ -96,4 +113,5 @@ __all__ = (
     "TenantCreated",
     "TenantPatch",
     "TenantPause",
+    "Unique",
 )

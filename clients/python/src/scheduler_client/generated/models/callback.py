@@ -21,7 +21,7 @@ class Callback:
     """
     Attributes:
         url (str): Receives the finished run (POST, signed like webhooks). Its host must resolve to public addresses.
-        on (list[CallbackOnItem] | Unset): The terminal statuses that trigger it; default all three.
+        on (list[CallbackOnItem] | Unset): The terminal statuses that trigger it; default all four.
     """
 
     url: str

@@ -3,6 +3,7 @@ from enum import StrEnum
 
 class CallbackOnItem(StrEnum):
     CANCELLED = "cancelled"
+    EXPIRED = "expired"
     FAILED = "failed"
     SUCCEEDED = "succeeded"
 

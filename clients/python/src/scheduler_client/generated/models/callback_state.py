@@ -26,7 +26,7 @@ class CallbackState:
         status (CallbackStateStatusType0 | None): null until the run ends in one of `on`; then pending (due),
             delivering, delivered, or failed (every attempt failed).
         url (str): Receives the finished run (POST, signed like webhooks). Its host must resolve to public addresses.
-        on (list[CallbackStateOnItem] | Unset): The terminal statuses that trigger it; default all three.
+        on (list[CallbackStateOnItem] | Unset): The terminal statuses that trigger it; default all four.
     """
 
     attempts: int

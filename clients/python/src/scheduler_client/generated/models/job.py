@@ -8,16 +8,20 @@ from attrs import field as _attrs_field
 
 from ..types import UNSET, Unset
 
+from ..models.job_overlap import JobOverlap
+from ..models.job_paused_reason_type_0 import JobPausedReasonType0
 from typing import cast
 import datetime
 
 if TYPE_CHECKING:
     from ..models.callback import Callback
     from ..models.concurrency import Concurrency
+    from ..models.debounce import Debounce
     from ..models.http_target import HttpTarget
     from ..models.noop_target import NoopTarget
     from ..models.python_target import PythonTarget
     from ..models.rate_limit import RateLimit
+    from ..models.unique import Unique
 
 
 T = TypeVar("T", bound="Job")
@@ -30,52 +34,73 @@ class Job:
         backoff_seconds (float):
         callback (Callback | None):
         concurrency (Concurrency | None):
+        consecutive_failures (int): Its runs that ended `failed` in a row, counted while pause_after_failures is set.
         created_at (datetime.datetime):
+        debounce (Debounce | None):
+        expire_after_seconds (float | None):
         in_flight (int): Runs of the job holding a concurrency slot now.
+        jitter_seconds (int):
         max_attempts (int):
         misfire (str):
         name (str):
         next_fire_at (datetime.datetime | None):
+        overlap (JobOverlap):
+        pause_after_failures (int | None):
         paused (bool):
+        paused_reason (JobPausedReasonType0 | None): Why the job is paused: `requested` (POST …/pause, the dashboard, a
+            PUT) or `failures` (pause_after_failures). Null while it is not paused.
         payload (Any):
         priority (int):
         rate_limit (None | RateLimit):
         schedule (None | str):
+        tags (list[str]):
         target (HttpTarget | NoopTarget | PythonTarget):
         tenant_id (str):
         timeout_seconds (float):
         timezone (str):
+        unique (None | Unique):
         updated_at (datetime.datetime):
     """
 
     backoff_seconds: float
     callback: Callback | None
     concurrency: Concurrency | None
+    consecutive_failures: int
     created_at: datetime.datetime
+    debounce: Debounce | None
+    expire_after_seconds: float | None
     in_flight: int
+    jitter_seconds: int
     max_attempts: int
     misfire: str
     name: str
     next_fire_at: datetime.datetime | None
+    overlap: JobOverlap
+    pause_after_failures: int | None
     paused: bool
+    paused_reason: JobPausedReasonType0 | None
     payload: Any
     priority: int
     rate_limit: None | RateLimit
     schedule: None | str
+    tags: list[str]
     target: HttpTarget | NoopTarget | PythonTarget
     tenant_id: str
     timeout_seconds: float
     timezone: str
+    unique: None | Unique
     updated_at: datetime.datetime
     additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         from ..models.callback import Callback  # noqa: PLC0415
         from ..models.concurrency import Concurrency  # noqa: PLC0415
+        from ..models.debounce import Debounce  # noqa: PLC0415
         from ..models.http_target import HttpTarget  # noqa: PLC0415
         from ..models.noop_target import NoopTarget  # noqa: PLC0415
         from ..models.python_target import PythonTarget  # noqa: PLC0415
         from ..models.rate_limit import RateLimit  # noqa: PLC0415
+        from ..models.unique import Unique  # noqa: PLC0415
 
         backoff_seconds = self.backoff_seconds
 
@@ -91,9 +116,22 @@ class Job:
         else:
             concurrency = self.concurrency
 
+        consecutive_failures = self.consecutive_failures
+
         created_at = self.created_at.isoformat()
 
+        debounce: dict[str, Any] | None
+        if isinstance(self.debounce, Debounce):
+            debounce = self.debounce.to_dict()
+        else:
+            debounce = self.debounce
+
+        expire_after_seconds: float | None
+        expire_after_seconds = self.expire_after_seconds
+
         in_flight = self.in_flight
+
+        jitter_seconds = self.jitter_seconds
 
         max_attempts = self.max_attempts
 
@@ -107,7 +145,18 @@ class Job:
         else:
             next_fire_at = self.next_fire_at
 
+        overlap = self.overlap.value
+
+        pause_after_failures: int | None
+        pause_after_failures = self.pause_after_failures
+
         paused = self.paused
+
+        paused_reason: None | str
+        if isinstance(self.paused_reason, JobPausedReasonType0):
+            paused_reason = self.paused_reason.value
+        else:
+            paused_reason = self.paused_reason
 
         payload = self.payload
 
@@ -121,6 +170,8 @@ class Job:
 
         schedule: None | str
         schedule = self.schedule
+
+        tags = self.tags
 
         target: dict[str, Any]
         if isinstance(self.target, HttpTarget):
@@ -136,6 +187,12 @@ class Job:
 
         timezone = self.timezone
 
+        unique: dict[str, Any] | None
+        if isinstance(self.unique, Unique):
+            unique = self.unique.to_dict()
+        else:
+            unique = self.unique
+
         updated_at = self.updated_at.isoformat()
 
         field_dict: dict[str, Any] = {}
@@ -145,21 +202,30 @@ class Job:
                 "backoff_seconds": backoff_seconds,
                 "callback": callback,
                 "concurrency": concurrency,
+                "consecutive_failures": consecutive_failures,
                 "created_at": created_at,
+                "debounce": debounce,
+                "expire_after_seconds": expire_after_seconds,
                 "in_flight": in_flight,
+                "jitter_seconds": jitter_seconds,
                 "max_attempts": max_attempts,
                 "misfire": misfire,
                 "name": name,
                 "next_fire_at": next_fire_at,
+                "overlap": overlap,
+                "pause_after_failures": pause_after_failures,
                 "paused": paused,
+                "paused_reason": paused_reason,
                 "payload": payload,
                 "priority": priority,
                 "rate_limit": rate_limit,
                 "schedule": schedule,
+                "tags": tags,
                 "target": target,
                 "tenant_id": tenant_id,
                 "timeout_seconds": timeout_seconds,
                 "timezone": timezone,
+                "unique": unique,
                 "updated_at": updated_at,
             }
         )
@@ -170,10 +236,12 @@ class Job:
     def from_dict(cls: type[T], src_dict: Mapping[str, Any]) -> T:
         from ..models.callback import Callback  # noqa: PLC0415
         from ..models.concurrency import Concurrency  # noqa: PLC0415
+        from ..models.debounce import Debounce  # noqa: PLC0415
         from ..models.http_target import HttpTarget  # noqa: PLC0415
         from ..models.noop_target import NoopTarget  # noqa: PLC0415
         from ..models.python_target import PythonTarget  # noqa: PLC0415
         from ..models.rate_limit import RateLimit  # noqa: PLC0415
+        from ..models.unique import Unique  # noqa: PLC0415
 
         d = dict(src_dict)
         backoff_seconds = d.pop("backoff_seconds")
@@ -208,9 +276,35 @@ class Job:
 
         concurrency = _parse_concurrency(d.pop("concurrency"))
 
+        consecutive_failures = d.pop("consecutive_failures")
+
         created_at = datetime.datetime.fromisoformat(d.pop("created_at"))
 
+        def _parse_debounce(data: object) -> Debounce | None:
+            if data is None:
+                return data
+            try:
+                if not isinstance(data, dict):
+                    raise TypeError()
+                debounce_type_0 = Debounce.from_dict(data)
+
+                return debounce_type_0
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass
+            return cast(Debounce | None, data)
+
+        debounce = _parse_debounce(d.pop("debounce"))
+
+        def _parse_expire_after_seconds(data: object) -> float | None:
+            if data is None:
+                return data
+            return cast(float | None, data)
+
+        expire_after_seconds = _parse_expire_after_seconds(d.pop("expire_after_seconds"))
+
         in_flight = d.pop("in_flight")
+
+        jitter_seconds = d.pop("jitter_seconds")
 
         max_attempts = d.pop("max_attempts")
 
@@ -233,7 +327,31 @@ class Job:
 
         next_fire_at = _parse_next_fire_at(d.pop("next_fire_at"))
 
+        overlap = JobOverlap(d.pop("overlap"))
+
+        def _parse_pause_after_failures(data: object) -> int | None:
+            if data is None:
+                return data
+            return cast(int | None, data)
+
+        pause_after_failures = _parse_pause_after_failures(d.pop("pause_after_failures"))
+
         paused = d.pop("paused")
+
+        def _parse_paused_reason(data: object) -> JobPausedReasonType0 | None:
+            if data is None:
+                return data
+            try:
+                if not isinstance(data, str):
+                    raise TypeError()
+                paused_reason_type_0 = JobPausedReasonType0(data)
+
+                return paused_reason_type_0
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass
+            return cast(JobPausedReasonType0 | None, data)
+
+        paused_reason = _parse_paused_reason(d.pop("paused_reason"))
 
         payload = d.pop("payload")
 
@@ -260,6 +378,8 @@ class Job:
             return cast(None | str, data)
 
         schedule = _parse_schedule(d.pop("schedule"))
+
+        tags = cast(list[str], d.pop("tags"))
 
         def _parse_target(data: object) -> HttpTarget | NoopTarget | PythonTarget:
             try:
@@ -292,27 +412,51 @@ class Job:
 
         timezone = d.pop("timezone")
 
+        def _parse_unique(data: object) -> None | Unique:
+            if data is None:
+                return data
+            try:
+                if not isinstance(data, dict):
+                    raise TypeError()
+                unique_type_0 = Unique.from_dict(data)
+
+                return unique_type_0
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass
+            return cast(None | Unique, data)
+
+        unique = _parse_unique(d.pop("unique"))
+
         updated_at = datetime.datetime.fromisoformat(d.pop("updated_at"))
 
         job = cls(
             backoff_seconds=backoff_seconds,
             callback=callback,
             concurrency=concurrency,
+            consecutive_failures=consecutive_failures,
             created_at=created_at,
+            debounce=debounce,
+            expire_after_seconds=expire_after_seconds,
             in_flight=in_flight,
+            jitter_seconds=jitter_seconds,
             max_attempts=max_attempts,
             misfire=misfire,
             name=name,
             next_fire_at=next_fire_at,
+            overlap=overlap,
+            pause_after_failures=pause_after_failures,
             paused=paused,
+            paused_reason=paused_reason,
             payload=payload,
             priority=priority,
             rate_limit=rate_limit,
             schedule=schedule,
+            tags=tags,
             target=target,
             tenant_id=tenant_id,
             timeout_seconds=timeout_seconds,
             timezone=timezone,
+            unique=unique,
             updated_at=updated_at,
         )
 

@@ -9,16 +9,19 @@ from attrs import field as _attrs_field
 from ..types import UNSET, Unset
 
 from ..models.job_put_misfire import JobPutMisfire
+from ..models.job_put_overlap import JobPutOverlap
 from ..types import UNSET, Unset
 from typing import cast
 
 if TYPE_CHECKING:
     from ..models.callback import Callback
     from ..models.concurrency import Concurrency
+    from ..models.debounce import Debounce
     from ..models.http_target import HttpTarget
     from ..models.noop_target import NoopTarget
     from ..models.python_target import PythonTarget
     from ..models.rate_limit import RateLimit
+    from ..models.unique import Unique
 
 
 T = TypeVar("T", bound="JobPut")
@@ -34,8 +37,23 @@ class JobPut:
         callback (Callback | None | Unset): Told when each run ends (see Run.callback); a run may name its own.
         concurrency (Concurrency | None | Unset): A per-key concurrency limit; it applies to runs submitted after it is
             set.
+        debounce (Debounce | None | Unset): Submissions of one key fold into one pending run, which runs once with the
+            latest payload; each is answered with that run (200 after the first).
+        expire_after_seconds (float | None | Unset): Each run's deadline to start, this long after its scheduled_at (1 s
+            to 31 days), unless the run brings its own expires_at: not started by then, the run ends `expired`. Null: no
+            deadline. Applies to runs created after it is set, cron occurrences included.
+        jitter_seconds (int | Unset): Each cron occurrence's run is scheduled this much later at most, by an offset of
+            the occurrence's own (the same every time it is computed): its scheduled_at is that time. Only with a
+            `schedule`. Default: 0.
         max_attempts (int | Unset):  Default: 3.
         misfire (JobPutMisfire | Unset):  Default: JobPutMisfire.LATEST.
+        overlap (JobPutOverlap | Unset): A cron job's occurrence while its schedule's earlier runs are still live:
+            `allow` makes it anyway; `skip` drops it while one is pending, dispatched or running; `buffer_one` drops it
+            while one is pending (waiting to start), so at most one waits behind a running one. Decided when the occurrence
+            is due; dropped ones are counted in scheduler_cron_occurrences_skipped_total{reason="overlap"}. Only with a
+            `schedule`. Default: JobPutOverlap.ALLOW.
+        pause_after_failures (int | None | Unset): Pause the job (paused_reason `failures`) once this many of its runs
+            in a row end `failed`; a success starts the count again, and so does a resume. Counts runs made while it is set.
         paused (bool | Unset): Holds every pending run of the job and its cron (as POST …/pause); false resumes.
             Default: False.
         payload (Any | Unset): Each run's payload unless it brings one. Any JSON, at most SCHEDULER_MAX_PAYLOAD_BYTES
@@ -45,31 +63,44 @@ class JobPut:
         rate_limit (None | RateLimit | Unset): A per-key rate limit on starts; it applies to runs submitted after it is
             set (a changed one to those waiting too; removing it releases them). Not beside `concurrency`.
         schedule (None | str | Unset):
+        tags (list[str] | Unset): Every run's tags, before those it brings (cron runs carry these). At most 10 tags of 1
+            to 64 characters from A-Z a-z 0-9 _ . : / -; a repeated one counts once.
         timeout_seconds (float | Unset):  Default: 30.0.
         timezone (str | Unset):  Default: 'UTC'.
+        unique (None | Unique | Unset): At most one run per key: a submission that would make a second is answered 200
+            with the run that exists, and writes nothing. Not beside `debounce`.
     """
 
     target: HttpTarget | NoopTarget | PythonTarget
     backoff_seconds: float | Unset = 10.0
     callback: Callback | None | Unset = UNSET
     concurrency: Concurrency | None | Unset = UNSET
+    debounce: Debounce | None | Unset = UNSET
+    expire_after_seconds: float | None | Unset = UNSET
+    jitter_seconds: int | Unset = 0
     max_attempts: int | Unset = 3
     misfire: JobPutMisfire | Unset = JobPutMisfire.LATEST
+    overlap: JobPutOverlap | Unset = JobPutOverlap.ALLOW
+    pause_after_failures: int | None | Unset = UNSET
     paused: bool | Unset = False
     payload: Any | Unset = UNSET
     priority: int | Unset = 5
     rate_limit: None | RateLimit | Unset = UNSET
     schedule: None | str | Unset = UNSET
+    tags: list[str] | Unset = UNSET
     timeout_seconds: float | Unset = 30.0
     timezone: str | Unset = "UTC"
+    unique: None | Unique | Unset = UNSET
 
     def to_dict(self) -> dict[str, Any]:
         from ..models.callback import Callback  # noqa: PLC0415
         from ..models.concurrency import Concurrency  # noqa: PLC0415
+        from ..models.debounce import Debounce  # noqa: PLC0415
         from ..models.http_target import HttpTarget  # noqa: PLC0415
         from ..models.noop_target import NoopTarget  # noqa: PLC0415
         from ..models.python_target import PythonTarget  # noqa: PLC0415
         from ..models.rate_limit import RateLimit  # noqa: PLC0415
+        from ..models.unique import Unique  # noqa: PLC0415
 
         target: dict[str, Any]
         if isinstance(self.target, HttpTarget):
@@ -97,11 +128,37 @@ class JobPut:
         else:
             concurrency = self.concurrency
 
+        debounce: dict[str, Any] | None | Unset
+        if isinstance(self.debounce, Unset):
+            debounce = UNSET
+        elif isinstance(self.debounce, Debounce):
+            debounce = self.debounce.to_dict()
+        else:
+            debounce = self.debounce
+
+        expire_after_seconds: float | None | Unset
+        if isinstance(self.expire_after_seconds, Unset):
+            expire_after_seconds = UNSET
+        else:
+            expire_after_seconds = self.expire_after_seconds
+
+        jitter_seconds = self.jitter_seconds
+
         max_attempts = self.max_attempts
 
         misfire: str | Unset = UNSET
         if not isinstance(self.misfire, Unset):
             misfire = self.misfire.value
+
+        overlap: str | Unset = UNSET
+        if not isinstance(self.overlap, Unset):
+            overlap = self.overlap.value
+
+        pause_after_failures: int | None | Unset
+        if isinstance(self.pause_after_failures, Unset):
+            pause_after_failures = UNSET
+        else:
+            pause_after_failures = self.pause_after_failures
 
         paused = self.paused
 
@@ -123,9 +180,21 @@ class JobPut:
         else:
             schedule = self.schedule
 
+        tags: list[str] | Unset = UNSET
+        if not isinstance(self.tags, Unset):
+            tags = self.tags
+
         timeout_seconds = self.timeout_seconds
 
         timezone = self.timezone
+
+        unique: dict[str, Any] | None | Unset
+        if isinstance(self.unique, Unset):
+            unique = UNSET
+        elif isinstance(self.unique, Unique):
+            unique = self.unique.to_dict()
+        else:
+            unique = self.unique
 
         field_dict: dict[str, Any] = {}
 
@@ -140,10 +209,20 @@ class JobPut:
             field_dict["callback"] = callback
         if concurrency is not UNSET:
             field_dict["concurrency"] = concurrency
+        if debounce is not UNSET:
+            field_dict["debounce"] = debounce
+        if expire_after_seconds is not UNSET:
+            field_dict["expire_after_seconds"] = expire_after_seconds
+        if jitter_seconds is not UNSET:
+            field_dict["jitter_seconds"] = jitter_seconds
         if max_attempts is not UNSET:
             field_dict["max_attempts"] = max_attempts
         if misfire is not UNSET:
             field_dict["misfire"] = misfire
+        if overlap is not UNSET:
+            field_dict["overlap"] = overlap
+        if pause_after_failures is not UNSET:
+            field_dict["pause_after_failures"] = pause_after_failures
         if paused is not UNSET:
             field_dict["paused"] = paused
         if payload is not UNSET:
@@ -154,10 +233,14 @@ class JobPut:
             field_dict["rate_limit"] = rate_limit
         if schedule is not UNSET:
             field_dict["schedule"] = schedule
+        if tags is not UNSET:
+            field_dict["tags"] = tags
         if timeout_seconds is not UNSET:
             field_dict["timeout_seconds"] = timeout_seconds
         if timezone is not UNSET:
             field_dict["timezone"] = timezone
+        if unique is not UNSET:
+            field_dict["unique"] = unique
 
         return field_dict
 
@@ -165,10 +248,12 @@ class JobPut:
     def from_dict(cls: type[T], src_dict: Mapping[str, Any]) -> T:
         from ..models.callback import Callback  # noqa: PLC0415
         from ..models.concurrency import Concurrency  # noqa: PLC0415
+        from ..models.debounce import Debounce  # noqa: PLC0415
         from ..models.http_target import HttpTarget  # noqa: PLC0415
         from ..models.noop_target import NoopTarget  # noqa: PLC0415
         from ..models.python_target import PythonTarget  # noqa: PLC0415
         from ..models.rate_limit import RateLimit  # noqa: PLC0415
+        from ..models.unique import Unique  # noqa: PLC0415
 
         d = dict(src_dict)
 
@@ -233,6 +318,34 @@ class JobPut:
 
         concurrency = _parse_concurrency(d.pop("concurrency", UNSET))
 
+        def _parse_debounce(data: object) -> Debounce | None | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            try:
+                if not isinstance(data, dict):
+                    raise TypeError()
+                debounce_type_0 = Debounce.from_dict(data)
+
+                return debounce_type_0
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass
+            return cast(Debounce | None | Unset, data)
+
+        debounce = _parse_debounce(d.pop("debounce", UNSET))
+
+        def _parse_expire_after_seconds(data: object) -> float | None | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            return cast(float | None | Unset, data)
+
+        expire_after_seconds = _parse_expire_after_seconds(d.pop("expire_after_seconds", UNSET))
+
+        jitter_seconds = d.pop("jitter_seconds", UNSET)
+
         max_attempts = d.pop("max_attempts", UNSET)
 
         _misfire = d.pop("misfire", UNSET)
@@ -241,6 +354,22 @@ class JobPut:
             misfire = UNSET
         else:
             misfire = JobPutMisfire(_misfire)
+
+        _overlap = d.pop("overlap", UNSET)
+        overlap: JobPutOverlap | Unset
+        if isinstance(_overlap, Unset):
+            overlap = UNSET
+        else:
+            overlap = JobPutOverlap(_overlap)
+
+        def _parse_pause_after_failures(data: object) -> int | None | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            return cast(int | None | Unset, data)
+
+        pause_after_failures = _parse_pause_after_failures(d.pop("pause_after_failures", UNSET))
 
         paused = d.pop("paused", UNSET)
 
@@ -274,24 +403,50 @@ class JobPut:
 
         schedule = _parse_schedule(d.pop("schedule", UNSET))
 
+        tags = cast(list[str], d.pop("tags", UNSET))
+
         timeout_seconds = d.pop("timeout_seconds", UNSET)
 
         timezone = d.pop("timezone", UNSET)
+
+        def _parse_unique(data: object) -> None | Unique | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            try:
+                if not isinstance(data, dict):
+                    raise TypeError()
+                unique_type_0 = Unique.from_dict(data)
+
+                return unique_type_0
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass
+            return cast(None | Unique | Unset, data)
+
+        unique = _parse_unique(d.pop("unique", UNSET))
 
         job_put = cls(
             target=target,
             backoff_seconds=backoff_seconds,
             callback=callback,
             concurrency=concurrency,
+            debounce=debounce,
+            expire_after_seconds=expire_after_seconds,
+            jitter_seconds=jitter_seconds,
             max_attempts=max_attempts,
             misfire=misfire,
+            overlap=overlap,
+            pause_after_failures=pause_after_failures,
             paused=paused,
             payload=payload,
             priority=priority,
             rate_limit=rate_limit,
             schedule=schedule,
+            tags=tags,
             timeout_seconds=timeout_seconds,
             timezone=timezone,
+            unique=unique,
         )
 
         return job_put

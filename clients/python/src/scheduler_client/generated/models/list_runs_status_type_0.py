@@ -4,6 +4,7 @@ from enum import StrEnum
 class ListRunsStatusType0(StrEnum):
     CANCELLED = "cancelled"
     DISPATCHED = "dispatched"
+    EXPIRED = "expired"
     FAILED = "failed"
     PENDING = "pending"
     RUNNING = "running"

@@ -17,6 +17,7 @@ import datetime
 if TYPE_CHECKING:
     from ..models.attempt import Attempt
     from ..models.callback_state import CallbackState
+    from ..models.run_metadata_type_0 import RunMetadataType0
 
 
 T = TypeVar("T", bound="Run")
@@ -32,9 +33,14 @@ class Run:
             in one of `on`, the run as this route answers it is POSTed to `url`, signed like webhooks, at least once,
             retried with backoff up to a bound.
         created_at (datetime.datetime):
+        dedupe_key (None | str): The key this run claimed under its job's `unique` or `debounce` rule: the JSON text of
+            the payload field the rule names (`null` when the payload lacks it; over 200 characters, `sha256:` and its
+            hash), or `""` when the rule names none. Null when the job had no rule.
         dispatched_at (datetime.datetime | None):
         due_at (datetime.datetime):
         epoch (int):
+        expires_at (datetime.datetime | None): The run's deadline to start: not started by then, it ends `expired`.
+            Null: none. Once started, the run has met it (a later retry of a failed attempt is not expired).
         finished_at (datetime.datetime | None):
         held (None | RunHeldType0): Why a pending run is held back: its job or tenant is `paused`, it waits for a
             `concurrency` slot (of its job's key, of its tenant's max_in_flight, or both), or for room in its key's
@@ -45,6 +51,7 @@ class Run:
         job (str):
         last_error (None | str):
         max_attempts (int):
+        metadata (None | RunMetadataType0): The submission's metadata, as sent.
         payload (Any):
         priority (int):
         result (Any): What the last successful attempt returned: a python handler's value, a webhook's body (JSON if it
@@ -56,6 +63,7 @@ class Run:
         scheduled_at (datetime.datetime):
         started_at (datetime.datetime | None):
         status (RunStatus):
+        tags (list[str]): The job's default tags, then the submission's own.
         tenant_id (str):
     """
 
@@ -63,9 +71,11 @@ class Run:
     attempts: list[Attempt]
     callback: CallbackState | None
     created_at: datetime.datetime
+    dedupe_key: None | str
     dispatched_at: datetime.datetime | None
     due_at: datetime.datetime
     epoch: int
+    expires_at: datetime.datetime | None
     finished_at: datetime.datetime | None
     held: None | RunHeldType0
     id: UUID
@@ -73,6 +83,7 @@ class Run:
     job: str
     last_error: None | str
     max_attempts: int
+    metadata: None | RunMetadataType0
     payload: Any
     priority: int
     result: Any
@@ -80,12 +91,14 @@ class Run:
     scheduled_at: datetime.datetime
     started_at: datetime.datetime | None
     status: RunStatus
+    tags: list[str]
     tenant_id: str
     additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         from ..models.attempt import Attempt  # noqa: PLC0415
         from ..models.callback_state import CallbackState  # noqa: PLC0415
+        from ..models.run_metadata_type_0 import RunMetadataType0  # noqa: PLC0415
 
         attempt = self.attempt
 
@@ -102,6 +115,9 @@ class Run:
 
         created_at = self.created_at.isoformat()
 
+        dedupe_key: None | str
+        dedupe_key = self.dedupe_key
+
         dispatched_at: None | str
         if isinstance(self.dispatched_at, datetime.datetime):
             dispatched_at = self.dispatched_at.isoformat()
@@ -111,6 +127,12 @@ class Run:
         due_at = self.due_at.isoformat()
 
         epoch = self.epoch
+
+        expires_at: None | str
+        if isinstance(self.expires_at, datetime.datetime):
+            expires_at = self.expires_at.isoformat()
+        else:
+            expires_at = self.expires_at
 
         finished_at: None | str
         if isinstance(self.finished_at, datetime.datetime):
@@ -136,6 +158,12 @@ class Run:
 
         max_attempts = self.max_attempts
 
+        metadata: dict[str, Any] | None
+        if isinstance(self.metadata, RunMetadataType0):
+            metadata = self.metadata.to_dict()
+        else:
+            metadata = self.metadata
+
         payload = self.payload
 
         priority = self.priority
@@ -154,6 +182,8 @@ class Run:
 
         status = self.status.value
 
+        tags = self.tags
+
         tenant_id = self.tenant_id
 
         field_dict: dict[str, Any] = {}
@@ -164,9 +194,11 @@ class Run:
                 "attempts": attempts,
                 "callback": callback,
                 "created_at": created_at,
+                "dedupe_key": dedupe_key,
                 "dispatched_at": dispatched_at,
                 "due_at": due_at,
                 "epoch": epoch,
+                "expires_at": expires_at,
                 "finished_at": finished_at,
                 "held": held,
                 "id": id,
@@ -174,6 +206,7 @@ class Run:
                 "job": job,
                 "last_error": last_error,
                 "max_attempts": max_attempts,
+                "metadata": metadata,
                 "payload": payload,
                 "priority": priority,
                 "result": result,
@@ -181,6 +214,7 @@ class Run:
                 "scheduled_at": scheduled_at,
                 "started_at": started_at,
                 "status": status,
+                "tags": tags,
                 "tenant_id": tenant_id,
             }
         )
@@ -191,6 +225,7 @@ class Run:
     def from_dict(cls: type[T], src_dict: Mapping[str, Any]) -> T:
         from ..models.attempt import Attempt  # noqa: PLC0415
         from ..models.callback_state import CallbackState  # noqa: PLC0415
+        from ..models.run_metadata_type_0 import RunMetadataType0  # noqa: PLC0415
 
         d = dict(src_dict)
         attempt = d.pop("attempt")
@@ -219,6 +254,13 @@ class Run:
 
         created_at = datetime.datetime.fromisoformat(d.pop("created_at"))
 
+        def _parse_dedupe_key(data: object) -> None | str:
+            if data is None:
+                return data
+            return cast(None | str, data)
+
+        dedupe_key = _parse_dedupe_key(d.pop("dedupe_key"))
+
         def _parse_dispatched_at(data: object) -> datetime.datetime | None:
             if data is None:
                 return data
@@ -237,6 +279,21 @@ class Run:
         due_at = datetime.datetime.fromisoformat(d.pop("due_at"))
 
         epoch = d.pop("epoch")
+
+        def _parse_expires_at(data: object) -> datetime.datetime | None:
+            if data is None:
+                return data
+            try:
+                if not isinstance(data, str):
+                    raise TypeError()
+                expires_at_type_0 = datetime.datetime.fromisoformat(data)
+
+                return expires_at_type_0
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass
+            return cast(datetime.datetime | None, data)
+
+        expires_at = _parse_expires_at(d.pop("expires_at"))
 
         def _parse_finished_at(data: object) -> datetime.datetime | None:
             if data is None:
@@ -288,6 +345,21 @@ class Run:
 
         max_attempts = d.pop("max_attempts")
 
+        def _parse_metadata(data: object) -> None | RunMetadataType0:
+            if data is None:
+                return data
+            try:
+                if not isinstance(data, dict):
+                    raise TypeError()
+                metadata_type_0 = RunMetadataType0.from_dict(data)
+
+                return metadata_type_0
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass
+            return cast(None | RunMetadataType0, data)
+
+        metadata = _parse_metadata(d.pop("metadata"))
+
         payload = d.pop("payload")
 
         priority = d.pop("priority")
@@ -315,6 +387,8 @@ class Run:
 
         status = RunStatus(d.pop("status"))
 
+        tags = cast(list[str], d.pop("tags"))
+
         tenant_id = d.pop("tenant_id")
 
         run = cls(
@@ -322,9 +396,11 @@ class Run:
             attempts=attempts,
             callback=callback,
             created_at=created_at,
+            dedupe_key=dedupe_key,
             dispatched_at=dispatched_at,
             due_at=due_at,
             epoch=epoch,
+            expires_at=expires_at,
             finished_at=finished_at,
             held=held,
             id=id,
@@ -332,6 +408,7 @@ class Run:
             job=job,
             last_error=last_error,
             max_attempts=max_attempts,
+            metadata=metadata,
             payload=payload,
             priority=priority,
             result=result,
@@ -339,6 +416,7 @@ class Run:
             scheduled_at=scheduled_at,
             started_at=started_at,
             status=status,
+            tags=tags,
             tenant_id=tenant_id,
         )
 

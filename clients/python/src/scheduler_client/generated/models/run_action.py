@@ -23,8 +23,8 @@ T = TypeVar("T", bound="RunAction")
 class RunAction:
     """
     Attributes:
-        action (RunActionAction): cancel: pending, dispatched or running runs; retry: failed or cancelled runs (like
-            POST /runs/{id}/retry, within the tenant's backlog quota).
+        action (RunActionAction): cancel: pending, dispatched or running runs; retry: failed, cancelled or expired runs
+            (like POST /runs/{id}/retry, within the tenant's backlog quota).
         cursor (None | str | Unset): A next_cursor from the previous answer: go on from there.
         filter_ (RunFilter | Unset):
         limit (int | Unset): At most this many matching runs per request. Default: 1000.

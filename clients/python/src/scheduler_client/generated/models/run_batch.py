@@ -21,14 +21,20 @@ T = TypeVar("T", bound="RunBatch")
 class RunBatch:
     """
     Attributes:
-        runs (list[Run]):
+        created (list[bool]): One per item, in order: true when the item created its run; false when it was answered
+            with a run that exists (an idempotent replay, a duplicate of a `unique` job's run — made earlier or by an
+            earlier item — or a submission folded into a `debounce` job's pending run).
+        runs (list[Run]): One run per item, in order.
     """
 
+    created: list[bool]
     runs: list[Run]
     additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         from ..models.run import Run  # noqa: PLC0415
+
+        created = self.created
 
         runs = []
         for runs_item_data in self.runs:
@@ -39,6 +45,7 @@ class RunBatch:
         field_dict.update(self.additional_properties)
         field_dict.update(
             {
+                "created": created,
                 "runs": runs,
             }
         )
@@ -50,6 +57,8 @@ class RunBatch:
         from ..models.run import Run  # noqa: PLC0415
 
         d = dict(src_dict)
+        created = cast(list[bool], d.pop("created"))
+
         runs = []
         _runs = d.pop("runs")
         for runs_item_data in _runs:
@@ -58,6 +67,7 @@ class RunBatch:
             runs.append(runs_item)
 
         run_batch = cls(
+            created=created,
             runs=runs,
         )
 

@@ -27,6 +27,8 @@ class RunFilter:
         scheduled_after (datetime.datetime | None | Unset): scheduled_at >= this.
         scheduled_before (datetime.datetime | None | Unset): scheduled_at < this.
         status (list[RunFilterStatusType0Item] | None | Unset):
+        tags (list[str] | None | Unset): Runs carrying every one. At most 10 tags of 1 to 64 characters from A-Z a-z 0-9
+            _ . : / -; a repeated one counts once.
     """
 
     ids: list[UUID] | None | Unset = UNSET
@@ -34,6 +36,7 @@ class RunFilter:
     scheduled_after: datetime.datetime | None | Unset = UNSET
     scheduled_before: datetime.datetime | None | Unset = UNSET
     status: list[RunFilterStatusType0Item] | None | Unset = UNSET
+    tags: list[str] | None | Unset = UNSET
 
     def to_dict(self) -> dict[str, Any]:
         ids: list[str] | None | Unset
@@ -82,6 +85,15 @@ class RunFilter:
         else:
             status = self.status
 
+        tags: list[str] | None | Unset
+        if isinstance(self.tags, Unset):
+            tags = UNSET
+        elif isinstance(self.tags, list):
+            tags = self.tags
+
+        else:
+            tags = self.tags
+
         field_dict: dict[str, Any] = {}
 
         field_dict.update({})
@@ -95,6 +107,8 @@ class RunFilter:
             field_dict["scheduled_before"] = scheduled_before
         if status is not UNSET:
             field_dict["status"] = status
+        if tags is not UNSET:
+            field_dict["tags"] = tags
 
         return field_dict
 
@@ -189,12 +203,30 @@ class RunFilter:
 
         status = _parse_status(d.pop("status", UNSET))
 
+        def _parse_tags(data: object) -> list[str] | None | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            try:
+                if not isinstance(data, list):
+                    raise TypeError()
+                tags_type_0 = cast(list[str], data)
+
+                return tags_type_0
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass
+            return cast(list[str] | None | Unset, data)
+
+        tags = _parse_tags(d.pop("tags", UNSET))
+
         run_filter = cls(
             ids=ids,
             job=job,
             scheduled_after=scheduled_after,
             scheduled_before=scheduled_before,
             status=status,
+            tags=tags,
         )
 
         return run_filter

@@ -4,6 +4,7 @@ from enum import StrEnum
 class RunFilterStatusType0Item(StrEnum):
     CANCELLED = "cancelled"
     DISPATCHED = "dispatched"
+    EXPIRED = "expired"
     FAILED = "failed"
     PENDING = "pending"
     RUNNING = "running"

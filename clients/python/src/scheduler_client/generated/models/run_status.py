@@ -4,6 +4,7 @@ from enum import StrEnum
 class RunStatus(StrEnum):
     CANCELLED = "cancelled"
     DISPATCHED = "dispatched"
+    EXPIRED = "expired"
     FAILED = "failed"
     PENDING = "pending"
     RUNNING = "running"

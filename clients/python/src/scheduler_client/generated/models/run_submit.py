@@ -14,6 +14,7 @@ import datetime
 
 if TYPE_CHECKING:
     from ..models.callback import Callback
+    from ..models.run_submit_metadata_type_0 import RunSubmitMetadataType0
 
 
 T = TypeVar("T", bound="RunSubmit")
@@ -25,24 +26,36 @@ class RunSubmit:
     Attributes:
         job (str):
         callback (Callback | None | Unset): Default: the job's callback.
+        expires_at (datetime.datetime | None | Unset): ISO 8601 with a timezone: the run's deadline to start. Not
+            started by then, it ends `expired` (no attempt made) wherever it waits: pending, held or dispatched. At least 1
+            s and at most 31 days after scheduled_at (now when absent). Default: the job's expire_after_seconds after
+            scheduled_at, or none.
         idempotency_key (None | str | Unset):
+        metadata (None | RunSubmitMetadataType0 | Unset): Kept with the run, shown with it and sent in its callback. A
+            JSON object, at most 4096 bytes encoded, nested no deeper than a payload, without NUL characters.
         payload (Any | Unset): Default: the job's payload. Any JSON, at most SCHEDULER_MAX_PAYLOAD_BYTES (65536)
             encoded, without NUL characters.
         priority (int | None | Unset): Default: the job's priority. 0 (most urgent) to 9 (least); among due runs, a more
             urgent one is claimed first.
         scheduled_at (datetime.datetime | None | Unset): ISO 8601 with a timezone; default now (the database's clock).
             At most SCHEDULER_MAX_SCHEDULE_AHEAD_DAYS (366) ahead and SCHEDULER_MAX_SCHEDULE_BEHIND_DAYS (7) behind.
+        tags (list[str] | None | Unset): Added to the job's default tags (together at most 10). At most 10 tags of 1 to
+            64 characters from A-Z a-z 0-9 _ . : / -; a repeated one counts once.
     """
 
     job: str
     callback: Callback | None | Unset = UNSET
+    expires_at: datetime.datetime | None | Unset = UNSET
     idempotency_key: None | str | Unset = UNSET
+    metadata: None | RunSubmitMetadataType0 | Unset = UNSET
     payload: Any | Unset = UNSET
     priority: int | None | Unset = UNSET
     scheduled_at: datetime.datetime | None | Unset = UNSET
+    tags: list[str] | None | Unset = UNSET
 
     def to_dict(self) -> dict[str, Any]:
         from ..models.callback import Callback  # noqa: PLC0415
+        from ..models.run_submit_metadata_type_0 import RunSubmitMetadataType0  # noqa: PLC0415
 
         job = self.job
 
@@ -54,11 +67,27 @@ class RunSubmit:
         else:
             callback = self.callback
 
+        expires_at: None | str | Unset
+        if isinstance(self.expires_at, Unset):
+            expires_at = UNSET
+        elif isinstance(self.expires_at, datetime.datetime):
+            expires_at = self.expires_at.isoformat()
+        else:
+            expires_at = self.expires_at
+
         idempotency_key: None | str | Unset
         if isinstance(self.idempotency_key, Unset):
             idempotency_key = UNSET
         else:
             idempotency_key = self.idempotency_key
+
+        metadata: dict[str, Any] | None | Unset
+        if isinstance(self.metadata, Unset):
+            metadata = UNSET
+        elif isinstance(self.metadata, RunSubmitMetadataType0):
+            metadata = self.metadata.to_dict()
+        else:
+            metadata = self.metadata
 
         payload = self.payload
 
@@ -76,6 +105,15 @@ class RunSubmit:
         else:
             scheduled_at = self.scheduled_at
 
+        tags: list[str] | None | Unset
+        if isinstance(self.tags, Unset):
+            tags = UNSET
+        elif isinstance(self.tags, list):
+            tags = self.tags
+
+        else:
+            tags = self.tags
+
         field_dict: dict[str, Any] = {}
 
         field_dict.update(
@@ -85,20 +123,27 @@ class RunSubmit:
         )
         if callback is not UNSET:
             field_dict["callback"] = callback
+        if expires_at is not UNSET:
+            field_dict["expires_at"] = expires_at
         if idempotency_key is not UNSET:
             field_dict["idempotency_key"] = idempotency_key
+        if metadata is not UNSET:
+            field_dict["metadata"] = metadata
         if payload is not UNSET:
             field_dict["payload"] = payload
         if priority is not UNSET:
             field_dict["priority"] = priority
         if scheduled_at is not UNSET:
             field_dict["scheduled_at"] = scheduled_at
+        if tags is not UNSET:
+            field_dict["tags"] = tags
 
         return field_dict
 
     @classmethod
     def from_dict(cls: type[T], src_dict: Mapping[str, Any]) -> T:
         from ..models.callback import Callback  # noqa: PLC0415
+        from ..models.run_submit_metadata_type_0 import RunSubmitMetadataType0  # noqa: PLC0415
 
         d = dict(src_dict)
         job = d.pop("job")
@@ -120,6 +165,23 @@ class RunSubmit:
 
         callback = _parse_callback(d.pop("callback", UNSET))
 
+        def _parse_expires_at(data: object) -> datetime.datetime | None | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            try:
+                if not isinstance(data, str):
+                    raise TypeError()
+                expires_at_type_0 = datetime.datetime.fromisoformat(data)
+
+                return expires_at_type_0
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass
+            return cast(datetime.datetime | None | Unset, data)
+
+        expires_at = _parse_expires_at(d.pop("expires_at", UNSET))
+
         def _parse_idempotency_key(data: object) -> None | str | Unset:
             if data is None:
                 return data
@@ -128,6 +190,23 @@ class RunSubmit:
             return cast(None | str | Unset, data)
 
         idempotency_key = _parse_idempotency_key(d.pop("idempotency_key", UNSET))
+
+        def _parse_metadata(data: object) -> None | RunSubmitMetadataType0 | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            try:
+                if not isinstance(data, dict):
+                    raise TypeError()
+                metadata_type_0 = RunSubmitMetadataType0.from_dict(data)
+
+                return metadata_type_0
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass
+            return cast(None | RunSubmitMetadataType0 | Unset, data)
+
+        metadata = _parse_metadata(d.pop("metadata", UNSET))
 
         payload = d.pop("payload", UNSET)
 
@@ -157,13 +236,33 @@ class RunSubmit:
 
         scheduled_at = _parse_scheduled_at(d.pop("scheduled_at", UNSET))
 
+        def _parse_tags(data: object) -> list[str] | None | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            try:
+                if not isinstance(data, list):
+                    raise TypeError()
+                tags_type_0 = cast(list[str], data)
+
+                return tags_type_0
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass
+            return cast(list[str] | None | Unset, data)
+
+        tags = _parse_tags(d.pop("tags", UNSET))
+
         run_submit = cls(
             job=job,
             callback=callback,
+            expires_at=expires_at,
             idempotency_key=idempotency_key,
+            metadata=metadata,
             payload=payload,
             priority=priority,
             scheduled_at=scheduled_at,
+            tags=tags,
         )
 
         return run_submit

@@ -23,6 +23,7 @@ def _get_kwargs(
     job: None | str | Unset = UNSET,
     scheduled_after: datetime.datetime | None | Unset = UNSET,
     scheduled_before: datetime.datetime | None | Unset = UNSET,
+    tag: list[str] | None | Unset = UNSET,
     limit: int | Unset = 100,
     cursor: None | str | Unset = UNSET,
 ) -> dict[str, Any]:
@@ -62,6 +63,16 @@ def _get_kwargs(
     else:
         json_scheduled_before = scheduled_before
     params["scheduled_before"] = json_scheduled_before
+
+    json_tag: list[str] | None | Unset
+    if isinstance(tag, Unset):
+        json_tag = UNSET
+    elif isinstance(tag, list):
+        json_tag = tag
+
+    else:
+        json_tag = tag
+    params["tag"] = json_tag
 
     params["limit"] = limit
 
@@ -148,6 +159,7 @@ def sync_detailed(
     job: None | str | Unset = UNSET,
     scheduled_after: datetime.datetime | None | Unset = UNSET,
     scheduled_before: datetime.datetime | None | Unset = UNSET,
+    tag: list[str] | None | Unset = UNSET,
     limit: int | Unset = 100,
     cursor: None | str | Unset = UNSET,
 ) -> Response[Problem | RunList]:
@@ -161,6 +173,8 @@ def sync_detailed(
         job (None | str | Unset):
         scheduled_after (datetime.datetime | None | Unset): scheduled_at >= this.
         scheduled_before (datetime.datetime | None | Unset): scheduled_at < this.
+        tag (list[str] | None | Unset): Runs carrying every tag given (repeat it). At most 10 tags
+            of 1 to 64 characters from A-Z a-z 0-9 _ . : / -; a repeated one counts once.
         limit (int | Unset):  Default: 100.
         cursor (None | str | Unset):
 
@@ -178,6 +192,7 @@ def sync_detailed(
         job=job,
         scheduled_after=scheduled_after,
         scheduled_before=scheduled_before,
+        tag=tag,
         limit=limit,
         cursor=cursor,
     )
@@ -197,6 +212,7 @@ def sync(
     job: None | str | Unset = UNSET,
     scheduled_after: datetime.datetime | None | Unset = UNSET,
     scheduled_before: datetime.datetime | None | Unset = UNSET,
+    tag: list[str] | None | Unset = UNSET,
     limit: int | Unset = 100,
     cursor: None | str | Unset = UNSET,
 ) -> Problem | RunList | None:
@@ -210,6 +226,8 @@ def sync(
         job (None | str | Unset):
         scheduled_after (datetime.datetime | None | Unset): scheduled_at >= this.
         scheduled_before (datetime.datetime | None | Unset): scheduled_at < this.
+        tag (list[str] | None | Unset): Runs carrying every tag given (repeat it). At most 10 tags
+            of 1 to 64 characters from A-Z a-z 0-9 _ . : / -; a repeated one counts once.
         limit (int | Unset):  Default: 100.
         cursor (None | str | Unset):
 
@@ -228,6 +246,7 @@ def sync(
         job=job,
         scheduled_after=scheduled_after,
         scheduled_before=scheduled_before,
+        tag=tag,
         limit=limit,
         cursor=cursor,
     ).parsed
@@ -241,6 +260,7 @@ async def asyncio_detailed(
     job: None | str | Unset = UNSET,
     scheduled_after: datetime.datetime | None | Unset = UNSET,
     scheduled_before: datetime.datetime | None | Unset = UNSET,
+    tag: list[str] | None | Unset = UNSET,
     limit: int | Unset = 100,
     cursor: None | str | Unset = UNSET,
 ) -> Response[Problem | RunList]:
@@ -254,6 +274,8 @@ async def asyncio_detailed(
         job (None | str | Unset):
         scheduled_after (datetime.datetime | None | Unset): scheduled_at >= this.
         scheduled_before (datetime.datetime | None | Unset): scheduled_at < this.
+        tag (list[str] | None | Unset): Runs carrying every tag given (repeat it). At most 10 tags
+            of 1 to 64 characters from A-Z a-z 0-9 _ . : / -; a repeated one counts once.
         limit (int | Unset):  Default: 100.
         cursor (None | str | Unset):
 
@@ -271,6 +293,7 @@ async def asyncio_detailed(
         job=job,
         scheduled_after=scheduled_after,
         scheduled_before=scheduled_before,
+        tag=tag,
         limit=limit,
         cursor=cursor,
     )
@@ -288,6 +311,7 @@ async def asyncio(
     job: None | str | Unset = UNSET,
     scheduled_after: datetime.datetime | None | Unset = UNSET,
     scheduled_before: datetime.datetime | None | Unset = UNSET,
+    tag: list[str] | None | Unset = UNSET,
     limit: int | Unset = 100,
     cursor: None | str | Unset = UNSET,
 ) -> Problem | RunList | None:
@@ -301,6 +325,8 @@ async def asyncio(
         job (None | str | Unset):
         scheduled_after (datetime.datetime | None | Unset): scheduled_at >= this.
         scheduled_before (datetime.datetime | None | Unset): scheduled_at < this.
+        tag (list[str] | None | Unset): Runs carrying every tag given (repeat it). At most 10 tags
+            of 1 to 64 characters from A-Z a-z 0-9 _ . : / -; a repeated one counts once.
         limit (int | Unset):  Default: 100.
         cursor (None | str | Unset):
 
@@ -320,6 +346,7 @@ async def asyncio(
             job=job,
             scheduled_after=scheduled_after,
             scheduled_before=scheduled_before,
+            tag=tag,
             limit=limit,
             cursor=cursor,
         )

@@ -110,7 +110,9 @@ def sync_detailed(
     """Submit Run
 
      Submit one run of a job. A repeated idempotency key with the same body answers 200 with the
-    same run; with another body, 422; while a request with that key is still in flight, 409.
+    same run; with another body, 422; while a request with that key is still in flight, 409. A
+    duplicate of a `unique` job's run, or a submission folded into a `debounce` job's pending run,
+    answers 200 with that run.
 
     Args:
         tenant_id (str):
@@ -148,7 +150,9 @@ def sync(
     """Submit Run
 
      Submit one run of a job. A repeated idempotency key with the same body answers 200 with the
-    same run; with another body, 422; while a request with that key is still in flight, 409.
+    same run; with another body, 422; while a request with that key is still in flight, 409. A
+    duplicate of a `unique` job's run, or a submission folded into a `debounce` job's pending run,
+    answers 200 with that run.
 
     Args:
         tenant_id (str):
@@ -181,7 +185,9 @@ async def asyncio_detailed(
     """Submit Run
 
      Submit one run of a job. A repeated idempotency key with the same body answers 200 with the
-    same run; with another body, 422; while a request with that key is still in flight, 409.
+    same run; with another body, 422; while a request with that key is still in flight, 409. A
+    duplicate of a `unique` job's run, or a submission folded into a `debounce` job's pending run,
+    answers 200 with that run.
 
     Args:
         tenant_id (str):
@@ -217,7 +223,9 @@ async def asyncio(
     """Submit Run
 
      Submit one run of a job. A repeated idempotency key with the same body answers 200 with the
-    same run; with another body, 422; while a request with that key is still in flight, 409.
+    same run; with another body, 422; while a request with that key is still in flight, 409. A
+    duplicate of a `unique` job's run, or a submission folded into a `debounce` job's pending run,
+    answers 200 with that run.
 
     Args:
         tenant_id (str):

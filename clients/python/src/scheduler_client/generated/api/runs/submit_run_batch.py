@@ -100,6 +100,7 @@ def sync_detailed(
     """Submit Run Batch
 
      Submit up to SCHEDULER_MAX_BATCH runs, validated all-or-nothing: one bad item writes nothing.
+    `created` says which items made a new run and which were answered with one that exists.
 
     Args:
         tenant_id (str):
@@ -134,6 +135,7 @@ def sync(
     """Submit Run Batch
 
      Submit up to SCHEDULER_MAX_BATCH runs, validated all-or-nothing: one bad item writes nothing.
+    `created` says which items made a new run and which were answered with one that exists.
 
     Args:
         tenant_id (str):
@@ -163,6 +165,7 @@ async def asyncio_detailed(
     """Submit Run Batch
 
      Submit up to SCHEDULER_MAX_BATCH runs, validated all-or-nothing: one bad item writes nothing.
+    `created` says which items made a new run and which were answered with one that exists.
 
     Args:
         tenant_id (str):
@@ -195,6 +198,7 @@ async def asyncio(
     """Submit Run Batch
 
      Submit up to SCHEDULER_MAX_BATCH runs, validated all-or-nothing: one bad item writes nothing.
+    `created` says which items made a new run and which were answered with one that exists.
 
     Args:
         tenant_id (str):

@@ -1,0 +1,10 @@
+from enum import StrEnum
+
+
+class JobOverlap(StrEnum):
+    ALLOW = "allow"
+    BUFFER_ONE = "buffer_one"
+    SKIP = "skip"
+
+    def __str__(self) -> str:
+        return str(self.value)
