@@ -31,7 +31,6 @@ class State:
     stop_running: StopRunning = no_stop_notice
     keys: KeyCache = field(default_factory=KeyCache)
     wakeups: WakeUps = field(default_factory=WakeUps)
-    checks: dict[str, object] = field(default_factory=dict)  # readiness probes by name
 
     @property
     def on_pending(self) -> OnPending:
