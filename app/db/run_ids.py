@@ -10,9 +10,20 @@ _MS = timedelta(milliseconds=1)
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
+# About one random UUID in ten has leading bits past year 9999, a moment Python cannot hold. No run
+# has such an id (scheduled_at is bounded far below), so its bounds are clamped to the last
+# millisecond Python can: a lookup then finds nothing, and an unknown id is a 404 wherever it comes.
+_LAST_MS = (datetime.max.replace(tzinfo=UTC) - _EPOCH) // _MS - 1
+
+
 def _at(ms: int) -> datetime:
     # Integer arithmetic: a float division could round a bound past the run it should include.
-    return _EPOCH + timedelta(milliseconds=ms)
+    return _EPOCH + timedelta(milliseconds=min(ms, _LAST_MS))
+
+
+def possible(run_id: UUID) -> bool:
+    """Whether any run can have this id (its leading bits name a moment before year 10000)."""
+    return scheduled_ms(run_id) < _LAST_MS
 
 
 def scheduled_ms(run_id: UUID) -> int:

@@ -13,7 +13,6 @@ from app.db import dashboard as dashboard_repo
 from app.db import flow as flow_repo
 from app.db import runs as run_repo
 from app.domain import RunStatus
-from app.errors import NotFound
 from app.services import runs as run_service
 
 CHART_MINUTES = 60
@@ -118,11 +117,8 @@ async def why_late(
     waiting behind the tenant's runs the claim takes first, the tenant's backlog at its quota
     (`max_pending`), or no engine claiming at all. None when the run is not pending or not yet due;
     NotFound when it is not `tenant_id`'s (None: the admin, any)."""
-    try:
-        async with pool.acquire() as conn:
-            row = await run_repo.run_lateness(conn, run_id, tenant_id, LATENESS_LIMIT)
-    except OverflowError:  # an id no run can have (see services.runs.get_run)
-        raise NotFound(f"run {run_id} not found", field="run_id") from None
+    async with pool.acquire() as conn:
+        row = await run_repo.run_lateness(conn, run_id, tenant_id, LATENESS_LIMIT)
     if row is None:
         await run_service.get_run(pool, run_id, tenant_id)  # NotFound if it is not the tenant's
         return None

@@ -25,10 +25,10 @@ from uuid import UUID
 import asyncpg
 
 from app.db import runs as run_repo
-from app.db.run_ids import bounds_of
+from app.db.run_ids import bounds_of, possible
 from app.db.runs import TimeRange
 from app.domain import CANCELLABLE, RETRYABLE, OnPending, RunStatus, StopRunning
-from app.errors import OverQuota
+from app.errors import InvalidInput, OverQuota
 from app.services.admission import AdmissionControl
 from app.services.runs import admitted
 from app.telemetry import metrics
@@ -53,11 +53,20 @@ class RunFilter:
     error: tuple[str | None] | None = None
     tags: list[str] | None = None  # every one of them
 
+    def __post_init__(self) -> None:
+        after, before = self.scheduled_after, self.scheduled_before
+        if after is not None and before is not None and after >= before:
+            raise InvalidInput(
+                "scheduled_after must be before scheduled_before", field="filter.scheduled_after"
+            )
+        if self.ids and not all(possible(i) for i in self.ids):
+            raise InvalidInput("an id no run can have", field="filter.ids")
+
     def scheduled(self) -> TimeRange:
         """The time range, narrowed to the days the ids name (so only their partitions are read)."""
         after, before = self.scheduled_after, self.scheduled_before
         if self.ids:
-            lo, hi = bounds_of(self.ids)  # OverflowError for an id no run can have: the caller's 422
+            lo, hi = bounds_of(self.ids)
             after = lo if after is None else max(after, lo)
             before = hi if before is None else min(before, hi)
         return TimeRange(after, before)

@@ -34,17 +34,12 @@ async def get_run_and_trace(
     pool: asyncpg.Pool, run_id: UUID, tenant_id: str | None
 ) -> tuple[RunRecord, str | None]:
     """The run and the W3C traceparent stored with it (the dashboard shows its trace id)."""
-    try:
-        async with pool.acquire() as conn:
-            row = await run_repo.get_run(conn, run_id, tenant_id)
-            if row is not None:
-                run = run_record(row)
-                await with_delivery_state(conn, [run])
-                return run, row["traceparent"]
-    except OverflowError:
-        # The id's leading 48 bits name a moment past year 9999 (about one random UUID in ten):
-        # no run has such an id, so it is 404 like any other unknown id, not a 500.
-        pass
+    async with pool.acquire() as conn:
+        row = await run_repo.get_run(conn, run_id, tenant_id)
+        if row is not None:
+            run = run_record(row)
+            await with_delivery_state(conn, [run])
+            return run, row["traceparent"]
     raise _not_found(run_id)
 
 
@@ -77,14 +72,11 @@ async def cancel_run(
 ) -> RunRecord:
     """Cancels a run that has not ended; a running one's worker is then told to stop it. Not the
     tenant's (or no such run): NotFound; ended: Conflict naming its status."""
-    try:
-        async with pool.acquire() as conn:
-            row = await run_repo.cancel_run(conn, run_id, tenant_id)
-            run = run_record(row) if row is not None else None
-            if run is not None:
-                await with_delivery_state(conn, [run])  # the obligation the cancel just recorded
-    except OverflowError:  # an id no run can have (see get_run)
-        raise _not_found(run_id) from None
+    async with pool.acquire() as conn:
+        row = await run_repo.cancel_run(conn, run_id, tenant_id)
+        run = run_record(row) if row is not None else None
+        if run is not None:
+            await with_delivery_state(conn, [run])  # the obligation the cancel just recorded
     if row is None or run is None:
         latest = await get_run(pool, run_id, tenant_id)  # NotFound if it is not the tenant's
         raise Conflict(
@@ -129,11 +121,8 @@ async def retry_run(
     the admin's does not. Another status, or MAX_ATTEMPTS attempts made already: Conflict;
     `max_attempts` not above the attempts made: InvalidInput. A deadline that has passed is dropped
     (an expired run's always has), one still ahead stays."""
-    try:
-        async with pool.acquire() as conn, admitted(admission, tenant_id, conn, 1):
-            rows = await run_repo.retry_runs(conn, tenant_id, [run_id], max_attempts)
-    except OverflowError:  # an id no run can have (see get_run)
-        raise _not_found(run_id) from None
+    async with pool.acquire() as conn, admitted(admission, tenant_id, conn, 1):
+        rows = await run_repo.retry_runs(conn, tenant_id, [run_id], max_attempts)
     if rows:
         metrics.runs_retried_total.labels("run").inc()
         await on_pending(rows)
@@ -168,11 +157,8 @@ async def reschedule_run(
     InvalidInput, nothing written). Another status: Conflict."""
     if due_at > datetime.now(UTC) + timedelta(days=max_ahead_days):
         raise InvalidInput(f"due_at is more than {max_ahead_days} days ahead", field="due_at")
-    try:
-        async with pool.acquire() as conn:
-            row = await run_repo.reschedule_run(conn, run_id, tenant_id, due_at)
-    except OverflowError:  # an id no run can have (see get_run)
-        raise _not_found(run_id) from None
+    async with pool.acquire() as conn:
+        row = await run_repo.reschedule_run(conn, run_id, tenant_id, due_at)
     if row is not None:
         metrics.runs_rescheduled_total.inc()
         await on_pending([row])
