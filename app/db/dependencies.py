@@ -10,14 +10,26 @@ from uuid import UUID
 import asyncpg
 
 from app.db import queries as q
-from app.db.run_ids import bounds_of
+from app.db.run_ids import bounds_of, scheduled_bounds
 
 
 async def lock_parents(conn: asyncpg.Connection, tenant_id: str, ids: list[UUID]) -> list[asyncpg.Record]:
     """(id, scheduled_at, status) of the parents of this tenant among `ids` (one per edge, repeats
-    counted), each locked and its dependents counted up; an id not answered is unknown here."""
-    lo, hi = bounds_of(ids)
-    return await q.fetch(conn, "lock_parents", tenant_id=tenant_id, ids=ids, lo=lo, hi=hi)
+    counted), each locked and its dependents counted up; an id not answered is unknown here (one
+    no run can have, its time past year 9999, included)."""
+    possible = [i for i in ids if _possible(i)]
+    if not possible:
+        return []
+    lo, hi = bounds_of(possible)
+    return await q.fetch(conn, "lock_parents", tenant_id=tenant_id, ids=possible, lo=lo, hi=hi)
+
+
+def _possible(run_id: UUID) -> bool:
+    try:
+        scheduled_bounds(run_id)
+    except OverflowError:
+        return False
+    return True
 
 
 Edge = tuple[UUID, datetime, UUID, datetime, str, str, bool]

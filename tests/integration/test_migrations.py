@@ -43,6 +43,7 @@ FUNCTIONS = {
     "scheduler_tenant_room",
     "scheduler_flow_control",
     "scheduler_settle_dependents",
+    "scheduler_release_hold",
     "scheduler_flow_hold_reason",
     "scheduler_append_attempt",
     "scheduler_tenant_flow_key",

@@ -105,6 +105,8 @@ async def test_forward_references_cycles_and_unknown_parents_write_nothing(
         ([{"job": "hello"}, {"job": "hello", "depends_on": ["nope"]}], "runs[1].depends_on[0]"),
         ([{"job": "hello", "ref": "x"}, {"job": "hello", "depends_on": ["x", "x"]}], "runs[1].depends_on[1]"),
         ([{"job": "hello"}, {"job": "hello", "depends_on": [str(uuid.uuid4())]}], "runs[1].depends_on[0]"),
+        # An id no run can have (its time past year 9999) is unknown too, not a 500.
+        ([{"job": "hello", "depends_on": ["ffffffff-ffff-7fff-bfff-ffffffffffff"]}], "runs[0].depends_on[0]"),
     ]
     for runs, field in cases:
         r = await batch(api, auth, runs)
