@@ -15,7 +15,7 @@ from uuid import UUID
 import asyncpg
 
 from app.db import dependencies as repo
-from app.domain import RunStatus
+from app.domain import RunRecord, RunStatus
 from app.errors import InvalidInput
 
 if TYPE_CHECKING:
@@ -161,3 +161,16 @@ async def link(
     if orphans:
         await repo.cancel_orphans(conn, orphans)
     return True
+
+
+# The most dependents a run's page lists (its count says how many there are).
+LISTED_DEPENDENTS = 50
+
+
+async def dependents(pool: asyncpg.Pool, run: RunRecord) -> list[UUID]:
+    """The first LISTED_DEPENDENTS runs depending on `run` (a run the caller may read: its
+    dependents are its tenant's, as every edge joins runs of one tenant)."""
+    if not run["dependents"]:
+        return []
+    async with pool.acquire() as conn:
+        return [row["id"] for row in await repo.dependents_of(conn, run["id"], LISTED_DEPENDENTS)]

@@ -18,6 +18,7 @@ from app.engine.claims import claim_scan
 from app.engine.floor import ClaimBounds
 from tests.integration.test_run_history import Outcome, fence_of
 from tests.support import bearer, create_tenant, put_job, submit_run
+from tests.ui_support import ui_sign_in
 
 
 async def batch(api: httpx.AsyncClient, auth: dict, runs: list[dict], tenant: str = "acme") -> httpx.Response:
@@ -249,3 +250,17 @@ async def test_results_are_passed_by_ref_and_id(
 
 def result(value: object) -> StoredResult:
     return StoredResult(orjson.dumps(value).decode(), False)
+
+
+async def test_a_runs_page_links_its_parents_and_dependents(api: httpx.AsyncClient, tenant: dict) -> None:
+    auth = tenant["auth"]
+    r = await batch(api, auth, [{"job": "hello", "ref": "p"}, {"job": "hello", "depends_on": ["p"]}])
+    parent, child = r.json()["runs"]
+    browser = await ui_sign_in(str(api.base_url), tenant["api_key"])
+    try:
+        parent_page = (await browser.get(f"/ui/runs/{parent['id']}")).text
+        child_page = (await browser.get(f"/ui/runs/{child['id']}")).text
+    finally:
+        await browser.aclose()
+    assert f'href="/ui/runs/{child["id"]}"' in parent_page.split('id="dependents"')[1].split("</dd>")[0]
+    assert f'href="/ui/runs/{parent["id"]}"' in child_page.split('id="depends-on"')[1].split("</dd>")[0]
