@@ -93,6 +93,16 @@ BEGIN
     RETURN NEW;
 END
 $$;
+-- 0018's condition, but a run leaving its 'dependencies' hold while pending: its release decided
+-- its pause or limit hold itself (scheduler_settle_dependents), so the trigger has nothing to do,
+-- and a parent's 10,000 dependents do not call it 10,000 times.
+DROP TRIGGER job_runs_flow_control ON job_runs;
+CREATE TRIGGER job_runs_flow_control BEFORE UPDATE ON job_runs FOR EACH ROW
+    WHEN (OLD.concurrency_key IS NOT NULL
+          OR (OLD.held IS NOT NULL AND (OLD.held <> 'dependencies' OR NEW.status <> 'pending'
+                                        OR NEW.held IS NOT DISTINCT FROM OLD.held))
+          OR (NEW.status = 'pending' AND OLD.status <> 'pending'))
+    EXECUTE FUNCTION scheduler_flow_control();
 """
 
 UPGRADE = (
@@ -216,8 +226,13 @@ CREATE TRIGGER job_runs_settle_dependents AFTER UPDATE ON job_runs FOR EACH ROW
     + FLOW_CONTROL
 )
 
-# 0019's flow trigger, verbatim.
+# 0019's flow trigger and 0018's condition, verbatim.
 DOWNGRADE = r"""
+DROP TRIGGER job_runs_flow_control ON job_runs;
+CREATE TRIGGER job_runs_flow_control BEFORE UPDATE ON job_runs FOR EACH ROW
+    WHEN (OLD.concurrency_key IS NOT NULL OR OLD.held IS NOT NULL
+          OR (NEW.status = 'pending' AND OLD.status <> 'pending'))
+    EXECUTE FUNCTION scheduler_flow_control();
 DROP TRIGGER job_runs_settle_dependents ON job_runs;
 DROP FUNCTION scheduler_settle_dependents();
 DROP FUNCTION scheduler_release_hold(boolean, text, text, text);
