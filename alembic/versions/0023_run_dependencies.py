@@ -117,6 +117,8 @@ CREATE TABLE run_dependencies (
     parent_id           uuid NOT NULL,
     parent_scheduled_at timestamptz NOT NULL,
     tenant_id           text NOT NULL,
+    -- An edge whose parent succeeded is settled by that (a success is final); `settled` marks the
+    -- 'run' edges that another end of the parent settled, and edges written settled.
     -- The key of the parent's result in what the child's target receives (pass_results): the ref the
     -- submission named it by, or its id.
     name                text NOT NULL,
@@ -152,14 +154,22 @@ DECLARE
     tenant_paused boolean;
     paused_jobs text[];
 BEGIN
-    WITH settled AS (
-        UPDATE run_dependencies d SET settled = true
-        WHERE d.parent_id = NEW.id AND NOT d.settled
-          AND (NEW.status = 'succeeded' OR d.on_parent_failure = 'run')
-        RETURNING d.child_id, d.child_scheduled_at
-    )
-    SELECT array_agg(child_id), array_agg(child_scheduled_at), array_agg(n) INTO ids, ats, ns
-    FROM (SELECT child_id, child_scheduled_at, count(*)::integer AS n FROM settled GROUP BY 1, 2) AS k;
+    -- The edges this end settles. A success is final, so its edges are settled by the parent's
+    -- status and are only read here; another end marks the 'run' edges it settles, so a retried
+    -- parent that ends again (or succeeds) never counts them down twice.
+    IF NEW.status = 'succeeded' THEN
+        SELECT array_agg(child_id), array_agg(child_scheduled_at), array_agg(n) INTO ids, ats, ns
+        FROM (SELECT d.child_id, d.child_scheduled_at, count(*)::integer AS n FROM run_dependencies d
+              WHERE d.parent_id = NEW.id AND NOT d.settled GROUP BY 1, 2) AS k;
+    ELSE
+        WITH settled AS (
+            UPDATE run_dependencies d SET settled = true
+            WHERE d.parent_id = NEW.id AND NOT d.settled AND d.on_parent_failure = 'run'
+            RETURNING d.child_id, d.child_scheduled_at
+        )
+        SELECT array_agg(child_id), array_agg(child_scheduled_at), array_agg(n) INTO ids, ats, ns
+        FROM (SELECT child_id, child_scheduled_at, count(*)::integer AS n FROM settled GROUP BY 1, 2) AS k;
+    END IF;
     IF ids IS NOT NULL THEN
         -- The tenant's pause and paused jobs, read once under its flow lock as insert_runs reads
         -- them (migration 0016): a pause committing meanwhile is waited for and read.
