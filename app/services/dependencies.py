@@ -8,13 +8,13 @@ The release and the cancel cascade happen in Postgres, in the statement that end
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 import asyncpg
 
 from app.db import dependencies as repo
+from app.db import runs as run_repo
 from app.domain import RunRecord, RunStatus
 from app.errors import InvalidInput
 
@@ -113,15 +113,35 @@ async def link(
     tenant_id: str,
     requests: list[RunRequest],
     parents: list[list[Parent]],
-    run_ids: dict[int, UUID],
-    created: dict[int, tuple[UUID, datetime]],
-) -> bool:
-    """Writes the edges of the created runs (`created`, indices into `requests`) that name parents,
+    answered: dict[int, asyncpg.Record],
+    replayed: dict[str, UUID],
+    created: dict[int, asyncpg.Record],
+) -> dict[int, asyncpg.Record]:
+    """Writes the edges of the created runs (`created`, by index into `requests`) that name parents,
     in the caller's transaction: the parents locked and counted, each child held while a parent has
     not settled it, one whose parent already ended badly cancelled (with on_parent_failure
-    "cancel"). `run_ids`: the run each request is answered with. Unknown parents, and other
-    tenants' runs, are 422 naming the entry (the transaction then writes nothing). True when it
-    wrote anything (the created runs are then read again)."""
+    "cancel"). A request's parent item is the run it was answered with (`answered`, or the run its
+    idempotency key replays: `replayed`). Unknown parents, and other tenants' runs, are 422 naming
+    the entry (the transaction then writes nothing). Answers the created runs as they are now."""
+    run_ids = {
+        i: answered[i]["id"] if i in answered else replayed[r.idempotency_key]  # type: ignore[index]
+        for i, r in enumerate(requests)
+    }
+    if await _link(conn, tenant_id, requests, parents, run_ids, created):
+        rows = {row["id"]: row for row in await run_repo.get_runs(conn, [r["id"] for r in created.values()])}
+        created = {i: rows[row["id"]] for i, row in created.items()}
+    return created
+
+
+async def _link(
+    conn: asyncpg.Connection,
+    tenant_id: str,
+    requests: list[RunRequest],
+    parents: list[list[Parent]],
+    run_ids: dict[int, UUID],
+    created: dict[int, asyncpg.Record],
+) -> bool:
+    """link's writes; True when it wrote anything."""
     children = [i for i in sorted(created) if parents[i]]
     if not children:
         return False
@@ -131,7 +151,7 @@ async def link(
     holds = []
     orphans = []
     for i in children:
-        child_id, child_at = created[i]
+        child_id, child_at = created[i]["id"], created[i]["scheduled_at"]
         deps = requests[i].dependencies
         waiting = 0
         reason = None

@@ -226,20 +226,9 @@ async def _submit(
             replayed[requests[i].idempotency_key] = answered[i]["id"]  # type: ignore[index]
 
     created_rows = dict(settled.created)
-    if any(parents) and await dependencies.link(
-        conn,
-        tenant_id,
-        requests,
-        parents,
-        {
-            i: answered[i]["id"] if i in answered else replayed[r.idempotency_key]  # type: ignore[index]
-            for i, r in enumerate(requests)
-        },
-        {i: (row["id"], row["scheduled_at"]) for i, row in settled.created.items()},
-    ):
-        ids = [row["id"] for row in created_rows.values()]
-        reread = {row["id"]: row for row in await run_repo.get_runs(conn, ids)}
-        created_rows = {i: reread[row["id"]] for i, row in created_rows.items()}
+    if any(parents):  # the created runs as their edges leave them (held, or cancelled)
+        linked = dependencies.link(conn, tenant_id, requests, parents, answered, replayed, created_rows)
+        created_rows = await linked
 
     earlier_ids = [
         replayed[r.idempotency_key]
