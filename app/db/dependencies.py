@@ -3,7 +3,7 @@ reads of a run's parents and dependents. The release and the cancel cascade are 
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 from uuid import UUID
 
@@ -96,3 +96,10 @@ async def parent_results(conn: asyncpg.Connection, run_id: UUID) -> dict[str, An
     by SCHEDULER_MAX_RESULT_BYTES)."""
     rows = await q.fetch(conn, "parent_results", id=run_id)
     return {r["name"]: r["result"] for r in rows}
+
+
+async def forget_day(conn: asyncpg.Connection, day: date) -> None:
+    """Deletes the edges of the day's runs (its job_runs partition was dropped)."""
+    start = datetime.combine(day, time(), UTC)
+    lo, hi = (int(at.timestamp() * 1000) << 80 for at in (start, start + timedelta(days=1)))
+    await q.execute(conn, "forget_dependencies_of_day", lo=UUID(int=lo), hi=UUID(int=hi))

@@ -1818,3 +1818,8 @@ SELECT d.name, p.result FROM run_dependencies d
 CROSS JOIN LATERAL (SELECT r.result FROM job_runs r
                     WHERE r.id = d.parent_id AND r.scheduled_at = d.parent_scheduled_at OFFSET 0) AS p
 WHERE d.child_id = :id;
+
+-- name: forget_dependencies_of_day
+-- The edges of the runs of a day partition just dropped. A run id's leading 48 bits are its
+-- scheduled_at in ms, so the day's children are a range of the primary key (child_id, parent_id).
+DELETE FROM run_dependencies WHERE child_id >= :lo AND child_id < :hi;
