@@ -79,6 +79,8 @@ class RunRecord(TypedDict):
     result_truncated: bool
     held: str | None  # a HeldReason value while the run is held back, else None
     dedupe_key: str | None  # the key it claimed under its job's unique or debounce rule
+    depends_on: list[UUID]  # its parents' ids, as submitted; [] when none (the row holds NULL)
+    dependents: int  # how many runs were submitted depending on it (the row holds NULL for none)
 
 
 RUN_FIELDS = tuple(RunRecord.__annotations__)
@@ -90,6 +92,7 @@ class HeldReason(StrEnum):
     PAUSED = "paused"
     CONCURRENCY = "concurrency"
     RATE_LIMIT = "rate_limit"  # waiting for room in its key's window (migration 0013)
+    DEPENDENCIES = "dependencies"  # waiting for its parents to succeed (migration 0023)
 
 
 def run_record(row: Any) -> RunRecord:
@@ -97,6 +100,10 @@ def run_record(row: Any) -> RunRecord:
     record: RunRecord = {k: row[k] for k in RUN_FIELDS}  # type: ignore[assignment]
     if record["tags"] is None:
         record["tags"] = []
+    if record["depends_on"] is None:
+        record["depends_on"] = []
+    if record["dependents"] is None:
+        record["dependents"] = 0
     if record["callback"] is not None:
         # Nothing is owed until the run ends in one of `on`.
         record["callback"] = {**record["callback"], "status": None, "attempts": 0, "last_error": None}

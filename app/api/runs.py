@@ -36,6 +36,7 @@ from app.domain import MAX_TAGS, RunStatus
 from app.errors import InvalidInput
 from app.services import runs as run_service
 from app.services.callbacks import validate_callback
+from app.services.dependencies import Dependencies
 from app.services.run_requests import RunRequest
 from app.services.submission import Submitted, submit
 from app.services.validation import Moment, check_metadata, check_payload, check_schedule_window
@@ -99,6 +100,7 @@ async def _request(
         body.expires_at,
         body.tags,
         body.metadata,
+        Dependencies(body.ref, tuple(body.depends_on or ()), body.on_parent_failure, body.pass_results),
     )
 
 

@@ -25,6 +25,7 @@ from datetime import UTC, date, timedelta
 import asyncpg
 
 from app.config import Settings
+from app.db import dependencies as dependencies_repo
 from app.db import jobs as job_repo
 from app.db import locks
 from app.db import partitions as repo
@@ -107,6 +108,7 @@ class PartitionMaintenance:
                 continue
             result = await self._ddl(conn, _bind(repo.retire_day_partition, conn, day), f"retire {day}")
             if result == "dropped":
+                await dependencies_repo.forget_day(conn, day)  # the day's runs' edges go with them
                 report["dropped"].append(str(day))
             elif result == "kept":
                 at_risk += 1

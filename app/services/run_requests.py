@@ -11,6 +11,7 @@ from typing import Any
 import orjson
 
 from app.errors import InvalidInput
+from app.services.dependencies import NO_DEPENDENCIES, Dependencies
 
 # A key holds until its run is terminal and this long after; it goes with its run's day partition
 # at the latest (docs/api.md: "Idempotency keys"). Never less than this after the submission either.
@@ -31,6 +32,7 @@ class RunRequest:
     expires_at: datetime | None = None  # its deadline to start; None: the job's expire_after_seconds
     tags: list[str] | None = None  # deduplicated; added to the job's
     metadata: dict[str, Any] | None = None  # checked (app.services.validation.check_metadata)
+    dependencies: Dependencies = NO_DEPENDENCIES  # its parents (app.services.dependencies)
 
     def body_hash(self) -> str:
         """What an idempotency key is bound to: every field of the request, as it was sent."""
@@ -43,6 +45,7 @@ class RunRequest:
             "expires_at": self.expires_at.isoformat() if self.expires_at else None,
             "tags": self.tags,
             "metadata": self.metadata,
+            **self.dependencies.hashed(),
         }
         return hashlib.sha256(orjson.dumps(body, option=orjson.OPT_SORT_KEYS)).hexdigest()
 

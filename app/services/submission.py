@@ -13,7 +13,7 @@ from app.db import dedupe as dedupe_repo
 from app.db import runs as run_repo
 from app.domain import MAX_TAGS, OnPending, RunRecord, no_hint, run_record
 from app.errors import Conflict, InvalidInput, OverQuota
-from app.services import dedupe
+from app.services import dedupe, dependencies
 from app.services.admission import AdmissionControl, Ticket
 from app.services.callbacks import with_delivery_state
 from app.services.dedupe import RULED_JOBS
@@ -66,12 +66,13 @@ async def submit(
     traceparent = submitter_traceparent(traceparent)
     keyed = any(r.idempotency_key is not None for r in requests)
     ruled = RULED_JOBS.any_of(tenant_id, {r.job for r in requests})
+    linked = any(r.dependencies.depends_on for r in requests)  # its edges are written after its runs
     for attempt in range(3):
         ticket = admission.ticket(tenant_id)
         try:
             async with pool.acquire() as conn:
                 submitted = await _submit_once(
-                    conn, ticket, tenant_id, requests, traceparent, notify, keyed or ruled, ruled
+                    conn, ticket, tenant_id, requests, traceparent, notify, keyed or ruled or linked, ruled
                 )
             ticket.committed(sum(s.created for s in submitted))
             await on_pending([s.run for s in submitted if s.created or s.deduplicated_by == "debounce"])
@@ -144,6 +145,7 @@ async def _submit(
 ) -> list[Submitted]:
     """`single`: outside a transaction, so it must take one statement or raise _NeedsTransaction;
     `ruled`: a job of the runs is known to have a unique or debounce rule."""
+    parents = dependencies.resolve(requests)
     hashes = [r.body_hash() for r in requests]
     first_with_key = first_uses(requests, hashes)
     earlier_uses = (
@@ -223,6 +225,11 @@ async def _submit(
         for i in keyed:
             replayed[requests[i].idempotency_key] = answered[i]["id"]  # type: ignore[index]
 
+    created_rows = dict(settled.created)
+    if any(parents):  # the created runs as their edges leave them (held, or cancelled)
+        linked = dependencies.link(conn, tenant_id, requests, parents, answered, replayed, created_rows)
+        created_rows = await linked
+
     earlier_ids = [
         replayed[r.idempotency_key]
         for i, r in enumerate(requests)
@@ -231,8 +238,8 @@ async def _submit(
     earlier = {row["id"]: row for row in await run_repo.get_runs(conn, earlier_ids)} if earlier_ids else {}
     out: list[Submitted] = []
     for i, r in enumerate(requests):
-        if i in settled.created:
-            out.append(Submitted(run_record(settled.created[i]), True))
+        if i in created_rows:
+            out.append(Submitted(run_record(created_rows[i]), True))
         elif i in settled.answered:
             out.append(Submitted(run_record(settled.answered[i]), False, settled.rules[i]))
         else:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from dataclasses import replace
 from typing import Any
 
 import asyncpg
@@ -15,6 +16,7 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from app.bus.message import RunMessage
 from app.config import Settings
+from app.db import dependencies as dependencies_repo
 from app.domain import StoredResult
 from app.services.answers import result_of_value
 from app.telemetry import metrics
@@ -131,6 +133,9 @@ class Executor:
     ) -> tuple[int | None, StoredResult]:
         """The target's answer status (a webhook's; None for a handler) and the run's result."""
         kind = run.target.get("type")
+        if run.target.get("pass_results"):
+            async with self.pool.acquire() as conn:
+                context = replace(context, parents=await dependencies_repo.parent_results(conn, run.run_id))
         if kind == "python":
             handler = self.handlers.get(run.target["handler"])
             if handler is None:

@@ -45,6 +45,8 @@ class RunContext:
     attempt: int
     epoch: int
     traceparent: str | None
+    # Its parents' results by ref or id, when it was submitted with pass_results (docs/dependencies.md).
+    parents: dict[str, Any] | None = None
 
 
 class AttemptFailed(Exception):
@@ -100,6 +102,9 @@ def request_body(target: dict[str, Any], payload: Any, context: RunContext, time
     payload). A job saved before targets had `body` gets the payload too."""
     if target.get("body") == "envelope":
         return envelope(target, payload, context, timestamp)
+    if context.parents is not None:
+        # A run that passes its parents' results: the payload and the results side by side.
+        return dump_json({"payload": payload, "parents": context.parents})
     return dump_json(payload)
 
 
@@ -120,6 +125,7 @@ def envelope(target: dict[str, Any], payload: Any, context: RunContext, timestam
                 "method": target.get("method", "POST"),
                 "url": target["url"],
                 "payload": payload,
+                **({"parents": context.parents} if context.parents is not None else {}),
             },
         }
     )

@@ -10,6 +10,7 @@ from bench.scenarios import (
     broker,
     cancel,
     claim,
+    dependents,
     dispatch,
     drain,
     engines,
@@ -39,6 +40,7 @@ SCENARIOS: dict[str, ModuleType] = {
         ingest,
         slow_target,
         held,
+        dependents,
         cancel,
     )
 }

@@ -1,8 +1,8 @@
 """`scheduler dev` as a newcomer meets it: a real subprocess in a directory of its own (the test's
 database, an embedded nats-server), stopped by Ctrl-C delivered to its whole process group as a
 terminal does. One per data dir, the demo key kept across restarts, a quiet shutdown, attempts'
-outcomes on the console, and the documentation's examples (README's, docs/api.md's and docs/runs.md's)
-run verbatim against it."""
+outcomes on the console, and the documentation's examples (README's, docs/api.md's, docs/runs.md's
+and docs/dependencies.md's) run verbatim against it."""
 
 from __future__ import annotations
 
@@ -221,18 +221,24 @@ async def test_documented_examples_run_verbatim_on_dev(
         # docs/runs.md's examples go on from docs/api.md's (its variables, its tenant and job).
         done = await _run_verbatim(
             _first_sh_block(ROOT / "docs" / "api.md", "# The HTTP API", dev.port)
-            + _first_sh_block(ROOT / "docs" / "runs.md", "## Expire runs not started in time", dev.port),
+            + _first_sh_block(ROOT / "docs" / "runs.md", "## Expire runs not started in time", dev.port)
+            + _first_sh_block(ROOT / "docs" / "dependencies.md", "## Submitting a graph", dev.port),
             tmp_path,
         )
         assert done.returncode == 0, done.stdout + done.stderr
         assert '"status":"cancelled"' in done.stdout  # the last example cancels the run an hour ahead
         assert '"status":"expired"' in done.stdout and '"changed":1' in done.stdout  # and retries it
+        # docs/dependencies.md's graph: the load waited for its parents, then got their results.
+        assert "[None, 'dependencies', 'dependencies', 'dependencies']" in done.stdout
+        assert done.stdout.rstrip().endswith("}") and '"status":"succeeded"' in done.stdout.splitlines()[-1]
         await eventually(
             lambda: dev.stderr().count("echo receiver: POST /dev/echo") >= 3,
             timeout=30,
             interval=0.2,
             what="the echo receiver got the send-report runs",
         )
+        load = [line for line in dev.stderr().splitlines() if '"step":"load"' in line]
+        assert load and '"parents":{"left":{"run":' in load[0], load
         assert await dev.ctrl_c() == 0
     finally:
         dev.kill()

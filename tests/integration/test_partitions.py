@@ -155,11 +155,23 @@ async def test_retention_drops_finished_days_and_keeps_a_day_with_unfinished_run
             await factories.runs(conn, 3, start=at_noon(finished), status=status)
         await factories.runs(conn, 2, start=at_noon(unfinished), status="succeeded")
         pending = await factories.runs(conn, 1, start=at_noon(unfinished) + timedelta(hours=1))
+        # Edges (migration 0023) whose child is in the day dropped, and one whose child is kept.
+        runs = await conn.fetch("SELECT id, scheduled_at FROM job_runs ORDER BY scheduled_at")
+        kept_child = max(runs, key=lambda r: r["scheduled_at"])
+        for child in (runs[0], runs[1], kept_child):
+            await conn.execute(
+                "INSERT INTO run_dependencies VALUES ($1, $2, $3, $4, 't', 'x', 'cancel', true)",
+                child["id"],
+                child["scheduled_at"],
+                runs[2]["id"],
+                runs[2]["scheduled_at"],
+            )
     assert {part(finished), part(unfinished)} <= await attached(pool)
 
     report = await maintenance(settings, pool, retention_days=3).run_once()
 
     assert report["dropped"] == [str(finished)] and report["kept"] == [str(unfinished)]
+    assert await pool.fetchval("SELECT array_agg(child_id) FROM run_dependencies") == [kept_child["id"]]
     have = await attached(pool)
     assert part(finished) not in have and not await table_exists(pool, part(finished))  # detached and gone
     assert part(unfinished) in have

@@ -10,6 +10,7 @@ from uuid import UUID
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from app.api.schemas.common import PAYLOAD_RULE, PRIORITY_RULE, TAGS_RULE, JobName, Priority, Strict, Tags
+from app.api.schemas.dependencies import DependsOnField, OnParentFailureField, PassResultsField, RefField
 from app.domain import (
     MAX_ATTEMPTS,
     MAX_EXPIRE_AFTER_SECONDS,
@@ -77,6 +78,10 @@ class RunSubmit(Strict):
         default=None,
         description=f"Kept with the run, shown with it and sent in its callback. {METADATA_RULE}",
     )
+    ref: RefField = None
+    depends_on: DependsOnField = None
+    on_parent_failure: OnParentFailureField = "cancel"
+    pass_results: PassResultsField = False
 
 
 class RunBatchSubmit(Strict):
@@ -155,7 +160,8 @@ class Run(BaseModel):
     held: HeldReasonName | None = Field(
         description="Why a pending run is held back: its job or tenant is `paused`, it waits for a "
         "`concurrency` slot (of its job's key, of its tenant's max_in_flight, or both), or for room in "
-        "its key's `rate_limit` window. due_at then says when it would be due: for `rate_limit`, not "
+        "its key's `rate_limit` window, or for its parents to succeed (`dependencies`). due_at then "
+        "says when it would be due: for `rate_limit`, not "
         "before its key's window next has room."
     )
     dedupe_key: str | None = Field(
@@ -163,6 +169,8 @@ class Run(BaseModel):
         "of the payload field the rule names (`null` when the payload lacks it; over 200 characters, "
         '`sha256:` and its hash), or `""` when the rule names none. Null when the job had no rule.'
     )
+    depends_on: list[UUID] = Field(description="The ids of the runs this run waits for, as submitted.")
+    dependents: int = Field(description="How many runs were submitted depending on this one.")
 
 
 class RunBatch(BaseModel):

@@ -14,7 +14,7 @@ from app.api.deps import StateDep
 from app.api.schemas.runs import RunStatusName
 from app.domain import CANCELLABLE, FINISHED, RETRYABLE, RunStatus
 from app.errors import AppError, InvalidInput
-from app.services import dashboard
+from app.services import dashboard, dependencies
 from app.services import runs as run_service
 from app.services.ui_sessions import UiSession
 from app.ui.render import UiRoute, page
@@ -118,6 +118,7 @@ async def run_page(
         request,
         "run.html",
         error.status_code if error else 200,
+        dependents=await dependencies.dependents(state.pool, record),
         error=f"{error.field}: {error.message}" if error else None,
         late=late,
         reschedulable=record["status"] == RunStatus.PENDING,

@@ -997,6 +997,16 @@ export interface components {
              * @description The key this run claimed under its job's `unique` or `debounce` rule: the JSON text of the payload field the rule names (`null` when the payload lacks it; over 200 characters, `sha256:` and its hash), or `""` when the rule names none. Null when the job had no rule.
              */
             dedupe_key: string | null;
+            /**
+             * Dependents
+             * @description How many runs were submitted depending on this one.
+             */
+            dependents: number;
+            /**
+             * Depends On
+             * @description The ids of the runs this run waits for, as submitted.
+             */
+            depends_on: string[];
             /** Dispatched At */
             dispatched_at: string | null;
             /**
@@ -1015,9 +1025,9 @@ export interface components {
             finished_at: string | null;
             /**
              * Held
-             * @description Why a pending run is held back: its job or tenant is `paused`, it waits for a `concurrency` slot (of its job's key, of its tenant's max_in_flight, or both), or for room in its key's `rate_limit` window. due_at then says when it would be due: for `rate_limit`, not before its key's window next has room.
+             * @description Why a pending run is held back: its job or tenant is `paused`, it waits for a `concurrency` slot (of its job's key, of its tenant's max_in_flight, or both), or for room in its key's `rate_limit` window, or for its parents to succeed (`dependencies`). due_at then says when it would be due: for `rate_limit`, not before its key's window next has room.
              */
-            held: ("paused" | "concurrency" | "rate_limit") | null;
+            held: ("paused" | "concurrency" | "rate_limit" | "dependencies") | null;
             /**
              * Id
              * Format: uuid
@@ -1228,6 +1238,11 @@ export interface components {
             /** @description Default: the job's callback. */
             callback?: components["schemas"]["Callback"] | null;
             /**
+             * Depends On
+             * @description At most 100 parents: ids of runs of this tenant, or refs of EARLIER items of the same batch. The run is held (`held: dependencies`) until every parent has succeeded.
+             */
+            depends_on?: string[] | null;
+            /**
              * Expires At
              * @description ISO 8601 with a timezone: the run's deadline to start. Not started by then, it ends `expired` (no attempt made) wherever it waits: pending, held or dispatched. At least 1 s and at most 31 days after scheduled_at (now when absent). Default: the job's expire_after_seconds after scheduled_at, or none.
              */
@@ -1247,6 +1262,19 @@ export interface components {
                 [key: string]: unknown;
             } | null;
             /**
+             * On Parent Failure
+             * @description When a parent ends failed, cancelled or expired: `cancel` this run (and, transitively, its own dependents), or `run` it once every parent has ended.
+             * @default cancel
+             * @enum {string}
+             */
+            on_parent_failure?: "cancel" | "run";
+            /**
+             * Pass Results
+             * @description Deliver each parent's result beside the payload, under `parents` (docs/dependencies.md).
+             * @default false
+             */
+            pass_results?: boolean;
+            /**
              * Payload
              * @description Default: the job's payload. Any JSON, at most SCHEDULER_MAX_PAYLOAD_BYTES (65536) encoded, without NUL characters.
              */
@@ -1256,6 +1284,11 @@ export interface components {
              * @description Default: the job's priority. 0 (most urgent) to 9 (least); among due runs, a more urgent one is claimed first.
              */
             priority?: number | null;
+            /**
+             * Ref
+             * @description A name for this item within its batch, so that later items can name it in `depends_on` (unique within the batch, not a run id). Not stored beyond the edge: a dependent that passes results receives this parent's result under it.
+             */
+            ref?: string | null;
             /**
              * Scheduled At
              * @description ISO 8601 with a timezone; default now (the database's clock). At most SCHEDULER_MAX_SCHEDULE_AHEAD_DAYS (366) ahead and SCHEDULER_MAX_SCHEDULE_BEHIND_DAYS (7) behind.

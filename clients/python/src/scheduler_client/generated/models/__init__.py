@@ -48,6 +48,7 @@ from .run_retry import RunRetry
 from .run_status import RunStatus
 from .run_submit import RunSubmit
 from .run_submit_metadata_type_0 import RunSubmitMetadataType0
+from .run_submit_on_parent_failure import RunSubmitOnParentFailure
 from .signing_secret_created import SigningSecretCreated
 from .signing_secret_rotation import SigningSecretRotation
 from .tenant import Tenant
@@ -106,6 +107,7 @@ __all__ = (
     "RunStatus",
     "RunSubmit",
     "RunSubmitMetadataType0",
+    "RunSubmitOnParentFailure",
     "SigningSecretCreated",
     "SigningSecretRotation",
     "Tenant",

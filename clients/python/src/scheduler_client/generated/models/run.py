@@ -36,6 +36,8 @@ class Run:
         dedupe_key (None | str): The key this run claimed under its job's `unique` or `debounce` rule: the JSON text of
             the payload field the rule names (`null` when the payload lacks it; over 200 characters, `sha256:` and its
             hash), or `""` when the rule names none. Null when the job had no rule.
+        dependents (int): How many runs were submitted depending on this one.
+        depends_on (list[UUID]): The ids of the runs this run waits for, as submitted.
         dispatched_at (datetime.datetime | None):
         due_at (datetime.datetime):
         epoch (int):
@@ -44,8 +46,8 @@ class Run:
         finished_at (datetime.datetime | None):
         held (None | RunHeldType0): Why a pending run is held back: its job or tenant is `paused`, it waits for a
             `concurrency` slot (of its job's key, of its tenant's max_in_flight, or both), or for room in its key's
-            `rate_limit` window. due_at then says when it would be due: for `rate_limit`, not before its key's window next
-            has room.
+            `rate_limit` window, or for its parents to succeed (`dependencies`). due_at then says when it would be due: for
+            `rate_limit`, not before its key's window next has room.
         id (UUID):
         idempotency_key (None | str):
         job (str):
@@ -72,6 +74,8 @@ class Run:
     callback: CallbackState | None
     created_at: datetime.datetime
     dedupe_key: None | str
+    dependents: int
+    depends_on: list[UUID]
     dispatched_at: datetime.datetime | None
     due_at: datetime.datetime
     epoch: int
@@ -117,6 +121,13 @@ class Run:
 
         dedupe_key: None | str
         dedupe_key = self.dedupe_key
+
+        dependents = self.dependents
+
+        depends_on = []
+        for depends_on_item_data in self.depends_on:
+            depends_on_item = str(depends_on_item_data)
+            depends_on.append(depends_on_item)
 
         dispatched_at: None | str
         if isinstance(self.dispatched_at, datetime.datetime):
@@ -195,6 +206,8 @@ class Run:
                 "callback": callback,
                 "created_at": created_at,
                 "dedupe_key": dedupe_key,
+                "dependents": dependents,
+                "depends_on": depends_on,
                 "dispatched_at": dispatched_at,
                 "due_at": due_at,
                 "epoch": epoch,
@@ -260,6 +273,15 @@ class Run:
             return cast(None | str, data)
 
         dedupe_key = _parse_dedupe_key(d.pop("dedupe_key"))
+
+        dependents = d.pop("dependents")
+
+        depends_on = []
+        _depends_on = d.pop("depends_on")
+        for depends_on_item_data in _depends_on:
+            depends_on_item = UUID(depends_on_item_data)
+
+            depends_on.append(depends_on_item)
 
         def _parse_dispatched_at(data: object) -> datetime.datetime | None:
             if data is None:
@@ -397,6 +419,8 @@ class Run:
             callback=callback,
             created_at=created_at,
             dedupe_key=dedupe_key,
+            dependents=dependents,
+            depends_on=depends_on,
             dispatched_at=dispatched_at,
             due_at=due_at,
             epoch=epoch,

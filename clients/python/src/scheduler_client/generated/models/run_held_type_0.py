@@ -3,6 +3,7 @@ from enum import StrEnum
 
 class RunHeldType0(StrEnum):
     CONCURRENCY = "concurrency"
+    DEPENDENCIES = "dependencies"
     PAUSED = "paused"
     RATE_LIMIT = "rate_limit"
 
