@@ -79,6 +79,7 @@ class RunRecord(TypedDict):
     result_truncated: bool
     held: str | None  # a HeldReason value while the run is held back, else None
     dedupe_key: str | None  # the key it claimed under its job's unique or debounce rule
+    group_id: UUID | None  # the group it is in (app.services.groups), or None
 
 
 RUN_FIELDS = tuple(RunRecord.__annotations__)
@@ -219,6 +220,7 @@ class JobRecord(TypedDict):
     consecutive_failures: int  # its runs that ended failed since the last success (or resume)
     unique: Any  # {"key": "payload.…" | None, "within_seconds": n | None}, or None
     debounce: Any  # {"key": "payload.…" | None, "period_seconds": p, "max_delay_seconds": m}, or None
+    on_events: list[str]  # the events it subscribes to; [] when none (the row holds NULL)
 
 
 class PausedReason(StrEnum):
@@ -235,6 +237,8 @@ def job_record(row: Any) -> JobRecord:
     record: JobRecord = {k: row[k] for k in JOB_FIELDS}  # type: ignore[assignment]
     if record["tags"] is None:
         record["tags"] = []
+    if record["on_events"] is None:
+        record["on_events"] = []
     return record
 
 

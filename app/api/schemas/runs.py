@@ -9,6 +9,7 @@ from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
+from app.api.schemas.groups import GroupRef, GroupSpec
 from app.api.schemas.common import PAYLOAD_RULE, PRIORITY_RULE, TAGS_RULE, JobName, Priority, Strict, Tags
 from app.domain import (
     MAX_ATTEMPTS,
@@ -77,6 +78,11 @@ class RunSubmit(Strict):
         default=None,
         description=f"Kept with the run, shown with it and sent in its callback. {METADATA_RULE}",
     )
+    group: GroupRef | None = Field(
+        default=None,
+        description="An open group of the tenant the run joins (a completed one is 409). Only on a "
+        "single submission: a batch names its group beside its runs.",
+    )
 
 
 class RunBatchSubmit(Strict):
@@ -87,6 +93,11 @@ class RunBatchSubmit(Strict):
         },
     )
     runs: list[RunSubmit] = Field(min_length=1, description="At most SCHEDULER_MAX_BATCH (1000) runs.")
+    group: GroupSpec | None = Field(
+        default=None,
+        description="The group the runs go into: a new one (`name`, and `on_complete`: one run of a job "
+        "or one callback once every run of it has ended), or an open one (`id`).",
+    )
 
 
 class Attempt(BaseModel):
@@ -163,6 +174,9 @@ class Run(BaseModel):
         "of the payload field the rule names (`null` when the payload lacks it; over 200 characters, "
         '`sha256:` and its hash), or `""` when the rule names none. Null when the job had no rule.'
     )
+    group_id: UUID | None = Field(
+        description="The group the run is in (GET /tenants/{tenant_id}/groups/{group_id}), or null."
+    )
 
 
 class RunBatch(BaseModel):
@@ -171,6 +185,11 @@ class RunBatch(BaseModel):
         description="One per item, in order: true when the item created its run; false when it was "
         "answered with a run that exists (an idempotent replay, a duplicate of a `unique` job's run — "
         "made earlier or by an earlier item — or a submission folded into a `debounce` job's pending run)."
+    )
+    group_id: UUID | None = Field(
+        default=None,
+        description="The group the batch's runs went into; for a replay that created nothing, the "
+        "group its runs joined.",
     )
 
 
