@@ -46,7 +46,8 @@ async def insert_runs(
     dedupe_keys: list[str | None] | None = None,
     group_id: uuid.UUID | None = None,
 ) -> list[asyncpg.Record]:
-    """The runs, in input order (every one in the group `group_id`, if given); none at all if one names a job the tenant does not have, or a job
+    """The runs, in input order (every one in the group `group_id`, if given); none at all if one
+    names a job the tenant does not have, or a job
     with a unique or debounce rule without the id and key claim_dedupe_keys claimed for it
     (`run_ids`, `dedupe_keys`: None on the default path)."""
     return await q.fetch(

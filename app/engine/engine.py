@@ -1,6 +1,7 @@
 """The engine: its services run together (dispatcher, reaper, expiry sweep, cron materializer,
-partition maintenance and statistics, idempotency-key pruning, the unique and debounce keys' sweep, firing completed groups)
-as named tasks, supervised with asyncio.wait(FIRST_COMPLETED) and stopped by one Event."""
+partition maintenance and statistics, idempotency-key pruning, the unique and debounce keys' sweep,
+firing completed groups) as named tasks, supervised with asyncio.wait(FIRST_COMPLETED) and stopped
+by one Event."""
 
 from __future__ import annotations
 

@@ -84,6 +84,7 @@ async def _check_on_complete(
         )
         assert checked is not None
         return {"callback": {"url": checked["url"]}}
+    assert isinstance(job, str)
     payload = raw.get("payload") or {}
     check_payload(
         payload, limits.max_payload_bytes, max_depth=limits.max_payload_depth, field=f"{field}.payload"

@@ -151,6 +151,7 @@ class CallbackDeliverer:
     async def _post(self, row: asyncpg.Record) -> None:
         # A group's callback (app.engine.groups) carries the group; a run's, the run.
         group_id = row["group_id"]
+        data: Any
         if group_id is not None:
             data = await group_service.get_group(self.pool, row["tenant_id"], group_id)
             kind, subject, id_header = "group.completed", group_id, "Scheduler-Group-Id"

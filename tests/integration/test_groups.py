@@ -165,14 +165,14 @@ async def test_a_join_racing_the_last_finish_is_either_refused_or_counted(
     for _ in range(10):
         made = await batch(api, auth, 1, {"name": "race"})
 
-        async def join() -> int:
+        async def join(group_id: str) -> int:
             r = await api.post(
-                "/tenants/acme/runs", json={"job": "hello", "group": {"id": made["group_id"]}}, headers=auth
+                "/tenants/acme/runs", json={"job": "hello", "group": {"id": group_id}}, headers=auth
             )
             return r.status_code
 
         status, _ = await asyncio.gather(
-            join(), end_concurrently(pool, [made["runs"][0]["id"]], ["succeeded"])
+            join(made["group_id"]), end_concurrently(pool, [made["runs"][0]["id"]], ["succeeded"])
         )
         group = await group_of(api, auth, made["group_id"])
         members = await pool.fetchval(

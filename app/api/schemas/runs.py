@@ -9,8 +9,8 @@ from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
-from app.api.schemas.groups import GroupRef, GroupSpec
 from app.api.schemas.common import PAYLOAD_RULE, PRIORITY_RULE, TAGS_RULE, JobName, Priority, Strict, Tags
+from app.api.schemas.groups import GroupRef, GroupSpec
 from app.domain import (
     MAX_ATTEMPTS,
     MAX_EXPIRE_AFTER_SECONDS,
