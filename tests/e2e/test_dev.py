@@ -1,8 +1,8 @@
 """`scheduler dev` as a newcomer meets it: a real subprocess in a directory of its own (the test's
 database, an embedded nats-server), stopped by Ctrl-C delivered to its whole process group as a
 terminal does. One per data dir, the demo key kept across restarts, a quiet shutdown, attempts'
-outcomes on the console, and the documentation's examples (README's, docs/api.md's and docs/runs.md's)
-run verbatim against it."""
+outcomes on the console, and the documentation's examples (README's, docs/api.md's, docs/runs.md's
+and docs/groups-and-events.md's) run verbatim against it."""
 
 from __future__ import annotations
 
@@ -222,11 +222,15 @@ async def test_documented_examples_run_verbatim_on_dev(
         done = await _run_verbatim(
             _first_sh_block(ROOT / "docs" / "api.md", "# The HTTP API", dev.port)
             + _first_sh_block(ROOT / "docs" / "runs.md", "## Expire runs not started in time", dev.port),
+            + _first_sh_block(ROOT / "docs" / "groups-and-events.md", "## Try it", dev.port),
             tmp_path,
         )
         assert done.returncode == 0, done.stdout + done.stderr
         assert '"status":"cancelled"' in done.stdout  # the last example cancels the run an hour ahead
         assert '"status":"expired"' in done.stdout and '"changed":1' in done.stdout  # and retries it
+        # docs/groups-and-events.md: the group completed into one run of `report`, the event made one.
+        assert '"name":"nightly-import"' in done.stdout and '"completion_run_id":"' in done.stdout
+        assert '"group":{"id":"' in done.stdout and '"payload":{"order":7}' in done.stdout
         await eventually(
             lambda: dev.stderr().count("echo receiver: POST /dev/echo") >= 3,
             timeout=30,
