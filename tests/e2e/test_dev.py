@@ -221,7 +221,7 @@ async def test_documented_examples_run_verbatim_on_dev(
         # docs/runs.md's examples go on from docs/api.md's (its variables, its tenant and job).
         done = await _run_verbatim(
             _first_sh_block(ROOT / "docs" / "api.md", "# The HTTP API", dev.port)
-            + _first_sh_block(ROOT / "docs" / "runs.md", "## Expire runs not started in time", dev.port),
+            + _first_sh_block(ROOT / "docs" / "runs.md", "## Expire runs not started in time", dev.port)
             + _first_sh_block(ROOT / "docs" / "groups-and-events.md", "## Try it", dev.port),
             tmp_path,
         )
