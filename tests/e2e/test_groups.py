@@ -11,8 +11,8 @@ import pytest_asyncio
 from standardwebhooks import Webhook
 
 from app.config import Settings
-from tests.e2e.conftest import wait_for
 from stack.eventually import eventually
+from tests.e2e.conftest import wait_for
 
 
 @pytest_asyncio.fixture(loop_scope="session")
