@@ -13,7 +13,10 @@ import httpx
 
 from app.config import Settings
 from app.engine.groups import GroupFirer
-from tests.support import assert_error, count_rows, create_tenant, put_job, snapshot
+from app.services.groups import completion_payload
+from app.services.run_requests import RunRequest
+from app.services.submission import submit
+from tests.support import api_client, assert_error, count_rows, create_tenant, put_job, snapshot
 
 
 def later(hours: float = 1) -> str:
@@ -266,3 +269,46 @@ async def test_completion_over_the_quota_waits_and_is_made_later(
     await GroupFirer(settings, pool).fire_once()
     fired = await group_of(api, auth, made["group_id"])
     assert fired["fired_at"] is not None and fired["completion_run_id"] and fired["fire_error"] is None
+
+
+async def test_an_engine_killed_after_submitting_the_completion_run_leaves_no_second_one(
+    api: httpx.AsyncClient, tenant: dict, pool: asyncpg.Pool, settings: Settings
+) -> None:
+    """What an engine killed between the completion run's commit and fired_at's leaves behind: the
+    run, and the group still owed. The next pass is answered with that run (its idempotency key)."""
+    auth = tenant["auth"]
+    await put_job(api, "acme", "report", auth)
+    made = await batch(api, auth, 2, {"name": "crash", "on_complete": {"job": "report"}})
+    await end_concurrently(pool, [r["id"] for r in made["runs"]], ["succeeded", "failed"])
+    group = await pool.fetchrow("SELECT * FROM run_groups WHERE id = $1", uuid.UUID(made["group_id"]))
+    firer = GroupFirer(settings, pool)
+    request = RunRequest("report", None, completion_payload(group), f"group:{group['id']}", "on_complete.")
+    [orphan] = await submit(pool, firer.admission, "acme", [request], None)  # then the engine died
+    assert (await group_of(api, auth, made["group_id"]))["fired_at"] is None
+    await firer.fire_once()
+    fired = await group_of(api, auth, made["group_id"])
+    assert fired["completion_run_id"] == str(orphan.run["id"])
+    assert await pool.fetchval("SELECT count(*) FROM job_runs WHERE job = 'report'") == 1
+
+
+async def test_a_callback_group_queues_one_outbox_row_under_racing_engines(
+    api: httpx.AsyncClient, tenant: dict, pool: asyncpg.Pool, settings: Settings
+) -> None:
+    auth = tenant["auth"]
+    on_complete = {"callback": {"url": "http://127.0.0.1:9/hook"}}
+    async with api_client(settings, allow_private_targets=True) as private:
+        r = await private.post(
+            "/tenants/acme/runs/batch",
+            json={"runs": [{"job": "hello"}] * 3, "group": {"name": "cb", "on_complete": on_complete}},
+            headers=auth,
+        )
+    assert r.status_code == 201, r.text
+    group_id = r.json()["group_id"]
+    assert (await group_of(api, auth, group_id))["callback"]["status"] is None
+    await end_concurrently(pool, [x["id"] for x in r.json()["runs"]], ["succeeded"] * 3)
+    firers = [GroupFirer(settings, pool) for _ in range(3)]
+    await asyncio.gather(*(f.fire_once() for f in firers))
+    await asyncio.gather(*(f.fire_once() for f in firers))
+    rows = await pool.fetch("SELECT * FROM run_callbacks WHERE group_id = $1", uuid.UUID(group_id))
+    assert len(rows) == 1 and rows[0]["run_id"] is None and rows[0]["url"] == "http://127.0.0.1:9/hook"
+    assert (await group_of(api, auth, group_id))["callback"]["status"] == "pending"
