@@ -54,6 +54,8 @@ CREATE TABLE run_groups (
 CREATE INDEX run_groups_tenant ON run_groups (tenant_id, created_at DESC);
 -- The engine's pass: completed groups whose completion is still owed.
 CREATE INDEX run_groups_unfired ON run_groups (completed_at) WHERE completed_at IS NOT NULL AND fired_at IS NULL;
+-- Pruning: groups fired longer ago than the runs' history is kept.
+CREATE INDEX run_groups_fired ON run_groups (fired_at) WHERE fired_at IS NOT NULL;
 
 ALTER TABLE job_runs ADD COLUMN group_id uuid;
 -- A group's runs, newest scheduled first (GET …/runs?group=); only grouped runs are in it.

@@ -90,6 +90,11 @@ async def defer_group(
     await q.execute(conn, "defer_group", id=group_id, delay_seconds=delay_seconds, error=error)
 
 
+async def delete_old_groups(conn: asyncpg.Connection, retention_days: int, limit: int) -> int:
+    status = await q.execute(conn, "delete_old_groups", retention_days=retention_days, limit=limit)
+    return int(status.split()[-1])
+
+
 async def insert_group_callback(conn: asyncpg.Connection, group: asyncpg.Record, url: str) -> None:
     await q.execute(
         conn,

@@ -9,7 +9,8 @@ outbox, or records the run it submitted, and sets `fired_at`. The run is submitt
 run's commit and `fired_at`'s leaves the group owed, and the next pass's submission is answered with
 that same run. A tenant over its backlog quota gets the run later (tried again every
 DEFER_SECONDS, the refusal shown as the group's fire_error); a job deleted since is given up on,
-with fire_error saying so. Every POLL_SECONDS (about that long after completion).
+with fire_error saying so. Every POLL_SECONDS (about that long after completion). A group fired
+longer ago than RETENTION_DAYS is deleted, as its runs' days are.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ log = logging.getLogger(__name__)
 BATCH = 100
 POLL_SECONDS = 1.0
 DEFER_SECONDS = 5.0
+PRUNE_BATCH = 10_000
 
 
 class GroupFirer:
@@ -73,8 +75,16 @@ class GroupFirer:
             await group_repo.fire_group(conn, group["id"], made.run["id"], None)
         log.info("group %s completed and fired", group["id"])
 
+    async def prune_once(self) -> int:
+        """Deletes groups fired longer ago than the runs' history is kept (RETENTION_DAYS); how many."""
+        async with self.pool.acquire() as conn:
+            return await group_repo.delete_old_groups(conn, self.settings.retention_days, PRUNE_BATCH)
+
     async def run(self, stop: asyncio.Event) -> None:
-        await every(stop, POLL_SECONDS, self._drain, "groups")
+        await asyncio.gather(
+            every(stop, POLL_SECONDS, self._drain, "groups"),
+            every(stop, self.settings.maintenance_interval_seconds, self.prune_once, "groups_prune"),
+        )
 
     async def _drain(self) -> None:
         while await self.fire_once() == BATCH:

@@ -312,3 +312,21 @@ async def test_a_callback_group_queues_one_outbox_row_under_racing_engines(
     rows = await pool.fetch("SELECT * FROM run_callbacks WHERE group_id = $1", uuid.UUID(group_id))
     assert len(rows) == 1 and rows[0]["run_id"] is None and rows[0]["url"] == "http://127.0.0.1:9/hook"
     assert (await group_of(api, auth, group_id))["callback"]["status"] == "pending"
+
+
+async def test_groups_fired_before_the_retention_go(
+    api: httpx.AsyncClient, tenant: dict, pool: asyncpg.Pool, settings: Settings
+) -> None:
+    auth = tenant["auth"]
+    old = await batch(api, auth, 1, {"name": "old"})
+    recent = await batch(api, auth, 1, {"name": "recent"})
+    await end_concurrently(pool, [old["runs"][0]["id"], recent["runs"][0]["id"]], ["succeeded"] * 2)
+    firer = GroupFirer(settings, pool)
+    await firer.fire_once()
+    await pool.execute(
+        "UPDATE run_groups SET fired_at = now() - make_interval(days => $2) WHERE id = $1",
+        uuid.UUID(old["group_id"]),
+        settings.retention_days + 1,
+    )
+    assert await firer.prune_once() == 1
+    assert await pool.fetchval("SELECT array_agg(name) FROM run_groups") == ["recent"]

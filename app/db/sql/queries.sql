@@ -1812,6 +1812,14 @@ WHERE id = :id AND fired_at IS NULL;
 UPDATE run_groups SET fire_due_at = now() + make_interval(secs => :delay_seconds), fire_error = :error
 WHERE id = :id AND fired_at IS NULL;
 
+-- name: delete_old_groups
+-- Groups fired longer ago than :retention_days (the runs' history), a bounded batch per pass.
+DELETE FROM run_groups WHERE id IN (
+    SELECT id FROM run_groups
+    WHERE fired_at < now() - make_interval(days => :retention_days)
+    LIMIT :limit
+);
+
 -- name: insert_group_callback
 -- A completed group's callback, in the outbox runs' callbacks use; its day is the group's.
 INSERT INTO run_callbacks (run_id, run_scheduled_at, tenant_id, url, group_id)
