@@ -10,13 +10,14 @@ from uuid import UUID
 from pydantic import BaseModel, ConfigDict, Field, HttpUrl
 
 from app.api.schemas.common import PAYLOAD_RULE, JobName, Strict
+from app.services.events import NAME
+from app.services.events import NAME_RULE as EVENT_NAME_RULE
 
-GROUP_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$"
-GroupName = Annotated[str, Field(pattern=GROUP_NAME_PATTERN, examples=["nightly-import"])]
-EVENT_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$"
-EventName = Annotated[str, Field(pattern=EVENT_NAME_PATTERN, examples=["order.placed"])]
-NAME_RULE = "1 to 128 characters from A-Z a-z 0-9 _ . : -, starting with a letter or digit (as job names)."
-EVENT_NAME_RULE = NAME_RULE
+# Group and event names are spelled as job names are (app.services.events.NAME).
+NAME_PATTERN = f"^{NAME.pattern}$"
+GroupName = Annotated[str, Field(pattern=NAME_PATTERN, examples=["nightly-import"])]
+EventName = Annotated[str, Field(pattern=NAME_PATTERN, examples=["order.placed"])]
+NAME_RULE = f"{EVENT_NAME_RULE} (as job names)."
 MAX_EVENTS = 32  # events one job subscribes to
 
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from app.api.schemas.common import PAYLOAD_RULE, TAGS_RULE, Priority, Strict, Tags
-from app.api.schemas.groups import EVENT_NAME_RULE, MAX_EVENTS, EventName
+from app.api.schemas.groups import MAX_EVENTS, NAME_RULE, EventName
 from app.api.schemas.runs import Run
 from app.domain import (
     DEFAULT_PRIORITY,
@@ -218,7 +218,7 @@ class JobPut(Strict):
         default_factory=list,
         max_length=MAX_EVENTS,
         description="Events the job subscribes to: POST /tenants/{tenant_id}/events/{name} submits one "
-        f"run of every job subscribed to `name`. At most {MAX_EVENTS}, each {EVENT_NAME_RULE}",
+        f"run of every job subscribed to `name`. At most {MAX_EVENTS}, each {NAME_RULE}",
         examples=[["order.placed"]],
     )
 
