@@ -17,6 +17,7 @@ from app.services.groups import completion_payload
 from app.services.run_requests import RunRequest
 from app.services.submission import submit
 from tests.support import api_client, assert_error, count_rows, create_tenant, put_job, snapshot
+from tests.ui_support import ui_sign_in
 
 
 def later(hours: float = 1) -> str:
@@ -330,3 +331,25 @@ async def test_groups_fired_before_the_retention_go(
     )
     assert await firer.prune_once() == 1
     assert await pool.fetchval("SELECT array_agg(name) FROM run_groups") == ["recent"]
+
+
+async def test_the_dashboard_shows_a_groups_progress_and_filters_runs_by_group(
+    api: httpx.AsyncClient, tenant: dict, pool: asyncpg.Pool
+) -> None:
+    auth = tenant["auth"]
+    made = await batch(api, auth, 3, {"name": "shown"})
+    other = await batch(api, auth, 1, {"name": "elsewhere"})
+    await end_concurrently(pool, [made["runs"][0]["id"]], ["failed"])
+    ui = await ui_sign_in(str(api.base_url), tenant["api_key"])
+    try:
+        page = await ui.get(f"/ui/groups/{made['group_id']}")
+        assert page.status_code == 200, page.text
+        assert '<dd id="group-pending">2</dd>' in page.text and '<dd id="group-failed">1</dd>' in page.text
+        assert all(r["id"] in page.text for r in made["runs"]) and other["runs"][0]["id"] not in page.text
+        runs = await ui.get(f"/ui/runs?group={made['group_id']}")
+        assert all(r["id"] in runs.text for r in made["runs"]) and other["runs"][0]["id"] not in runs.text
+        listed = await ui.get("/ui/groups")
+        assert made["group_id"] in listed.text and other["group_id"] in listed.text
+        assert (await ui.get("/ui/runs?group=not-a-group")).status_code == 422
+    finally:
+        await ui.aclose()
