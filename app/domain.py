@@ -81,6 +81,7 @@ class RunRecord(TypedDict):
     dedupe_key: str | None  # the key it claimed under its job's unique or debounce rule
     depends_on: list[UUID]  # its parents' ids, as submitted; [] when none (the row holds NULL)
     dependents: int  # how many runs were submitted depending on it (the row holds NULL for none)
+    group_id: UUID | None  # the group it is in (app.services.groups), or None
 
 
 RUN_FIELDS = tuple(RunRecord.__annotations__)
@@ -226,6 +227,7 @@ class JobRecord(TypedDict):
     consecutive_failures: int  # its runs that ended failed since the last success (or resume)
     unique: Any  # {"key": "payload.…" | None, "within_seconds": n | None}, or None
     debounce: Any  # {"key": "payload.…" | None, "period_seconds": p, "max_delay_seconds": m}, or None
+    on_events: list[str]  # the events it subscribes to; [] when none (the row holds NULL)
 
 
 class PausedReason(StrEnum):
@@ -242,6 +244,8 @@ def job_record(row: Any) -> JobRecord:
     record: JobRecord = {k: row[k] for k in JOB_FIELDS}  # type: ignore[assignment]
     if record["tags"] is None:
         record["tags"] = []
+    if record["on_events"] is None:
+        record["on_events"] = []
     return record
 
 

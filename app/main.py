@@ -11,7 +11,7 @@ from fastapi.routing import APIRoute
 from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
 from prometheus_fastapi_instrumentator import Instrumentator
 
-from app.api import flow, health, jobs, run_actions, runs, tenants
+from app.api import events, flow, groups, health, jobs, run_actions, runs, tenants
 from app.api.problems import install_error_handlers
 from app.api.schemas.common import serve_problems_as_problem_json
 from app.api.server import BodyLimit
@@ -64,7 +64,16 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]
-    for router in (tenants.router, jobs.router, flow.router, runs.router, run_actions.router, health.router):
+    for router in (
+        tenants.router,
+        jobs.router,
+        flow.router,
+        runs.router,
+        run_actions.router,
+        groups.router,
+        events.router,
+        health.router,
+    ):
         app.include_router(router)
     mount_dashboard(app)
     install_error_handlers(app)

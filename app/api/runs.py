@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from typing import Annotated
+from typing import Annotated, Any
 from uuid import UUID
 
 from fastapi import APIRouter, Body, Header, Path, Query, Request, Response
@@ -20,6 +20,7 @@ from app.api.schemas.common import (
     error_responses,
     json_response,
 )
+from app.api.schemas.groups import GroupRef, GroupSpec
 from app.api.schemas.runs import (
     IdempotencyKey,
     Run,
@@ -34,9 +35,11 @@ from app.api.schemas.runs import (
 from app.config import Settings
 from app.domain import MAX_TAGS, RunStatus
 from app.errors import InvalidInput
+from app.services import groups as group_service
 from app.services import runs as run_service
 from app.services.callbacks import validate_callback
 from app.services.dependencies import Dependencies
+from app.services.groups import GroupPlan
 from app.services.run_requests import RunRequest
 from app.services.submission import Submitted, submit
 from app.services.validation import Moment, check_metadata, check_payload, check_schedule_window
@@ -66,6 +69,8 @@ def _check(settings: Settings, body: RunSubmit, field: str, header_key: str | No
             behind_days=settings.max_schedule_behind_days,
             field=f"{field}scheduled_at",
         )
+    if field and body.group is not None:
+        raise InvalidInput("a batch names its group beside its runs, not in one", field=f"{field}group")
     key = body.idempotency_key
     if header_key is not None and key is not None and key != header_key:
         raise InvalidInput("Idempotency-Key header and body idempotency_key differ", field="idempotency_key")
@@ -104,8 +109,21 @@ async def _request(
     )
 
 
+async def _group(state: State, tenant_id: str, spec: GroupSpec | GroupRef | None) -> GroupPlan | None:
+    if spec is None:
+        return None
+    s = state.settings
+    return await group_service.plan(
+        state.pool,
+        tenant_id,
+        spec.model_dump(),
+        group_service.Limits(s.allow_private_targets, s.max_payload_bytes, s.max_payload_depth),
+        may_create=isinstance(spec, GroupSpec),
+    )
+
+
 async def _submit(
-    state: State, request: Request, tenant_id: str, requests: list[RunRequest]
+    state: State, request: Request, tenant_id: str, requests: list[RunRequest], group: GroupPlan | None = None
 ) -> list[Submitted]:
     return await submit(
         state.pool,
@@ -115,6 +133,7 @@ async def _submit(
         request.headers.get("traceparent"),
         state.wakeups,
         state.on_pending,
+        group,
     )
 
 
@@ -137,7 +156,8 @@ async def submit_run(
     duplicate of a `unique` job's run, or a submission folded into a `debounce` job's pending run,
     answers 200 with that run."""
     principal.require_tenant(tenant_id)
-    [result] = await _submit(state, request, tenant_id, [await _request(state, body, "", idempotency_key)])
+    run = await _request(state, body, "", idempotency_key)
+    [result] = await _submit(state, request, tenant_id, [run], await _group(state, tenant_id, body.group))
     return json_response(result.run, 201 if result.created else 200)
 
 
@@ -165,8 +185,14 @@ async def submit_batch(
     else:
         await asyncio.to_thread(checks)
     requests = [await _request(state, r, f"runs[{i}].", checked=True) for i, r in enumerate(body.runs)]
-    submitted = await _submit(state, request, tenant_id, requests)
-    return json_response({"runs": [s.run for s in submitted], "created": [s.created for s in submitted]}, 201)
+    group = await _group(state, tenant_id, body.group)
+    submitted = await _submit(state, request, tenant_id, requests, group)
+    answer: dict[str, Any] = {"runs": [s.run for s in submitted], "created": [s.created for s in submitted]}
+    if group is not None:
+        # A replay that created nothing made no group: it is answered with the one its runs joined.
+        joined = [s.run["group_id"] for s in submitted if s.deduplicated_by is None and s.run["group_id"]]
+        answer["group_id"] = group.id if any(s.created for s in submitted) else next(iter(joined), None)
+    return json_response(answer, 201)
 
 
 @router.get("/runs/{run_id}", response_model=Run, responses=ERRORS)
@@ -188,6 +214,7 @@ async def list_runs(
         list[Tag] | None,
         Query(max_length=MAX_TAGS, description=f"Runs carrying every tag given (repeat it). {TAGS_RULE}"),
     ] = None,
+    group: Annotated[UUID | None, Query(description="Only the runs of this group.")] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 100,
     cursor: Annotated[str | None, Query(max_length=256)] = None,
 ) -> Response:
@@ -203,6 +230,7 @@ async def list_runs(
         tags=list(dict.fromkeys(tag)) if tag else None,
         after=decode_cursor(cursor) if cursor else None,
         limit=limit,
+        group=group,
     )
     last = runs[-1] if len(runs) == limit else None
     return json_response(

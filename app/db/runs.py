@@ -44,8 +44,10 @@ async def insert_runs(
     expires_ats: list[datetime | None] | None = None,  # None in it: the job's expire_after_seconds
     run_ids: list[uuid.UUID | None] | None = None,
     dedupe_keys: list[str | None] | None = None,
+    group_id: uuid.UUID | None = None,
 ) -> list[asyncpg.Record]:
-    """The runs, in input order; none at all if one names a job the tenant does not have, or a job
+    """The runs, in input order (every one in the group `group_id`, if given); none at all if one
+    names a job the tenant does not have, or a job
     with a unique or debounce rule without the id and key claim_dedupe_keys claimed for it
     (`run_ids`, `dedupe_keys`: None on the default path)."""
     return await q.fetch(
@@ -54,6 +56,7 @@ async def insert_runs(
         notify=notify,
         run_ids=run_ids,
         dedupe_keys=dedupe_keys,
+        group_id=group_id,
         tenant_id=tenant_id,
         jobs=jobs,
         scheduled_ats=scheduled_ats,
@@ -158,8 +161,21 @@ async def list_runs(
     scheduled: TimeRange,
     cursor: tuple[datetime, uuid.UUID] | None,
     limit: int,
+    group: uuid.UUID | None = None,
 ) -> list[asyncpg.Record]:
-    """`tags`: only runs carrying every one (read through run_tags, list_tagged_runs)."""
+    """`tags`: only runs carrying every one (read through run_tags, list_tagged_runs); `group`: only
+    the group's (read through its index, list_group_runs)."""
+    if group is not None:
+        return await q.fetch(
+            conn,
+            "list_group_runs",
+            tenant_id=tenant_id,
+            group_id=group,
+            status=status,
+            job=job,
+            tags=tags,
+            **_page(scheduled, cursor, limit),
+        )
     return await q.fetch(
         conn,
         "list_runs" if not tags else "list_tagged_runs",

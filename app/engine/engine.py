@@ -1,6 +1,7 @@
 """The engine: its services run together (dispatcher, reaper, expiry sweep, cron materializer,
-partition maintenance and statistics, idempotency-key pruning, the unique and debounce keys' sweep)
-as named tasks, supervised with asyncio.wait(FIRST_COMPLETED) and stopped by one Event."""
+partition maintenance and statistics, idempotency-key pruning, the unique and debounce keys' sweep,
+firing completed groups) as named tasks, supervised with asyncio.wait(FIRST_COMPLETED) and stopped
+by one Event."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from app.engine.cron import CronMaterializer
 from app.engine.dedupe import DedupeKeySweeper
 from app.engine.dispatcher import Dispatcher
 from app.engine.expiry import RunExpiry
+from app.engine.groups import GroupFirer
 from app.engine.idempotency import IdempotencyKeyPruner
 from app.engine.keeper import FlowKeeper
 from app.engine.partitions import PartitionMaintenance
@@ -38,6 +40,7 @@ class Engine:
         self.maintenance = PartitionMaintenance(settings, pool)
         self.idempotency_keys = IdempotencyKeyPruner(settings, pool)
         self.dedupe_keys = DedupeKeySweeper(settings, pool)
+        self.groups = GroupFirer(settings, pool)
 
     async def run(self, stop: asyncio.Event) -> None:
         await ensure_stream(self.nc.jetstream(), self.settings)
@@ -56,6 +59,7 @@ class Engine:
             asyncio.create_task(self.maintenance.keep_statistics(stop), name="statistics"),
             asyncio.create_task(self.idempotency_keys.run(stop), name="idempotency_keys"),
             asyncio.create_task(self.dedupe_keys.run(stop), name="dedupe_keys"),
+            asyncio.create_task(self.groups.run(stop), name="groups"),
         }
         died = await supervise(tasks, stop, "engine")
         stop.set()

@@ -54,13 +54,22 @@ async def list_runs(
     tags: list[str] | None = None,
     after: tuple[datetime, UUID] | None,
     limit: int,
+    group: UUID | None = None,
 ) -> list[RunRecord]:
     """Newest scheduled first, from after `after` ((scheduled_at, id) of the previous page's last);
     scheduled_at in [scheduled_after, scheduled_before) and carrying every one of `tags` where given."""
     scheduled = TimeRange(scheduled_after, scheduled_before)
     async with pool.acquire() as conn:
         rows = await run_repo.list_runs(
-            conn, tenant_id, status=status, job=job, tags=tags, scheduled=scheduled, cursor=after, limit=limit
+            conn,
+            tenant_id,
+            status=status,
+            job=job,
+            tags=tags,
+            scheduled=scheduled,
+            cursor=after,
+            limit=limit,
+            group=group,
         )
         runs = [run_record(r) for r in rows]
         await with_delivery_state(conn, runs)

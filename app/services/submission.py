@@ -13,10 +13,11 @@ from app.db import dedupe as dedupe_repo
 from app.db import runs as run_repo
 from app.domain import MAX_TAGS, OnPending, RunRecord, no_hint, run_record
 from app.errors import Conflict, InvalidInput, OverQuota
-from app.services import dedupe, dependencies
+from app.services import dedupe, dependencies, groups
 from app.services.admission import AdmissionControl, Ticket
 from app.services.callbacks import with_delivery_state
 from app.services.dedupe import RULED_JOBS
+from app.services.groups import GroupPlan
 from app.services.run_requests import (
     IDEMPOTENCY_GRACE_SECONDS,
     IDEMPOTENCY_IN_FLIGHT_WAIT_MS,
@@ -59,9 +60,11 @@ async def submit(
     traceparent: str | None,
     wakeups: WakeUps | None = None,
     on_pending: OnPending = no_hint,
+    group: GroupPlan | None = None,
 ) -> list[Submitted]:
     """Runs the requests in one transaction; once committed, the created runs are handed to
-    `on_pending` (the hot index's hint). `traceparent` is what the caller sent, if anything."""
+    `on_pending` (the hot index's hint). `traceparent` is what the caller sent, if anything. The runs
+    created go into `group` (app.services.groups), in the same transaction."""
     notify = wakeups.due(r.scheduled_at for r in requests) if wakeups is not None else True
     traceparent = submitter_traceparent(traceparent)
     keyed = any(r.idempotency_key is not None for r in requests)
@@ -72,7 +75,15 @@ async def submit(
         try:
             async with pool.acquire() as conn:
                 submitted = await _submit_once(
-                    conn, ticket, tenant_id, requests, traceparent, notify, keyed or ruled or linked, ruled
+                    conn,
+                    ticket,
+                    tenant_id,
+                    requests,
+                    traceparent,
+                    notify,
+                    keyed or ruled or linked,
+                    ruled,
+                    group,
                 )
             ticket.committed(sum(s.created for s in submitted))
             await on_pending([s.run for s in submitted if s.created or s.deduplicated_by == "debounce"])
@@ -116,12 +127,13 @@ async def _submit_once(
     notify: bool,
     in_transaction: bool,
     ruled: bool,
+    group: GroupPlan | None = None,
 ) -> list[Submitted]:
     """One INSERT (its NOTIFY included) is atomic on its own: a plain submission makes no BEGIN/COMMIT
     round trips. One that needs more statements runs in a transaction: with an idempotency key, or
     with a run of a job with a unique or debounce rule (which that INSERT refused, writing nothing;
     `ruled`: one is known to, so it is not tried)."""
-    if not in_transaction:
+    if not in_transaction and group is None:
         try:
             return await _submit(conn, ticket, tenant_id, requests, traceparent, notify, single=True)
         except _NeedsTransaction as exc:
@@ -129,7 +141,7 @@ async def _submit_once(
             ruled = exc.ruled
     async with conn.transaction():
         return await _submit(
-            conn, ticket, tenant_id, requests, traceparent, notify, single=False, ruled=ruled
+            conn, ticket, tenant_id, requests, traceparent, notify, single=False, ruled=ruled, group=group
         )
 
 
@@ -142,6 +154,7 @@ async def _submit(
     notify: bool,
     single: bool,
     ruled: bool = False,
+    group: GroupPlan | None = None,
 ) -> list[Submitted]:
     """`single`: outside a transaction, so it must take one statement or raise _NeedsTransaction;
     `ruled`: a job of the runs is known to have a unique or debounce rule."""
@@ -179,6 +192,7 @@ async def _submit(
             notify=notify,
             run_ids=[keyed[i]["id"] if i in keyed else None for i in indices] if keyed else None,
             dedupe_keys=[keyed[i]["key"] if i in keyed else None for i in indices] if keyed else None,
+            group_id=group.id if group is not None else None,
         )
         if len(rows) != len(indices):
             refusal = await _too_many_tags(conn, tenant_id, [requests[i] for i in indices])
@@ -198,6 +212,8 @@ async def _submit(
         RULED_JOBS.saw(tenant_id, {requests[i].job for i in fresh}, settled.ruled)
     if refused is not None and settled.created:
         raise refused  # its runs are rolled back with the transaction
+    if group is not None and settled.created:
+        await groups.record(conn, tenant_id, group, len(settled.created))
     answered = settled.created | settled.answered  # the run each fresh request is answered with
 
     keyed = [i for i in fresh if requests[i].idempotency_key is not None]

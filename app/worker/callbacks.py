@@ -31,6 +31,7 @@ from app.db import callbacks as callback_repo
 from app.db.errors import DB_ERRORS
 from app.domain import dump_json
 from app.errors import InvalidInput, NotFound
+from app.services import groups as group_service
 from app.services import runs as run_service
 from app.services.signing import signature_header
 from app.services.validation import MAX_ERROR_CHARS, storable_text
@@ -148,7 +149,15 @@ class CallbackDeliverer:
             metrics.callbacks_failed_total.labels("final" if status == "failed" else "retry").inc()
 
     async def _post(self, row: asyncpg.Record) -> None:
-        run = await run_service.get_run(self.pool, row["run_id"], row["tenant_id"])
+        # A group's callback (app.engine.groups) carries the group; a run's, the run.
+        group_id = row["group_id"]
+        data: Any
+        if group_id is not None:
+            data = await group_service.get_group(self.pool, row["tenant_id"], group_id)
+            kind, subject, id_header = "group.completed", group_id, "Scheduler-Group-Id"
+        else:
+            data = await run_service.get_run(self.pool, row["run_id"], row["tenant_id"])
+            kind, subject, id_header = "run.completed", row["run_id"], "Scheduler-Run-Id"
         try:
             keys = await self.signing_keys.get(row["tenant_id"])
         except UnknownTenant:
@@ -156,12 +165,12 @@ class CallbackDeliverer:
         timestamp = int(time.time())
         body = dump_json(
             {
-                "type": "run.completed",
+                "type": kind,
                 "timestamp": datetime.fromtimestamp(timestamp, UTC),
-                "data": run,
+                "data": data,
             }
         )
-        msg_id = f"{row['run_id']}.callback.{row['id']}"
+        msg_id = f"{subject}.callback.{row['id']}"
         target = await pin(row["url"], self.settings.allow_private_targets, field="callback.url")
         headers: dict[str, Any] = {
             "Host": target.host,
@@ -169,7 +178,7 @@ class CallbackDeliverer:
             "webhook-id": msg_id,
             "webhook-timestamp": str(timestamp),
             "webhook-signature": signature_header(keys, msg_id, timestamp, body),
-            "Scheduler-Run-Id": str(row["run_id"]),
+            id_header: str(subject),
             "Scheduler-Callback-Attempt": str(row["attempts"]),
         }
         request = self.http.build_request(

@@ -1,8 +1,8 @@
 """`scheduler dev` as a newcomer meets it: a real subprocess in a directory of its own (the test's
 database, an embedded nats-server), stopped by Ctrl-C delivered to its whole process group as a
 terminal does. One per data dir, the demo key kept across restarts, a quiet shutdown, attempts'
-outcomes on the console, and the documentation's examples (README's, docs/api.md's, docs/runs.md's
-and docs/dependencies.md's) run verbatim against it."""
+outcomes on the console, and the documentation's examples (README's, docs/api.md's, docs/runs.md's,
+docs/dependencies.md's and docs/groups-and-events.md's) run verbatim against it."""
 
 from __future__ import annotations
 
@@ -222,7 +222,8 @@ async def test_documented_examples_run_verbatim_on_dev(
         done = await _run_verbatim(
             _first_sh_block(ROOT / "docs" / "api.md", "# The HTTP API", dev.port)
             + _first_sh_block(ROOT / "docs" / "runs.md", "## Expire runs not started in time", dev.port)
-            + _first_sh_block(ROOT / "docs" / "dependencies.md", "## Submitting a graph", dev.port),
+            + _first_sh_block(ROOT / "docs" / "dependencies.md", "## Submitting a graph", dev.port)
+            + _first_sh_block(ROOT / "docs" / "groups-and-events.md", "## Try it", dev.port),
             tmp_path,
         )
         assert done.returncode == 0, done.stdout + done.stderr
@@ -230,7 +231,12 @@ async def test_documented_examples_run_verbatim_on_dev(
         assert '"status":"expired"' in done.stdout and '"changed":1' in done.stdout  # and retries it
         # docs/dependencies.md's graph: the load waited for its parents, then got their results.
         assert "[None, 'dependencies', 'dependencies', 'dependencies']" in done.stdout
-        assert done.stdout.rstrip().endswith("}") and '"status":"succeeded"' in done.stdout.splitlines()[-1]
+        assert any(
+            '"status":"succeeded"' in line and '"depends_on":["' in line for line in done.stdout.splitlines()
+        )
+        # docs/groups-and-events.md: the group completed into one run of `report`, the event made one.
+        assert '"name":"nightly-import"' in done.stdout and '"completion_run_id":"' in done.stdout
+        assert '"group":{"id":"' in done.stdout and '"payload":{"order":7}' in done.stdout
         await eventually(
             lambda: dev.stderr().count("echo receiver: POST /dev/echo") >= 3,
             timeout=30,

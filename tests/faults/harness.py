@@ -34,7 +34,7 @@ import asyncpg
 import httpx
 
 from app.bus.jetstream import close, connect
-from tests.faults import hostile, limited, victim
+from tests.faults import groups, hostile, limited, victim
 from tests.faults.hostile import Hostile
 from tests.faults.inject import SECONDS_PER_FAULT, Injector
 from tests.faults.report import HOSTILE_BEHAVIOURS, Door, Outcome, Report, Run, check
@@ -101,6 +101,12 @@ class Harness:
             r = await api.put(
                 f"/tenants/{victim.TENANT}/jobs/{victim.JOB}",
                 json=good.job(self.receiver.url, c.max_attempts),
+                headers=good.auth,
+            )
+            assert r.status_code == 201, r.text
+            r = await api.put(
+                f"/tenants/{victim.TENANT}/jobs/{groups.COMPLETION_JOB}",
+                json=groups.COMPLETION_JOB_BODY,
                 headers=good.auth,
             )
             assert r.status_code == 201, r.text
@@ -189,7 +195,8 @@ class Harness:
             owed = await self.stack.fetch(
                 "SELECT count(*) AS n FROM run_callbacks WHERE status IN ('pending', 'delivering')"
             )
-            if not open_runs and not owed[0]["n"] and time.monotonic() > not_before:
+            unfired = await self.stack.fetch("SELECT count(*) AS n FROM run_groups WHERE fired_at IS NULL")
+            if not open_runs and not owed[0]["n"] and not unfired[0]["n"] and time.monotonic() > not_before:
                 return True
             await asyncio.sleep(0.25)
         return False
@@ -206,8 +213,9 @@ class Harness:
             " CASE WHEN status IN ('pending', 'dispatched') AND due_at > now() THEN NULL"
             " WHEN status IN ('pending', 'dispatched') THEN extract(epoch FROM now() - due_at)"
             " ELSE extract(epoch FROM started_at - due_at) END::float8 AS lag"
-            " FROM job_runs WHERE tenant_id = ANY($1)",
+            " FROM job_runs WHERE tenant_id = ANY($1) AND job <> $2",  # completion runs: groups' check
             [victim.TENANT, hostile.TENANT, limited.TENANT],
+            groups.COMPLETION_JOB,
         )
 
         began = datetime.now(UTC) - timedelta(seconds=time.monotonic() - s.started)
@@ -271,6 +279,7 @@ class Harness:
             callbacks={r["id"]: r["status"] for r in callbacks},
             limit=limited.LIMIT if self.config.limited_runs else 0,
             door=self.door,
+            groups=await groups.gather(s.fetch, victim.TENANT),
         )
 
 

@@ -46,6 +46,8 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from tests.faults.groups import GroupOutcome, each_group_fires_once
+from tests.faults.groups import render as render_groups
 from tests.receiver import Call
 
 FAULT_KINDS = (
@@ -158,6 +160,7 @@ class Outcome:
     # (seconds since the harness began, HTTP status) of every answer to the victim's one-by-one
     # submissions, which go on through the fault window.
     answered: list[tuple[float, int]] = field(default_factory=list)
+    groups: list[GroupOutcome] = field(default_factory=list)  # the victim's groups (tests/faults/groups.py)
 
 
 @dataclass
@@ -237,6 +240,7 @@ class Report:
             ),
             f"slow connections        {o.door.render() if o.door else 'none'}",
             f"retried under a pause   {len(o.paused_runs)} runs, {len(self.paused_runs_called)} reached the receiver",
+            f"victim groups           {render_groups(o.groups)}",
             f"victim submissions      {len(o.answered)} answered one by one {dict(Counter(s for _, s in o.answered))}",
             "per fault",
             *(f"  {figures.render()}" for figures in per_fault(o)),
@@ -475,6 +479,7 @@ CHECKS: list[Callable[[Report], list[str]]] = [
     limits_hold,
     pause_holds,
     only_503s,
+    each_group_fires_once,
 ]
 
 

@@ -9,6 +9,7 @@ from collections.abc import Callable
 
 import pytest
 
+from tests.faults.groups import GroupOutcome
 from tests.faults.report import (
     FAULT_KINDS,
     HOSTILE_BEHAVIOURS,
@@ -65,6 +66,13 @@ def good() -> Outcome:
         callbacks={r.id: "delivered" for r in victims},
         limit=2,
         door=Door(2.0, opened=300, cut=280, longest=2.6, probes=40, slowest_probe=0.05),
+        groups=[GroupOutcome(f"g{i}", 10, 10, True, True, 1, True, "succeeded") for i in range(2)],
+    )
+
+
+def with_group(**changed: object) -> Callable[[Outcome], Outcome]:
+    return lambda o: dataclasses.replace(
+        o, groups=[dataclasses.replace(o.groups[0], **changed), *o.groups[1:]]
     )
 
 
@@ -91,6 +99,14 @@ def test_a_good_outcome_passes() -> None:
 
 
 BAD: dict[str, tuple[Callable[[Outcome], Outcome], str]] = {
+    "a group whose runs all ended but never completed": (with_group(completed=False), "completed False"),
+    "a group whose counters missed a run's end": (with_group(ended=9), "9 of 10 runs counted ended"),
+    "a group that completed twice over": (with_group(made=2), "2 completion runs (must be 1)"),
+    "a completed group never fired": (
+        with_group(fired=False, made=0, named=False, status=None),
+        "fired False",
+    ),
+    "a group's completion run that failed": (with_group(status="failed"), "status failed"),
     "an accepted run missing from the database": (
         lambda o: with_runs(o, lambda r: None if r.id == "v0" else r),
         "1 accepted runs lost",

@@ -2,7 +2,8 @@
 the hostile tenant and the faults do. Its runs are webhooks answered after a short sleep, submitted
 in bulk ahead of time and, around an API kill, one by one by concurrent senders — each with an
 Idempotency-Key, retried on another API after a transport error, as a careful client would. A
-quarter of them are urgent (priority 0), so both lanes of the workers' queue go through the faults."""
+quarter of them are urgent (priority 0), so both lanes of the workers' queue go through the faults.
+Each batch submitted ahead is a group completing into one run of its own (tests/faults/groups.py)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ from typing import Any
 
 import httpx
 
+from tests.faults.groups import COMPLETION_JOB
+
 TENANT = "victim"
 JOB = "hook"
 BATCH = 500
@@ -26,6 +29,7 @@ URGENT_SHARE = 0.25
 class Victim:
     def __init__(self, auth: dict[str, str], rng: random.Random, max_sleep: float):
         self.auth = auth
+        self.groups: list[str] = []  # each batch submitted ahead is a group (tests/faults/groups.py)
         self.rng = rng
         self.max_sleep = max_sleep
         self.accepted: list[str] = []  # run ids the API answered 201 (or 200: a replay) for
@@ -67,11 +71,15 @@ class Victim:
             for _ in range(n)
         ]
         for i in range(0, len(runs), BATCH):
+            group = {"name": f"spread-{len(self.groups)}", "on_complete": {"job": COMPLETION_JOB}}
             r = await api.post(
-                f"/tenants/{TENANT}/runs/batch", json={"runs": runs[i : i + BATCH]}, headers=self.auth
+                f"/tenants/{TENANT}/runs/batch",
+                json={"runs": runs[i : i + BATCH], "group": group},
+                headers=self.auth,
             )
             assert r.status_code == 201, r.text
             self.accepted += [run["id"] for run in r.json()["runs"]]
+            self.groups.append(r.json()["group_id"])
 
     async def submit_one(self, ports: Callable[[], list[int]]) -> None:
         """One run due now, to a live API; a transport error is retried (same key) on another."""

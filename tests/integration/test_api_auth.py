@@ -44,6 +44,7 @@ class Victim:
     cancelled_run_id: str
     key_id: str
     auth: dict[str, str]
+    group_id: str = ""  # an open group of one run, an hour ahead
 
 
 Request = tuple[str, dict | None]  # (url, json body)
@@ -96,6 +97,15 @@ CASES: dict[tuple[str, str], Callable[[Victim], Request]] = {
         f"/tenants/{v.tenant}/jobs/yearly/backfill",
         {"from": _ago(hours=2), "to": _ago(hours=1)},
     ),
+    ("GET", "/tenants/{tenant_id}/groups"): lambda v: (f"/tenants/{v.tenant}/groups", None),
+    ("GET", "/tenants/{tenant_id}/groups/{group_id}"): lambda v: (
+        f"/tenants/{v.tenant}/groups/{v.group_id}",
+        None,
+    ),
+    ("POST", "/tenants/{tenant_id}/events/{name}"): lambda v: (
+        f"/tenants/{v.tenant}/events/order.placed",
+        {},
+    ),
     ("POST", "/tenants/{tenant_id}/runs/actions"): lambda v: (
         f"/tenants/{v.tenant}/runs/actions",
         {"action": "cancel", "filter": {"ids": [v.run_id, v.cancelled_run_id]}},
@@ -118,7 +128,22 @@ async def victim(api: httpx.AsyncClient) -> Victim:
     run = await submit_run(api, "alpha", auth, job="hello")
     cancelled = await submit_run(api, "alpha", auth, job="hello")
     assert (await api.post(f"/runs/{cancelled['id']}/cancel", headers=auth)).status_code == 200
-    return Victim("alpha", "hello", str(run["id"]), str(cancelled["id"]), created["key_id"], auth)
+    later = (datetime.now(UTC) + timedelta(hours=1)).isoformat()
+    grouped = await api.post(
+        "/tenants/alpha/runs/batch",
+        json={"runs": [{"job": "hello", "scheduled_at": later}], "group": {"name": "alpha-group"}},
+        headers=auth,
+    )
+    assert grouped.status_code == 201, grouped.text
+    return Victim(
+        "alpha",
+        "hello",
+        str(run["id"]),
+        str(cancelled["id"]),
+        created["key_id"],
+        auth,
+        grouped.json()["group_id"],
+    )
 
 
 async def _send(

@@ -31,6 +31,7 @@ JOB_FIELDS = {
     "payload",
     "callback",
     "tags",
+    "on_events",
     "max_attempts",
     "backoff_seconds",
     "timeout_seconds",

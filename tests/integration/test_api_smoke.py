@@ -31,6 +31,7 @@ RUN_FIELDS = {
     "held",
     "expires_at",
     "dedupe_key",
+    "group_id",
 }
 
 

@@ -28,6 +28,7 @@ TABLES = {
     "dedupe_keys",
     "run_tags",
     "run_tags_default",
+    "run_groups",
 }
 FUNCTIONS = {
     "scheduler_run_id",
@@ -60,6 +61,7 @@ FUNCTIONS = {
     "scheduler_run_tags",
     "scheduler_record_tags",
     "scheduler_lead_tag",
+    "scheduler_count_group_runs",
     "scheduler_attach_day_partition",
     "scheduler_create_tags_day_partition",
     "scheduler_drop_tags_day_partition",

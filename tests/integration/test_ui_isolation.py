@@ -67,6 +67,8 @@ CASES: dict[tuple[str, str], Callable[[Victim], Request]] = {
         {"run": v.cancelled_run_id, "action": "retry", "days": "1"},
     ),
     ("GET", "/ui/admin"): lambda v: ("/ui/admin", None),
+    ("GET", "/ui/groups"): lambda v: (f"/ui/groups?tenant={v.tenant}", None),
+    ("GET", "/ui/groups/{group_id}"): lambda v: (f"/ui/groups/{v.group_id}?tenant={v.tenant}", None),
 }
 
 

@@ -6,9 +6,10 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from app.api.schemas.common import PAYLOAD_RULE, TAGS_RULE, Priority, Strict, Tags
+from app.api.schemas.groups import MAX_EVENTS, NAME_RULE, EventName
 from app.api.schemas.runs import Run
 from app.domain import (
     DEFAULT_PRIORITY,
@@ -213,6 +214,18 @@ class JobPut(Strict):
         description="Submissions of one key fold into one pending run, which runs once with the "
         "latest payload; each is answered with that run (200 after the first).",
     )
+    on_events: list[EventName] = Field(
+        default_factory=list,
+        max_length=MAX_EVENTS,
+        description="Events the job subscribes to: POST /tenants/{tenant_id}/events/{name} submits one "
+        f"run of every job subscribed to `name`. At most {MAX_EVENTS}, each {NAME_RULE}",
+        examples=[["order.placed"]],
+    )
+
+    @field_validator("on_events")
+    @classmethod
+    def _distinct_events(cls, value: list[str]) -> list[str]:
+        return list(dict.fromkeys(value))
 
 
 class Job(BaseModel):
@@ -249,6 +262,7 @@ class Job(BaseModel):
     )
     unique: Unique | None
     debounce: Debounce | None
+    on_events: list[str] = Field(description="The events the job subscribes to.")
 
 
 class Backfill(Strict):

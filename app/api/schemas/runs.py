@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 
 from app.api.schemas.common import PAYLOAD_RULE, PRIORITY_RULE, TAGS_RULE, JobName, Priority, Strict, Tags
 from app.api.schemas.dependencies import DependsOnField, OnParentFailureField, PassResultsField, RefField
+from app.api.schemas.groups import GroupRef, GroupSpec
 from app.domain import (
     MAX_ATTEMPTS,
     MAX_EXPIRE_AFTER_SECONDS,
@@ -82,6 +83,11 @@ class RunSubmit(Strict):
     depends_on: DependsOnField = None
     on_parent_failure: OnParentFailureField = "cancel"
     pass_results: PassResultsField = False
+    group: GroupRef | None = Field(
+        default=None,
+        description="An open group of the tenant the run joins (a completed one is 409). Only on a "
+        "single submission: a batch names its group beside its runs.",
+    )
 
 
 class RunBatchSubmit(Strict):
@@ -92,6 +98,11 @@ class RunBatchSubmit(Strict):
         },
     )
     runs: list[RunSubmit] = Field(min_length=1, description="At most SCHEDULER_MAX_BATCH (1000) runs.")
+    group: GroupSpec | None = Field(
+        default=None,
+        description="The group the runs go into: a new one (`name`, and `on_complete`: one run of a job "
+        "or one callback once every run of it has ended), or an open one (`id`).",
+    )
 
 
 class Attempt(BaseModel):
@@ -171,6 +182,9 @@ class Run(BaseModel):
     )
     depends_on: list[UUID] = Field(description="The ids of the runs this run waits for, as submitted.")
     dependents: int = Field(description="How many runs were submitted depending on this one.")
+    group_id: UUID | None = Field(
+        description="The group the run is in (GET /tenants/{tenant_id}/groups/{group_id}), or null."
+    )
 
 
 class RunBatch(BaseModel):
@@ -179,6 +193,11 @@ class RunBatch(BaseModel):
         description="One per item, in order: true when the item created its run; false when it was "
         "answered with a run that exists (an idempotent replay, a duplicate of a `unique` job's run — "
         "made earlier or by an earlier item — or a submission folded into a `debounce` job's pending run)."
+    )
+    group_id: UUID | None = Field(
+        default=None,
+        description="The group the batch's runs went into; for a replay that created nothing, the "
+        "group its runs joined.",
     )
 
 

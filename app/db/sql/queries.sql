@@ -101,12 +101,12 @@ DELETE FROM ui_sessions WHERE token_hash = :token_hash AND kind = 'session';
 INSERT INTO jobs (tenant_id, name, target, schedule, timezone, payload, max_attempts, backoff_seconds,
                   timeout_seconds, expire_after_seconds, misfire, paused, paused_reason, next_fire_at,
                   priority, callback, concurrency, rate_limit, overlap, jitter_seconds, pause_after_failures,
-                  "unique", debounce, tags)
+                  "unique", debounce, tags, on_events)
 VALUES (:tenant_id, :name, :target, :schedule, :timezone, COALESCE(CAST(:payload AS jsonb), 'null'::jsonb),
         :max_attempts, :backoff_seconds, :timeout_seconds, :expire_after_seconds, :misfire, :paused,
         CASE WHEN CAST(:paused AS boolean) THEN 'requested' END, :next_fire_at, :priority, :callback,
         :concurrency, :rate_limit, :overlap, :jitter_seconds, :pause_after_failures, :unique, :debounce,
-        NULLIF(CAST(:tags AS text[]), '{}'))
+        NULLIF(CAST(:tags AS text[]), '{}'), NULLIF(CAST(:on_events AS text[]), '{}'))
 ON CONFLICT (tenant_id, name) DO UPDATE SET
     target = EXCLUDED.target, schedule = EXCLUDED.schedule, timezone = EXCLUDED.timezone,
     payload = EXCLUDED.payload, max_attempts = EXCLUDED.max_attempts,
@@ -124,7 +124,7 @@ ON CONFLICT (tenant_id, name) DO UPDATE SET
     priority = EXCLUDED.priority, callback = EXCLUDED.callback, concurrency = EXCLUDED.concurrency,
     rate_limit = EXCLUDED.rate_limit, overlap = EXCLUDED.overlap, jitter_seconds = EXCLUDED.jitter_seconds,
     pause_after_failures = EXCLUDED.pause_after_failures, "unique" = EXCLUDED."unique",
-    debounce = EXCLUDED.debounce, tags = EXCLUDED.tags, updated_at = now()
+    debounce = EXCLUDED.debounce, tags = EXCLUDED.tags, on_events = EXCLUDED.on_events, updated_at = now()
 RETURNING *, scheduler_job_in_flight(tenant_id, name) AS in_flight, (xmax = 0) AS inserted;
 
 -- name: wake_flow_keys
@@ -579,14 +579,15 @@ inserted AS (
     INSERT INTO job_runs (id, scheduled_at, tenant_id, job, origin, payload, target, max_attempts,
                           backoff_seconds, timeout_seconds, due_at, idempotency_key, traceparent, priority, callback,
                           held, held_due_at, concurrency_key, expires_at, counts_failures, dedupe_key,
-                          tags, metadata)
+                          tags, metadata, group_id)
     SELECT m.id, m.scheduled_at, j.tenant_id, j.name, 'api', COALESCE(m.payload, j.payload), j.target,
            j.max_attempts, j.backoff_seconds, j.timeout_seconds, h.due_at, m.idempotency_key,
            :traceparent, COALESCE(m.priority, j.priority), COALESCE(m.callback, j.callback),
            h.held, h.held_due_at, h.concurrency_key,
            COALESCE(m.expires_at, m.scheduled_at + make_interval(secs => j.expire_after_seconds)),
            scheduler_counts_failures(j.pause_after_failures), m.dedupe_key,
-           CASE WHEN m.tags IS NULL THEN j.tags ELSE scheduler_run_tags(j.tags, m.tags) END, m.metadata
+           CASE WHEN m.tags IS NULL THEN j.tags ELSE scheduler_run_tags(j.tags, m.tags) END, m.metadata,
+           CAST(:group_id AS uuid)
     FROM minted m
     JOIN jobs j ON j.tenant_id = :tenant_id AND j.name = m.job
     CROSS JOIN tenant t
@@ -1583,7 +1584,7 @@ UPDATE run_callbacks c SET status = 'delivering', epoch = c.epoch + 1, attempts 
     lease_owner = :owner, due_at = now() + make_interval(secs => :lease_seconds)
 FROM chosen
 WHERE c.id = chosen.id
-RETURNING c.id, c.run_id, c.tenant_id, c.url, c.epoch, c.attempts;
+RETURNING c.id, c.run_id, c.group_id, c.tenant_id, c.url, c.epoch, c.attempts;
 
 -- name: finish_callback
 -- One delivery's outcome, fenced on the claim's epoch: a deliverer whose claim lapsed and was taken
@@ -1823,3 +1824,95 @@ WHERE d.child_id = :id;
 -- The edges of the runs of a day partition just dropped. A run id's leading 48 bits are its
 -- scheduled_at in ms, so the day's children are a range of the primary key (child_id, parent_id).
 DELETE FROM run_dependencies WHERE child_id >= :lo AND child_id < :hi;
+-- ─────────────────────────── groups (fan-in) and events (fan-out) ───────────────────────────
+-- Migration 0024. A group's counters of ended runs are kept by a trigger on job_runs
+-- (scheduler_count_group_runs), which completes it; these statements add runs to groups, read
+-- them, and fire what a completed group owes.
+
+-- name: insert_group
+-- A group, with the runs its submission just inserted (carrying its id) counted in :total.
+INSERT INTO run_groups (id, tenant_id, name, on_complete, total)
+VALUES (:id, :tenant_id, :name, CAST(:on_complete AS jsonb), :total)
+RETURNING *;
+
+-- name: add_group_runs
+-- Counts runs a submission just inserted into an open group, under the group's row lock, taken
+-- after the runs' (a finisher's trigger takes a run's, then its group's). Nothing when the group is
+-- another tenant's, unknown or completed: the caller tells which with get_group and rolls back.
+UPDATE run_groups SET total = total + :added
+WHERE id = :id AND tenant_id = :tenant_id AND completed_at IS NULL
+RETURNING *;
+
+-- name: get_group
+SELECT * FROM run_groups WHERE id = :id AND tenant_id = :tenant_id;
+
+-- name: group_of_runs
+-- The group a replayed submission's runs joined (the first one's that has one).
+SELECT group_id FROM job_runs
+WHERE id = ANY(CAST(:ids AS uuid[])) AND scheduled_at >= :lo AND scheduled_at < :hi AND group_id IS NOT NULL
+LIMIT 1;
+
+-- name: list_groups
+-- A tenant's groups, newest first, keyset-paginated on (created_at, id).
+SELECT * FROM run_groups
+WHERE tenant_id = :tenant_id
+  AND (CAST(:cursor_at AS timestamptz) IS NULL OR (created_at, id) < (:cursor_at, :cursor_id))
+ORDER BY created_at DESC, id DESC
+LIMIT :limit;
+
+-- name: list_group_runs
+-- list_runs of one group's runs (job_runs_group: only grouped runs are in it), tags included.
+SELECT * FROM job_runs
+WHERE group_id = :group_id AND tenant_id = :tenant_id
+  AND (CAST(:tags AS text[]) IS NULL OR tags @> CAST(:tags AS text[]))
+  AND (CAST(:status AS text) IS NULL OR status = :status)
+  AND (CAST(:job AS text) IS NULL OR job = :job)
+  AND (CAST(:scheduled_after AS timestamptz) IS NULL OR scheduled_at >= :scheduled_after)
+  AND (CAST(:scheduled_before AS timestamptz) IS NULL OR scheduled_at < :scheduled_before)
+  AND (CAST(:cursor_at AS timestamptz) IS NULL OR (scheduled_at, id) < (:cursor_at, :cursor_id))
+ORDER BY scheduled_at DESC, id DESC
+LIMIT :limit;
+
+-- name: claim_completed_groups
+-- Completed groups whose completion is owed and due, for one engine: SKIP LOCKED splits them between
+-- engines, and the row lock holds until the caller's transaction fires each (or defers it).
+SELECT * FROM run_groups
+WHERE completed_at IS NOT NULL AND fired_at IS NULL AND (fire_due_at IS NULL OR fire_due_at <= now())
+ORDER BY completed_at
+LIMIT :limit
+FOR UPDATE SKIP LOCKED;
+
+-- name: fire_group
+-- What completion owed is made (:run_id, the completion run; null for a callback), or given up on
+-- with :error (its job no longer exists): never tried again.
+UPDATE run_groups SET fired_at = now(), completion_run_id = :run_id, fire_error = :error, fire_due_at = NULL
+WHERE id = :id AND fired_at IS NULL;
+
+-- name: defer_group
+-- Completion could not be made now (the tenant's backlog is full): tried again after :delay_seconds.
+UPDATE run_groups SET fire_due_at = now() + make_interval(secs => :delay_seconds), fire_error = :error
+WHERE id = :id AND fired_at IS NULL;
+
+-- name: delete_old_groups
+-- Groups fired longer ago than :retention_days (the runs' history), a bounded batch per pass.
+DELETE FROM run_groups WHERE id IN (
+    SELECT id FROM run_groups
+    WHERE fired_at < now() - make_interval(days => :retention_days)
+    LIMIT :limit
+);
+
+-- name: insert_group_callback
+-- A completed group's callback, in the outbox runs' callbacks use; its day is the group's.
+INSERT INTO run_callbacks (run_id, run_scheduled_at, tenant_id, url, group_id)
+VALUES (NULL, :created_at, :tenant_id, :url, :id);
+
+-- name: group_callback_states
+SELECT DISTINCT ON (group_id) group_id, status, attempts, last_error FROM run_callbacks
+WHERE group_id = ANY(CAST(:ids AS uuid[]))
+ORDER BY group_id, id DESC;
+
+-- name: subscribed_jobs
+-- The tenant's jobs subscribed to an event (jobs_on_events), in name order.
+SELECT name FROM jobs
+WHERE tenant_id = :tenant_id AND on_events @> ARRAY[CAST(:event AS text)]
+ORDER BY name;

@@ -46,6 +46,7 @@ async def runs(
     scheduled_after: MomentQuery = None,
     scheduled_before: MomentQuery = None,
     tags: TagsQuery = None,
+    group: Annotated[str | None, Query(max_length=64)] = None,
     cursor: Annotated[str | None, Query(max_length=256)] = None,
 ) -> Response:
     """Newest first, keyset-paged like GET /tenants/{id}/runs, scheduled within the time range
@@ -58,6 +59,10 @@ async def runs(
             raise InvalidInput("not a run id", field="id") from None
         return RedirectResponse(f"/ui/runs/{found}", status_code=303)
     tenant_id = scoped_tenant(session, tenant)
+    try:
+        group_id = UUID(group.strip()) if group and group.strip() else None
+    except ValueError:
+        raise InvalidInput("not a group id", field="group") from None
     listed = await run_service.list_runs(
         state.pool,
         tenant_id,
@@ -68,6 +73,7 @@ async def runs(
         tags=tags_of(tags),
         after=decode_cursor(cursor) if cursor else None,
         limit=PAGE_SIZE,
+        group=group_id,
     )
     last = listed[-1] if len(listed) == PAGE_SIZE else None
     next_cursor = encode_cursor(last["scheduled_at"], last["id"]) if last else None
@@ -78,6 +84,7 @@ async def runs(
         "scheduled_after": scheduled_after,
         "scheduled_before": scheduled_before,
         "tags": tags,
+        "group": group,
     }
     return page(
         request,

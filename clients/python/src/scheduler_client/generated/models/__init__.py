@@ -13,6 +13,15 @@ from .callback_state_on_item import CallbackStateOnItem
 from .callback_state_status_type_0 import CallbackStateStatusType0
 from .concurrency import Concurrency
 from .debounce import Debounce
+from .event_publish import EventPublish
+from .event_runs import EventRuns
+from .group import Group
+from .group_callback import GroupCallback
+from .group_callback_state import GroupCallbackState
+from .group_list import GroupList
+from .group_on_complete_type_0 import GroupOnCompleteType0
+from .group_ref import GroupRef
+from .group_spec import GroupSpec
 from .health import Health
 from .health_checks import HealthChecks
 from .http_target import HttpTarget
@@ -29,6 +38,8 @@ from .job_put_overlap import JobPutOverlap
 from .key_created import KeyCreated
 from .list_runs_status_type_0 import ListRunsStatusType0
 from .noop_target import NoopTarget
+from .on_complete import OnComplete
+from .on_complete_payload_type_0 import OnCompletePayloadType0
 from .problem import Problem
 from .python_target import PythonTarget
 from .rate_limit import RateLimit
@@ -72,6 +83,15 @@ __all__ = (
     "CallbackStateStatusType0",
     "Concurrency",
     "Debounce",
+    "EventPublish",
+    "EventRuns",
+    "Group",
+    "GroupCallback",
+    "GroupCallbackState",
+    "GroupList",
+    "GroupOnCompleteType0",
+    "GroupRef",
+    "GroupSpec",
     "Health",
     "HealthChecks",
     "HttpTarget",
@@ -88,6 +108,8 @@ __all__ = (
     "KeyCreated",
     "ListRunsStatusType0",
     "NoopTarget",
+    "OnComplete",
+    "OnCompletePayloadType0",
     "Problem",
     "PythonTarget",
     "RateLimit",

@@ -44,6 +44,7 @@ class Job:
         misfire (str):
         name (str):
         next_fire_at (datetime.datetime | None):
+        on_events (list[str]): The events the job subscribes to.
         overlap (JobOverlap):
         pause_after_failures (int | None):
         paused (bool):
@@ -75,6 +76,7 @@ class Job:
     misfire: str
     name: str
     next_fire_at: datetime.datetime | None
+    on_events: list[str]
     overlap: JobOverlap
     pause_after_failures: int | None
     paused: bool
@@ -145,6 +147,8 @@ class Job:
         else:
             next_fire_at = self.next_fire_at
 
+        on_events = self.on_events
+
         overlap = self.overlap.value
 
         pause_after_failures: int | None
@@ -212,6 +216,7 @@ class Job:
                 "misfire": misfire,
                 "name": name,
                 "next_fire_at": next_fire_at,
+                "on_events": on_events,
                 "overlap": overlap,
                 "pause_after_failures": pause_after_failures,
                 "paused": paused,
@@ -326,6 +331,8 @@ class Job:
             return cast(datetime.datetime | None, data)
 
         next_fire_at = _parse_next_fire_at(d.pop("next_fire_at"))
+
+        on_events = cast(list[str], d.pop("on_events"))
 
         overlap = JobOverlap(d.pop("overlap"))
 
@@ -443,6 +450,7 @@ class Job:
             misfire=misfire,
             name=name,
             next_fire_at=next_fire_at,
+            on_events=on_events,
             overlap=overlap,
             pause_after_failures=pause_after_failures,
             paused=paused,

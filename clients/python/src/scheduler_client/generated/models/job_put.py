@@ -47,6 +47,9 @@ class JobPut:
             `schedule`. Default: 0.
         max_attempts (int | Unset):  Default: 3.
         misfire (JobPutMisfire | Unset):  Default: JobPutMisfire.LATEST.
+        on_events (list[str] | Unset): Events the job subscribes to: POST /tenants/{tenant_id}/events/{name} submits one
+            run of every job subscribed to `name`. At most 32, each 1 to 128 characters from A-Z a-z 0-9 _ . : -, starting
+            with a letter or digit (as job names).
         overlap (JobPutOverlap | Unset): A cron job's occurrence while its schedule's earlier runs are still live:
             `allow` makes it anyway; `skip` drops it while one is pending, dispatched or running; `buffer_one` drops it
             while one is pending (waiting to start), so at most one waits behind a running one. Decided when the occurrence
@@ -80,6 +83,7 @@ class JobPut:
     jitter_seconds: int | Unset = 0
     max_attempts: int | Unset = 3
     misfire: JobPutMisfire | Unset = JobPutMisfire.LATEST
+    on_events: list[str] | Unset = UNSET
     overlap: JobPutOverlap | Unset = JobPutOverlap.ALLOW
     pause_after_failures: int | None | Unset = UNSET
     paused: bool | Unset = False
@@ -150,6 +154,10 @@ class JobPut:
         if not isinstance(self.misfire, Unset):
             misfire = self.misfire.value
 
+        on_events: list[str] | Unset = UNSET
+        if not isinstance(self.on_events, Unset):
+            on_events = self.on_events
+
         overlap: str | Unset = UNSET
         if not isinstance(self.overlap, Unset):
             overlap = self.overlap.value
@@ -219,6 +227,8 @@ class JobPut:
             field_dict["max_attempts"] = max_attempts
         if misfire is not UNSET:
             field_dict["misfire"] = misfire
+        if on_events is not UNSET:
+            field_dict["on_events"] = on_events
         if overlap is not UNSET:
             field_dict["overlap"] = overlap
         if pause_after_failures is not UNSET:
@@ -355,6 +365,8 @@ class JobPut:
         else:
             misfire = JobPutMisfire(_misfire)
 
+        on_events = cast(list[str], d.pop("on_events", UNSET))
+
         _overlap = d.pop("overlap", UNSET)
         overlap: JobPutOverlap | Unset
         if isinstance(_overlap, Unset):
@@ -436,6 +448,7 @@ class JobPut:
             jitter_seconds=jitter_seconds,
             max_attempts=max_attempts,
             misfire=misfire,
+            on_events=on_events,
             overlap=overlap,
             pause_after_failures=pause_after_failures,
             paused=paused,

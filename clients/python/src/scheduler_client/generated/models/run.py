@@ -44,6 +44,7 @@ class Run:
         expires_at (datetime.datetime | None): The run's deadline to start: not started by then, it ends `expired`.
             Null: none. Once started, the run has met it (a later retry of a failed attempt is not expired).
         finished_at (datetime.datetime | None):
+        group_id (None | UUID): The group the run is in (GET /tenants/{tenant_id}/groups/{group_id}), or null.
         held (None | RunHeldType0): Why a pending run is held back: its job or tenant is `paused`, it waits for a
             `concurrency` slot (of its job's key, of its tenant's max_in_flight, or both), or for room in its key's
             `rate_limit` window, or for its parents to succeed (`dependencies`). due_at then says when it would be due: for
@@ -81,6 +82,7 @@ class Run:
     epoch: int
     expires_at: datetime.datetime | None
     finished_at: datetime.datetime | None
+    group_id: None | UUID
     held: None | RunHeldType0
     id: UUID
     idempotency_key: None | str
@@ -151,6 +153,12 @@ class Run:
         else:
             finished_at = self.finished_at
 
+        group_id: None | str
+        if isinstance(self.group_id, UUID):
+            group_id = str(self.group_id)
+        else:
+            group_id = self.group_id
+
         held: None | str
         if isinstance(self.held, RunHeldType0):
             held = self.held.value
@@ -213,6 +221,7 @@ class Run:
                 "epoch": epoch,
                 "expires_at": expires_at,
                 "finished_at": finished_at,
+                "group_id": group_id,
                 "held": held,
                 "id": id,
                 "idempotency_key": idempotency_key,
@@ -332,6 +341,21 @@ class Run:
 
         finished_at = _parse_finished_at(d.pop("finished_at"))
 
+        def _parse_group_id(data: object) -> None | UUID:
+            if data is None:
+                return data
+            try:
+                if not isinstance(data, str):
+                    raise TypeError()
+                group_id_type_0 = UUID(data)
+
+                return group_id_type_0
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass
+            return cast(None | UUID, data)
+
+        group_id = _parse_group_id(d.pop("group_id"))
+
         def _parse_held(data: object) -> None | RunHeldType0:
             if data is None:
                 return data
@@ -426,6 +450,7 @@ class Run:
             epoch=epoch,
             expires_at=expires_at,
             finished_at=finished_at,
+            group_id=group_id,
             held=held,
             id=id,
             idempotency_key=idempotency_key,

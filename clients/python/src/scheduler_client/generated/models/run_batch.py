@@ -8,7 +8,9 @@ from attrs import field as _attrs_field
 
 from ..types import UNSET, Unset
 
+from ..types import UNSET, Unset
 from typing import cast
+from uuid import UUID
 
 if TYPE_CHECKING:
     from ..models.run import Run
@@ -25,10 +27,13 @@ class RunBatch:
             with a run that exists (an idempotent replay, a duplicate of a `unique` job's run — made earlier or by an
             earlier item — or a submission folded into a `debounce` job's pending run).
         runs (list[Run]): One run per item, in order.
+        group_id (None | Unset | UUID): The group the batch's runs went into; for a replay that created nothing, the
+            group its runs joined.
     """
 
     created: list[bool]
     runs: list[Run]
+    group_id: None | Unset | UUID = UNSET
     additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -41,6 +46,14 @@ class RunBatch:
             runs_item = runs_item_data.to_dict()
             runs.append(runs_item)
 
+        group_id: None | str | Unset
+        if isinstance(self.group_id, Unset):
+            group_id = UNSET
+        elif isinstance(self.group_id, UUID):
+            group_id = str(self.group_id)
+        else:
+            group_id = self.group_id
+
         field_dict: dict[str, Any] = {}
         field_dict.update(self.additional_properties)
         field_dict.update(
@@ -49,6 +62,8 @@ class RunBatch:
                 "runs": runs,
             }
         )
+        if group_id is not UNSET:
+            field_dict["group_id"] = group_id
 
         return field_dict
 
@@ -66,9 +81,27 @@ class RunBatch:
 
             runs.append(runs_item)
 
+        def _parse_group_id(data: object) -> None | Unset | UUID:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            try:
+                if not isinstance(data, str):
+                    raise TypeError()
+                group_id_type_0 = UUID(data)
+
+                return group_id_type_0
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass
+            return cast(None | Unset | UUID, data)
+
+        group_id = _parse_group_id(d.pop("group_id", UNSET))
+
         run_batch = cls(
             created=created,
             runs=runs,
+            group_id=group_id,
         )
 
         run_batch.additional_properties = d

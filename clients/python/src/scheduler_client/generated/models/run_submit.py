@@ -15,6 +15,7 @@ import datetime
 
 if TYPE_CHECKING:
     from ..models.callback import Callback
+    from ..models.group_ref import GroupRef
     from ..models.run_submit_metadata_type_0 import RunSubmitMetadataType0
 
 
@@ -33,6 +34,8 @@ class RunSubmit:
             started by then, it ends `expired` (no attempt made) wherever it waits: pending, held or dispatched. At least 1
             s and at most 31 days after scheduled_at (now when absent). Default: the job's expire_after_seconds after
             scheduled_at, or none.
+        group (GroupRef | None | Unset): An open group of the tenant the run joins (a completed one is 409). Only on a
+            single submission: a batch names its group beside its runs.
         idempotency_key (None | str | Unset):
         metadata (None | RunSubmitMetadataType0 | Unset): Kept with the run, shown with it and sent in its callback. A
             JSON object, at most 4096 bytes encoded, nested no deeper than a payload, without NUL characters.
@@ -58,6 +61,7 @@ class RunSubmit:
     callback: Callback | None | Unset = UNSET
     depends_on: list[str] | None | Unset = UNSET
     expires_at: datetime.datetime | None | Unset = UNSET
+    group: GroupRef | None | Unset = UNSET
     idempotency_key: None | str | Unset = UNSET
     metadata: None | RunSubmitMetadataType0 | Unset = UNSET
     on_parent_failure: RunSubmitOnParentFailure | Unset = RunSubmitOnParentFailure.CANCEL
@@ -70,6 +74,7 @@ class RunSubmit:
 
     def to_dict(self) -> dict[str, Any]:
         from ..models.callback import Callback  # noqa: PLC0415
+        from ..models.group_ref import GroupRef  # noqa: PLC0415
         from ..models.run_submit_metadata_type_0 import RunSubmitMetadataType0  # noqa: PLC0415
 
         job = self.job
@@ -98,6 +103,14 @@ class RunSubmit:
             expires_at = self.expires_at.isoformat()
         else:
             expires_at = self.expires_at
+
+        group: dict[str, Any] | None | Unset
+        if isinstance(self.group, Unset):
+            group = UNSET
+        elif isinstance(self.group, GroupRef):
+            group = self.group.to_dict()
+        else:
+            group = self.group
 
         idempotency_key: None | str | Unset
         if isinstance(self.idempotency_key, Unset):
@@ -163,6 +176,8 @@ class RunSubmit:
             field_dict["depends_on"] = depends_on
         if expires_at is not UNSET:
             field_dict["expires_at"] = expires_at
+        if group is not UNSET:
+            field_dict["group"] = group
         if idempotency_key is not UNSET:
             field_dict["idempotency_key"] = idempotency_key
         if metadata is not UNSET:
@@ -187,6 +202,7 @@ class RunSubmit:
     @classmethod
     def from_dict(cls: type[T], src_dict: Mapping[str, Any]) -> T:
         from ..models.callback import Callback  # noqa: PLC0415
+        from ..models.group_ref import GroupRef  # noqa: PLC0415
         from ..models.run_submit_metadata_type_0 import RunSubmitMetadataType0  # noqa: PLC0415
 
         d = dict(src_dict)
@@ -242,6 +258,23 @@ class RunSubmit:
             return cast(datetime.datetime | None | Unset, data)
 
         expires_at = _parse_expires_at(d.pop("expires_at", UNSET))
+
+        def _parse_group(data: object) -> GroupRef | None | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            try:
+                if not isinstance(data, dict):
+                    raise TypeError()
+                group_type_0 = GroupRef.from_dict(data)
+
+                return group_type_0
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass
+            return cast(GroupRef | None | Unset, data)
+
+        group = _parse_group(d.pop("group", UNSET))
 
         def _parse_idempotency_key(data: object) -> None | str | Unset:
             if data is None:
@@ -337,6 +370,7 @@ class RunSubmit:
             callback=callback,
             depends_on=depends_on,
             expires_at=expires_at,
+            group=group,
             idempotency_key=idempotency_key,
             metadata=metadata,
             on_parent_failure=on_parent_failure,

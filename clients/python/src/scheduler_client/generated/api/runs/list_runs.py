@@ -13,6 +13,7 @@ from ...models.problem import Problem
 from ...models.run_list import RunList
 from ...types import UNSET, Unset
 from typing import cast
+from uuid import UUID
 import datetime
 
 
@@ -24,6 +25,7 @@ def _get_kwargs(
     scheduled_after: datetime.datetime | None | Unset = UNSET,
     scheduled_before: datetime.datetime | None | Unset = UNSET,
     tag: list[str] | None | Unset = UNSET,
+    group: None | Unset | UUID = UNSET,
     limit: int | Unset = 100,
     cursor: None | str | Unset = UNSET,
 ) -> dict[str, Any]:
@@ -73,6 +75,15 @@ def _get_kwargs(
     else:
         json_tag = tag
     params["tag"] = json_tag
+
+    json_group: None | str | Unset
+    if isinstance(group, Unset):
+        json_group = UNSET
+    elif isinstance(group, UUID):
+        json_group = str(group)
+    else:
+        json_group = group
+    params["group"] = json_group
 
     params["limit"] = limit
 
@@ -160,6 +171,7 @@ def sync_detailed(
     scheduled_after: datetime.datetime | None | Unset = UNSET,
     scheduled_before: datetime.datetime | None | Unset = UNSET,
     tag: list[str] | None | Unset = UNSET,
+    group: None | Unset | UUID = UNSET,
     limit: int | Unset = 100,
     cursor: None | str | Unset = UNSET,
 ) -> Response[Problem | RunList]:
@@ -175,6 +187,7 @@ def sync_detailed(
         scheduled_before (datetime.datetime | None | Unset): scheduled_at < this.
         tag (list[str] | None | Unset): Runs carrying every tag given (repeat it). At most 10 tags
             of 1 to 64 characters from A-Z a-z 0-9 _ . : / -; a repeated one counts once.
+        group (None | Unset | UUID): Only the runs of this group.
         limit (int | Unset):  Default: 100.
         cursor (None | str | Unset):
 
@@ -193,6 +206,7 @@ def sync_detailed(
         scheduled_after=scheduled_after,
         scheduled_before=scheduled_before,
         tag=tag,
+        group=group,
         limit=limit,
         cursor=cursor,
     )
@@ -213,6 +227,7 @@ def sync(
     scheduled_after: datetime.datetime | None | Unset = UNSET,
     scheduled_before: datetime.datetime | None | Unset = UNSET,
     tag: list[str] | None | Unset = UNSET,
+    group: None | Unset | UUID = UNSET,
     limit: int | Unset = 100,
     cursor: None | str | Unset = UNSET,
 ) -> Problem | RunList | None:
@@ -228,6 +243,7 @@ def sync(
         scheduled_before (datetime.datetime | None | Unset): scheduled_at < this.
         tag (list[str] | None | Unset): Runs carrying every tag given (repeat it). At most 10 tags
             of 1 to 64 characters from A-Z a-z 0-9 _ . : / -; a repeated one counts once.
+        group (None | Unset | UUID): Only the runs of this group.
         limit (int | Unset):  Default: 100.
         cursor (None | str | Unset):
 
@@ -247,6 +263,7 @@ def sync(
         scheduled_after=scheduled_after,
         scheduled_before=scheduled_before,
         tag=tag,
+        group=group,
         limit=limit,
         cursor=cursor,
     ).parsed
@@ -261,6 +278,7 @@ async def asyncio_detailed(
     scheduled_after: datetime.datetime | None | Unset = UNSET,
     scheduled_before: datetime.datetime | None | Unset = UNSET,
     tag: list[str] | None | Unset = UNSET,
+    group: None | Unset | UUID = UNSET,
     limit: int | Unset = 100,
     cursor: None | str | Unset = UNSET,
 ) -> Response[Problem | RunList]:
@@ -276,6 +294,7 @@ async def asyncio_detailed(
         scheduled_before (datetime.datetime | None | Unset): scheduled_at < this.
         tag (list[str] | None | Unset): Runs carrying every tag given (repeat it). At most 10 tags
             of 1 to 64 characters from A-Z a-z 0-9 _ . : / -; a repeated one counts once.
+        group (None | Unset | UUID): Only the runs of this group.
         limit (int | Unset):  Default: 100.
         cursor (None | str | Unset):
 
@@ -294,6 +313,7 @@ async def asyncio_detailed(
         scheduled_after=scheduled_after,
         scheduled_before=scheduled_before,
         tag=tag,
+        group=group,
         limit=limit,
         cursor=cursor,
     )
@@ -312,6 +332,7 @@ async def asyncio(
     scheduled_after: datetime.datetime | None | Unset = UNSET,
     scheduled_before: datetime.datetime | None | Unset = UNSET,
     tag: list[str] | None | Unset = UNSET,
+    group: None | Unset | UUID = UNSET,
     limit: int | Unset = 100,
     cursor: None | str | Unset = UNSET,
 ) -> Problem | RunList | None:
@@ -327,6 +348,7 @@ async def asyncio(
         scheduled_before (datetime.datetime | None | Unset): scheduled_at < this.
         tag (list[str] | None | Unset): Runs carrying every tag given (repeat it). At most 10 tags
             of 1 to 64 characters from A-Z a-z 0-9 _ . : / -; a repeated one counts once.
+        group (None | Unset | UUID): Only the runs of this group.
         limit (int | Unset):  Default: 100.
         cursor (None | str | Unset):
 
@@ -347,6 +369,7 @@ async def asyncio(
             scheduled_after=scheduled_after,
             scheduled_before=scheduled_before,
             tag=tag,
+            group=group,
             limit=limit,
             cursor=cursor,
         )

@@ -1,0 +1,268 @@
+from http import HTTPStatus
+from typing import Any, cast
+from urllib.parse import quote
+
+import httpx
+
+from ...client import AuthenticatedClient, Client
+from ...types import Response, UNSET
+from ... import errors
+
+from ...models.event_publish import EventPublish
+from ...models.event_runs import EventRuns
+from ...models.problem import Problem
+from ...types import UNSET, Unset
+from typing import cast
+
+
+def _get_kwargs(
+    tenant_id: str,
+    name: str,
+    *,
+    body: EventPublish,
+    idempotency_key: None | str | Unset = UNSET,
+) -> dict[str, Any]:
+    headers: dict[str, Any] = {}
+    if not isinstance(idempotency_key, Unset):
+        headers["Idempotency-Key"] = idempotency_key
+
+    _kwargs: dict[str, Any] = {
+        "method": "post",
+        "url": "/tenants/{tenant_id}/events/{name}".format(
+            tenant_id=quote(str(tenant_id), safe=""),
+            name=quote(str(name), safe=""),
+        ),
+    }
+
+    _kwargs["json"] = body.to_dict()
+
+    headers["Content-Type"] = "application/json"
+
+    _kwargs["headers"] = headers
+    return _kwargs
+
+
+def _parse_response(
+    *, client: AuthenticatedClient | Client, response: httpx.Response
+) -> EventRuns | Problem | None:
+    if response.status_code == 200:
+        response_200 = EventRuns.from_dict(response.json())
+
+        return response_200
+
+    if response.status_code == 201:
+        response_201 = EventRuns.from_dict(response.json())
+
+        return response_201
+
+    if response.status_code == 401:
+        response_401 = Problem.from_dict(response.json())
+
+        return response_401
+
+    if response.status_code == 404:
+        response_404 = Problem.from_dict(response.json())
+
+        return response_404
+
+    if response.status_code == 409:
+        response_409 = Problem.from_dict(response.json())
+
+        return response_409
+
+    if response.status_code == 413:
+        response_413 = Problem.from_dict(response.json())
+
+        return response_413
+
+    if response.status_code == 422:
+        response_422 = Problem.from_dict(response.json())
+
+        return response_422
+
+    if response.status_code == 429:
+        response_429 = Problem.from_dict(response.json())
+
+        return response_429
+
+    if client.raise_on_unexpected_status:
+        raise errors.UnexpectedStatus(response.status_code, response.content)
+    else:
+        return None
+
+
+def _build_response(
+    *, client: AuthenticatedClient | Client, response: httpx.Response
+) -> Response[EventRuns | Problem]:
+    return Response(
+        status_code=HTTPStatus(response.status_code),
+        content=response.content,
+        headers=response.headers,
+        parsed=_parse_response(client=client, response=response),
+    )
+
+
+def sync_detailed(
+    tenant_id: str,
+    name: str,
+    *,
+    client: AuthenticatedClient,
+    body: EventPublish,
+    idempotency_key: None | str | Unset = UNSET,
+) -> Response[EventRuns | Problem]:
+    """Publish Event
+
+     Submit one run of every job of the tenant subscribed to the event (its `on_events`), all in
+    one transaction: all or nothing, under the tenant's backlog quota as one submission of that many
+    runs. 201 with the runs made, in job name order; 200 with the same runs when the Idempotency-Key
+    was used before with the same body (another body: 422); 200 with no runs when no job subscribes
+    (publishing an event nobody listens to is not an error). A paused job's run is made held.
+
+    Args:
+        tenant_id (str):
+        name (str):
+        idempotency_key (None | str | Unset):
+        body (EventPublish):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[EventRuns | Problem]
+    """
+
+    kwargs = _get_kwargs(
+        tenant_id=tenant_id,
+        name=name,
+        body=body,
+        idempotency_key=idempotency_key,
+    )
+
+    response = client.get_httpx_client().request(
+        **kwargs,
+    )
+
+    return _build_response(client=client, response=response)
+
+
+def sync(
+    tenant_id: str,
+    name: str,
+    *,
+    client: AuthenticatedClient,
+    body: EventPublish,
+    idempotency_key: None | str | Unset = UNSET,
+) -> EventRuns | Problem | None:
+    """Publish Event
+
+     Submit one run of every job of the tenant subscribed to the event (its `on_events`), all in
+    one transaction: all or nothing, under the tenant's backlog quota as one submission of that many
+    runs. 201 with the runs made, in job name order; 200 with the same runs when the Idempotency-Key
+    was used before with the same body (another body: 422); 200 with no runs when no job subscribes
+    (publishing an event nobody listens to is not an error). A paused job's run is made held.
+
+    Args:
+        tenant_id (str):
+        name (str):
+        idempotency_key (None | str | Unset):
+        body (EventPublish):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        EventRuns | Problem
+    """
+
+    return sync_detailed(
+        tenant_id=tenant_id,
+        name=name,
+        client=client,
+        body=body,
+        idempotency_key=idempotency_key,
+    ).parsed
+
+
+async def asyncio_detailed(
+    tenant_id: str,
+    name: str,
+    *,
+    client: AuthenticatedClient,
+    body: EventPublish,
+    idempotency_key: None | str | Unset = UNSET,
+) -> Response[EventRuns | Problem]:
+    """Publish Event
+
+     Submit one run of every job of the tenant subscribed to the event (its `on_events`), all in
+    one transaction: all or nothing, under the tenant's backlog quota as one submission of that many
+    runs. 201 with the runs made, in job name order; 200 with the same runs when the Idempotency-Key
+    was used before with the same body (another body: 422); 200 with no runs when no job subscribes
+    (publishing an event nobody listens to is not an error). A paused job's run is made held.
+
+    Args:
+        tenant_id (str):
+        name (str):
+        idempotency_key (None | str | Unset):
+        body (EventPublish):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[EventRuns | Problem]
+    """
+
+    kwargs = _get_kwargs(
+        tenant_id=tenant_id,
+        name=name,
+        body=body,
+        idempotency_key=idempotency_key,
+    )
+
+    response = await client.get_async_httpx_client().request(**kwargs)
+
+    return _build_response(client=client, response=response)
+
+
+async def asyncio(
+    tenant_id: str,
+    name: str,
+    *,
+    client: AuthenticatedClient,
+    body: EventPublish,
+    idempotency_key: None | str | Unset = UNSET,
+) -> EventRuns | Problem | None:
+    """Publish Event
+
+     Submit one run of every job of the tenant subscribed to the event (its `on_events`), all in
+    one transaction: all or nothing, under the tenant's backlog quota as one submission of that many
+    runs. 201 with the runs made, in job name order; 200 with the same runs when the Idempotency-Key
+    was used before with the same body (another body: 422); 200 with no runs when no job subscribes
+    (publishing an event nobody listens to is not an error). A paused job's run is made held.
+
+    Args:
+        tenant_id (str):
+        name (str):
+        idempotency_key (None | str | Unset):
+        body (EventPublish):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        EventRuns | Problem
+    """
+
+    return (
+        await asyncio_detailed(
+            tenant_id=tenant_id,
+            name=name,
+            client=client,
+            body=body,
+            idempotency_key=idempotency_key,
+        )
+    ).parsed
