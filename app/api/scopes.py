@@ -57,7 +57,7 @@ ROUTE_SCOPES: Final[dict[tuple[str, str], Needed]] = {
     ("GET", "/ui/runs"): RUNS_READ,
     ("GET", "/ui/runs/{run_id}"): RUNS_READ,
     ("GET", "/ui/failures"): RUNS_READ,
-    ("GET", "/ui/failures/confirm"): RUNS_READ,
+    ("GET", "/ui/failures/confirm"): RUNS_WRITE,  # the first step of a bulk action
     ("GET", "/ui/jobs"): JOBS_READ,
     ("GET", "/ui/jobs/{name}"): JOBS_READ,
     ("GET", "/ui/admin"): ADMIN,
