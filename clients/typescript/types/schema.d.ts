@@ -294,13 +294,14 @@ export interface paths {
         };
         /**
          * List Keys
-         * @description The tenant's keys, oldest first, revoked ones included (never their secrets).
+         * @description The tenant's keys with their scopes, oldest first, revoked ones included (never their secrets).
          */
         get: operations["listKeys"];
         put?: never;
         /**
          * Create Key
-         * @description Issue another key for the tenant. Earlier keys keep working until revoked.
+         * @description Issue another key for the tenant, with `scopes` (default: every scope). Earlier keys keep
+         *     working until revoked. A key issues only scopes it holds itself: asking for another is 403.
          */
         post: operations["createKey"];
         delete?: never;
@@ -482,6 +483,11 @@ export interface components {
             key_id: string;
             /** Revoked At */
             revoked_at: string | null;
+            /**
+             * Scopes
+             * @description What the key may do: runs:read, runs:write (submit, cancel, retry, reschedule, bulk actions, backfill), jobs:read, jobs:write (define, delete, pause, resume), tenant:admin (keys, signing secrets, the audit log). A route the key's scopes do not cover answers 403.
+             */
+            scopes: ("runs:read" | "runs:write" | "jobs:read" | "jobs:write" | "tenant:admin")[];
         };
         /** ApiKeyList */
         ApiKeyList: {
@@ -890,6 +896,22 @@ export interface components {
             /** @description At most one run per key: a submission that would make a second is answered 200 with the run that exists, and writes nothing. Not beside `debounce`. */
             unique?: components["schemas"]["Unique"] | null;
         };
+        /**
+         * KeyCreate
+         * @example {
+         *       "scopes": [
+         *         "runs:read",
+         *         "jobs:read"
+         *       ]
+         *     }
+         */
+        KeyCreate: {
+            /**
+             * Scopes
+             * @description What the key may do: runs:read, runs:write (submit, cancel, retry, reschedule, bulk actions, backfill), jobs:read, jobs:write (define, delete, pause, resume), tenant:admin (keys, signing secrets, the audit log). A route the key's scopes do not cover answers 403. Default: every scope. A key issues only scopes it holds itself.
+             */
+            scopes?: ("runs:read" | "runs:write" | "jobs:read" | "jobs:write" | "tenant:admin")[];
+        };
         /** KeyCreated */
         KeyCreated: {
             /**
@@ -902,6 +924,8 @@ export interface components {
              * @description Names the key for listing and revoking; not a secret.
              */
             key_id: string;
+            /** Scopes */
+            scopes: ("runs:read" | "runs:write" | "jobs:read" | "jobs:write" | "tenant:admin")[];
         };
         /** NoopTarget */
         NoopTarget: {
@@ -918,7 +942,7 @@ export interface components {
         Problem: {
             /**
              * Code
-             * @description Stable, for programs: invalid_input, unauthorized, not_found, conflict, payload_too_large, over_quota, method_not_allowed, internal_error, unavailable. New codes may be added.
+             * @description Stable, for programs: invalid_input, unauthorized, forbidden, not_found, conflict, payload_too_large, over_quota, method_not_allowed, internal_error, unavailable. New codes may be added.
              * @example not_found
              */
             code: string;
@@ -1470,6 +1494,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Not Found */
             404: {
                 headers: {
@@ -1541,6 +1574,15 @@ export interface operations {
             };
             /** @description Unauthorized */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -1630,6 +1672,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Not Found */
             404: {
                 headers: {
@@ -1705,6 +1756,15 @@ export interface operations {
             };
             /** @description Unauthorized */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -1973,6 +2033,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Not Found */
             404: {
                 headers: {
@@ -2025,6 +2094,15 @@ export interface operations {
             };
             /** @description Unauthorized */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2104,6 +2182,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Not Found */
             404: {
                 headers: {
@@ -2154,6 +2241,15 @@ export interface operations {
             };
             /** @description Unauthorized */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2217,6 +2313,15 @@ export interface operations {
             };
             /** @description Unauthorized */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2303,6 +2408,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Not Found */
             404: {
                 headers: {
@@ -2346,6 +2460,15 @@ export interface operations {
             };
             /** @description Unauthorized */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2402,6 +2525,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Not Found */
             404: {
                 headers: {
@@ -2440,7 +2572,11 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody?: never;
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["KeyCreate"] | null;
+            };
+        };
         responses: {
             /** @description Successful Response */
             201: {
@@ -2453,6 +2589,15 @@ export interface operations {
             };
             /** @description Unauthorized */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2510,6 +2655,15 @@ export interface operations {
             };
             /** @description Unauthorized */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2684,6 +2838,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Not Found */
             404: {
                 headers: {
@@ -2777,6 +2940,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Not Found */
             404: {
                 headers: {
@@ -2859,6 +3031,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Not Found */
             404: {
                 headers: {
@@ -2925,6 +3106,15 @@ export interface operations {
             };
             /** @description Unauthorized */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3007,6 +3197,15 @@ export interface operations {
             };
             /** @description Unauthorized */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
