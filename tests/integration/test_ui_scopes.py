@@ -110,3 +110,12 @@ async def test_each_scope_opens_its_own_pages_and_forms(api: httpx.AsyncClient, 
     assert (await jobs_only.post("/ui/jobs/hello/trigger", data={"csrf_token": csrf})).status_code == 403
     await runs_only.aclose()
     await jobs_only.aclose()
+
+
+async def test_the_admin_page_shows_each_keys_scopes(api: httpx.AsyncClient, tenant: dict) -> None:
+    await _session(api, ["runs:read", "jobs:read"])
+    admin = await ui_sign_in(str(api.base_url), ADMIN_TOKEN)
+    row = (await admin.get("/ui/admin")).text
+    assert "<small data-scopes>runs:read jobs:read</small>" in row
+    assert "<small data-scopes>runs:read runs:write jobs:read jobs:write tenant:admin</small>" in row
+    await admin.aclose()
