@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import uuid
 from dataclasses import dataclass, field
 from typing import Annotated
 
@@ -11,9 +12,11 @@ import asyncpg
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
+from app.api.scopes import ADMIN, ANY_SESSION, needed
 from app.config import Settings
 from app.domain import Hints, OnPending, StopRunning, no_stop_notice, on_pending
-from app.errors import Unavailable
+from app.errors import Forbidden, Unavailable
+from app.services import runs as run_service
 from app.services.admission import AdmissionControl
 from app.services.auth import KeyCache, Principal, authenticate
 from app.services.wakeups import WakeUps
@@ -63,15 +66,44 @@ bearer = HTTPBearer(
 
 
 async def get_principal(
+    request: Request,
     state: Annotated[State, Depends(get_state)],
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
 ) -> Principal:
-    return await authenticate(
+    principal = await authenticate(
         state.pool,
         state.keys,
         credentials.credentials if credentials is not None else None,
         state.settings.admin_token,
     )
+    await authorize(request, state, principal)
+    return principal
+
+
+async def authorize(request: Request, state: State, principal: Principal) -> None:
+    """Refuses a tenant's key (or dashboard session) the route's scope does not cover (app.api.scopes),
+    before the route reads its body or writes anything: 403 naming the scope. The resource is
+    checked first, so another tenant's stays 404 whatever the key's scopes: the path's tenant, or the
+    run a run id names (looked up only on the way to a refusal). A route with no scope declared is
+    refused to every tenant key."""
+    if principal.is_admin:
+        return
+    route = request.scope.get("route")
+    scope = needed(request.method, getattr(route, "path", ""))
+    if scope is None:
+        raise Forbidden("this route declares no scope: only the admin token may use it")
+    if scope in (ADMIN, ANY_SESSION):
+        return  # an ADMIN route refuses a tenant key itself, with 404 (Principal.require_admin)
+    tenant_id = request.path_params.get("tenant_id")
+    if tenant_id is not None:
+        principal.require_tenant(tenant_id)
+    if principal.can(scope):
+        return
+    run_id = request.path_params.get("run_id")
+    if run_id is not None:
+        with contextlib.suppress(ValueError):  # not an id: no run to tell apart, the refusal stands
+            await run_service.get_run(state.pool, uuid.UUID(run_id), principal.tenant_id)
+    principal.require_scope(scope)
 
 
 StateDep = Annotated[State, Depends(get_state)]

@@ -25,7 +25,7 @@ EventNamePath = Annotated[str, Path(max_length=1024, examples=["order.placed"])]
     "/tenants/{tenant_id}/events/{name}",
     status_code=201,
     response_model=EventRuns,
-    responses=error_responses(401, 404, 409, 413, 422, 429, success={200: EventRuns}),
+    responses=error_responses(401, 403, 404, 409, 413, 422, 429, success={200: EventRuns}),
 )
 async def publish_event(
     tenant_id: TenantIdPath,

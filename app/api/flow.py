@@ -14,6 +14,7 @@ from app.services import flow as flow_service
 
 router = APIRouter(tags=["flow control"])
 ERRORS = error_responses(401, 404, 422)
+JOB_ERRORS = error_responses(401, 403, 404, 422)  # a key without jobs:write is refused
 JobNamePath = Annotated[str, Path(pattern=JOB_NAME_PATTERN, examples=["send-report"])]
 TenantIdPath = Annotated[str, Path(pattern=TENANT_ID_PATTERN)]
 
@@ -24,7 +25,7 @@ async def _job(tenant_id: str, name: str, paused: bool, state: StateDep, princip
     return job_out(job)
 
 
-@router.post("/tenants/{tenant_id}/jobs/{name}/pause", response_model=Job, responses=ERRORS)
+@router.post("/tenants/{tenant_id}/jobs/{name}/pause", response_model=Job, responses=JOB_ERRORS)
 async def pause_job(
     tenant_id: TenantIdPath, name: JobNamePath, state: StateDep, principal: PrincipalDep
 ) -> Job:
@@ -32,7 +33,7 @@ async def pause_job(
     return await _job(tenant_id, name, True, state, principal)
 
 
-@router.post("/tenants/{tenant_id}/jobs/{name}/resume", response_model=Job, responses=ERRORS)
+@router.post("/tenants/{tenant_id}/jobs/{name}/resume", response_model=Job, responses=JOB_ERRORS)
 async def resume_job(
     tenant_id: TenantIdPath, name: JobNamePath, state: StateDep, principal: PrincipalDep
 ) -> Job:

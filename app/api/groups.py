@@ -14,7 +14,7 @@ from app.api.schemas.groups import Group, GroupList
 from app.services import groups as group_service
 
 router = APIRouter(tags=["groups"])
-ERRORS = error_responses(401, 404, 422)
+ERRORS = error_responses(401, 403, 404, 422)
 TenantIdPath = Annotated[str, Path(pattern=TENANT_ID_PATTERN)]
 
 

@@ -15,7 +15,7 @@ from app.services import jobs as job_service
 from app.services.validation import check_schedule_window
 
 router = APIRouter(tags=["jobs"])
-ERRORS = error_responses(401, 404, 413, 422)
+ERRORS = error_responses(401, 403, 404, 413, 422)
 JobNamePath = Annotated[str, Path(pattern=JOB_NAME_PATTERN, examples=["send-report"])]
 # A tenant id that cannot exist is refused before any query (a NUL in it was a 500 in Postgres).
 TenantIdPath = Annotated[str, Path(pattern=TENANT_ID_PATTERN)]
@@ -24,7 +24,7 @@ TenantIdPath = Annotated[str, Path(pattern=TENANT_ID_PATTERN)]
 @router.put(
     "/tenants/{tenant_id}/jobs/{name}",
     response_model=Job,
-    responses=error_responses(401, 404, 413, 422, success={201: Job}),
+    responses=error_responses(401, 403, 404, 413, 422, success={201: Job}),
     name="put_job",
 )
 async def upsert_job(
@@ -95,7 +95,7 @@ async def delete_job(
 @router.post(
     "/tenants/{tenant_id}/jobs/{name}/backfill",
     response_model=BackfillResult,
-    responses=error_responses(401, 404, 409, 413, 422, 429),
+    responses=error_responses(401, 403, 404, 409, 413, 422, 429),
 )
 async def backfill_job(
     tenant_id: TenantIdPath, name: JobNamePath, body: Backfill, state: StateDep, principal: PrincipalDep

@@ -47,7 +47,7 @@ class LargeBodiesOffTheLoop(APIRoute):
             state = await get_state(request)
             tenant_id = request.path_params.get("tenant_id", "")
             if state.admission.may_be_full(tenant_id):
-                (await get_principal(state, await bearer(request))).require_tenant(tenant_id)
+                (await get_principal(request, state, await bearer(request))).require_tenant(tenant_id)
                 count = functools.partial(count_pending, state.pool, tenant_id)
                 refusal = await state.admission.known_full(tenant_id, count)
                 if refusal is not None:

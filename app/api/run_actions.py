@@ -19,7 +19,7 @@ router = APIRouter(tags=["runs"])
 @router.post(
     "/tenants/{tenant_id}/runs/actions",
     response_model=RunActionResult,
-    responses=error_responses(401, 404, 413, 422, 429),
+    responses=error_responses(401, 403, 404, 413, 422, 429),
 )
 async def act_on_runs(
     tenant_id: TenantIdPath, body: RunAction, state: StateDep, principal: PrincipalDep

@@ -46,7 +46,7 @@ from app.services.validation import Moment, check_metadata, check_payload, check
 
 router = APIRouter(tags=["runs"])
 submissions = APIRouter(route_class=LargeBodiesOffTheLoop)  # tagged "runs" by `router`
-ERRORS = error_responses(401, 404, 409, 413, 422, 429)
+ERRORS = error_responses(401, 403, 404, 409, 413, 422, 429)
 # A tenant id that cannot exist is refused before any query (a NUL in it was a 500 in Postgres).
 TenantIdPath = Annotated[str, Path(pattern=TENANT_ID_PATTERN)]
 
@@ -141,7 +141,7 @@ async def _submit(
     "/tenants/{tenant_id}/runs",
     status_code=201,
     response_model=Run,
-    responses=error_responses(401, 404, 409, 413, 422, 429, success={200: Run}),
+    responses=error_responses(401, 403, 404, 409, 413, 422, 429, success={200: Run}),
 )
 async def submit_run(
     tenant_id: TenantIdPath,

@@ -12,6 +12,7 @@ from app.api.schemas.common import error_responses
 from app.api.schemas.tenants import (
     ApiKey,
     ApiKeyList,
+    KeyCreate,
     KeyCreated,
     SigningSecretCreated,
     SigningSecretRotation,
@@ -22,10 +23,12 @@ from app.api.schemas.tenants import (
 )
 from app.services import flow as flow_service
 from app.services import tenants as tenant_service
+from app.services.auth import SCOPES
 from app.services.flow import TenantLimits
 
 router = APIRouter(tags=["tenants"])
 ERRORS = error_responses(401, 404, 409, 422)
+SCOPED_ERRORS = error_responses(401, 403, 404, 409, 422)  # the routes a key's scope may refuse
 
 
 @router.post("/tenants", status_code=201, response_model=TenantCreated, responses=ERRORS)
@@ -61,27 +64,36 @@ async def patch_tenant(tenant_id: str, body: TenantPatch, state: StateDep, princ
     "/tenants/{tenant_id}/keys",
     status_code=201,
     response_model=KeyCreated,
-    responses=ERRORS,
+    responses=SCOPED_ERRORS,
     name="create_key",
 )
-async def rotate_key(tenant_id: str, state: StateDep, principal: PrincipalDep) -> KeyCreated:
-    """Issue another key for the tenant. Earlier keys keep working until revoked."""
+async def rotate_key(
+    tenant_id: str, state: StateDep, principal: PrincipalDep, body: KeyCreate | None = None
+) -> KeyCreated:
+    """Issue another key for the tenant, with `scopes` (default: every scope). Earlier keys keep
+    working until revoked. A key issues only scopes it holds itself: asking for another is 403."""
     principal.require_tenant(tenant_id)
-    key_id, key = await tenant_service.issue_api_key(state.pool, tenant_id)
-    return KeyCreated(key_id=key_id, api_key=key)
+    scopes = tuple(body.scopes) if body is not None else SCOPES
+    for scope in scopes:
+        principal.require_scope(scope)
+    key_id, key = await tenant_service.issue_api_key(state.pool, tenant_id, scopes)
+    return KeyCreated(key_id=key_id, api_key=key, scopes=list(scopes))
 
 
-@router.get("/tenants/{tenant_id}/keys", response_model=ApiKeyList, responses=ERRORS)
+@router.get("/tenants/{tenant_id}/keys", response_model=ApiKeyList, responses=SCOPED_ERRORS)
 async def list_keys(tenant_id: str, state: StateDep, principal: PrincipalDep) -> ApiKeyList:
-    """The tenant's keys, oldest first, revoked ones included (never their secrets)."""
+    """The tenant's keys with their scopes, oldest first, revoked ones included (never their secrets)."""
     principal.require_tenant(tenant_id)
     keys = await tenant_service.list_api_keys(state.pool, tenant_id)
     return ApiKeyList(
-        keys=[ApiKey(key_id=k.key_id, created_at=k.created_at, revoked_at=k.revoked_at) for k in keys]
+        keys=[
+            ApiKey(key_id=k.key_id, created_at=k.created_at, revoked_at=k.revoked_at, scopes=list(k.scopes))  # type: ignore[arg-type]
+            for k in keys
+        ]
     )
 
 
-@router.delete("/tenants/{tenant_id}/keys/{key_id}", status_code=204, responses=ERRORS)
+@router.delete("/tenants/{tenant_id}/keys/{key_id}", status_code=204, responses=SCOPED_ERRORS)
 async def revoke_key(tenant_id: str, key_id: uuid.UUID, state: StateDep, principal: PrincipalDep) -> Response:
     """Revoke a key, the one making the request included. It stops working on this API process at
     once and on every other within seconds (their key caches' TTL). Revoking again is a no-op."""
@@ -94,7 +106,7 @@ async def revoke_key(tenant_id: str, key_id: uuid.UUID, state: StateDep, princip
     "/tenants/{tenant_id}/signing-secrets",
     status_code=201,
     response_model=SigningSecretCreated,
-    responses=ERRORS,
+    responses=SCOPED_ERRORS,
 )
 async def rotate_signing_secret(
     tenant_id: str, state: StateDep, principal: PrincipalDep, body: SigningSecretRotation | None = None

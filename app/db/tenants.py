@@ -20,9 +20,16 @@ async def tenant_exists(conn: asyncpg.Connection, tenant_id: str) -> bool:
 
 
 async def insert_api_key(
-    conn: asyncpg.Connection, key_id: uuid.UUID, tenant_id: str, salt: bytes, digest: bytes
+    conn: asyncpg.Connection,
+    key_id: uuid.UUID,
+    tenant_id: str,
+    salt: bytes,
+    digest: bytes,
+    scopes: list[str],
 ) -> None:
-    await q.execute(conn, "insert_api_key", id=key_id, tenant_id=tenant_id, salt=salt, hash=digest)
+    await q.execute(
+        conn, "insert_api_key", id=key_id, tenant_id=tenant_id, salt=salt, hash=digest, scopes=scopes
+    )
 
 
 async def list_api_keys(conn: asyncpg.Connection, tenant_id: str) -> list[asyncpg.Record]:

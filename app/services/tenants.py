@@ -10,7 +10,7 @@ import asyncpg
 
 from app.db import tenants as tenant_repo
 from app.errors import Conflict, NotFound
-from app.services.auth import KeyCache, issue_key
+from app.services.auth import SCOPES, KeyCache, issue_key
 from app.services.signing import new_signing_secret
 
 
@@ -27,6 +27,7 @@ class KeyInfo:
     key_id: str
     created_at: datetime
     revoked_at: datetime | None
+    scopes: tuple[str, ...]
 
 
 def _no_tenant(tenant_id: str) -> NotFound:
@@ -43,12 +44,15 @@ async def create_tenant(pool: asyncpg.Pool, tenant_id: str) -> NewTenant:
     return NewTenant(tenant_id, key_id, key, secret)
 
 
-async def issue_api_key(pool: asyncpg.Pool, tenant_id: str) -> tuple[str, str]:
-    """(key id, key) of another key for the tenant; earlier keys keep working until revoked."""
+async def issue_api_key(
+    pool: asyncpg.Pool, tenant_id: str, scopes: tuple[str, ...] = SCOPES
+) -> tuple[str, str]:
+    """(key id, key) of another key for the tenant, holding `scopes` (checked by the caller against
+    auth.SCOPES and its own); earlier keys keep working until revoked."""
     async with pool.acquire() as conn, conn.transaction():
         if not await tenant_repo.tenant_exists(conn, tenant_id):
             raise _no_tenant(tenant_id)
-        return await issue_key(conn, tenant_id)
+        return await issue_key(conn, tenant_id, scopes)
 
 
 async def list_api_keys(pool: asyncpg.Pool, tenant_id: str) -> list[KeyInfo]:
@@ -57,7 +61,7 @@ async def list_api_keys(pool: asyncpg.Pool, tenant_id: str) -> list[KeyInfo]:
         if not await tenant_repo.tenant_exists(conn, tenant_id):
             raise _no_tenant(tenant_id)
         rows = await tenant_repo.list_api_keys(conn, tenant_id)
-    return [KeyInfo(r["id"].hex, r["created_at"], r["revoked_at"]) for r in rows]
+    return [KeyInfo(r["id"].hex, r["created_at"], r["revoked_at"], tuple(r["scopes"])) for r in rows]
 
 
 async def revoke_api_key(pool: asyncpg.Pool, keys: KeyCache, tenant_id: str, key_id: uuid.UUID) -> None:
@@ -97,7 +101,12 @@ async def list_tenants(pool: asyncpg.Pool, after: str | None, limit: int) -> lis
             r["id"],
             r["created_at"],
             [
-                KeyInfo(k["key_id"], datetime.fromisoformat(k["created_at"]), _moment(k["revoked_at"]))
+                KeyInfo(
+                    k["key_id"],
+                    datetime.fromisoformat(k["created_at"]),
+                    _moment(k["revoked_at"]),
+                    tuple(k["scopes"]),
+                )
                 for k in r["keys"]
             ],
             r["paused"],

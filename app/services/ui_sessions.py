@@ -13,7 +13,7 @@ import asyncpg
 
 from app.db import ui_sessions as session_repo
 from app.errors import Unauthorized
-from app.services.auth import KeyCache, Principal, authenticate, key_id_of
+from app.services.auth import ALL_SCOPES, KeyCache, Principal, authenticate, key_id_of
 
 SESSION_SECONDS = 8 * 3600  # a working day; signing in again costs one paste of the key
 LINK_SECONDS = 24 * 3600  # a one-time link `scheduler dev` prints stays good for its day
@@ -76,7 +76,12 @@ async def get_session(pool: asyncpg.Pool, token: str) -> UiSession | None:
         return None
     async with pool.acquire() as conn:
         row = await session_repo.get_session(conn, _hash(token))
-    return None if row is None else UiSession(Principal(row["tenant_id"]), row["csrf_token"])
+    if row is None:
+        return None
+    tenant_id = row["tenant_id"]
+    # A tenant's session does what its key may (services.auth.Scope); the admin's, everything.
+    scopes = ALL_SCOPES if tenant_id is None else frozenset(row["scopes"] or ())
+    return UiSession(Principal(tenant_id, scopes), row["csrf_token"])
 
 
 async def sign_out(pool: asyncpg.Pool, token: str) -> None:

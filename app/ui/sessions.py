@@ -13,7 +13,7 @@ from urllib.parse import parse_qs
 from fastapi import APIRouter, Depends, Path, Request, Response
 from fastapi.responses import RedirectResponse
 
-from app.api.deps import StateDep
+from app.api.deps import StateDep, authorize
 from app.errors import Forbidden, InvalidInput, Unauthorized
 from app.services import ui_sessions
 from app.services.ui_sessions import SESSION_SECONDS, UiSession
@@ -53,6 +53,9 @@ async def current_session(request: Request, state: StateDep) -> UiSession:
     session = await ui_sessions.get_session(state.pool, request.cookies.get(SESSION_COOKIE, ""))
     if session is None:
         raise SignInRequired
+    # The page or form's scope, as the API's routes are refused (app.api.scopes): a session opened
+    # with a read-only key sees no action and has every form post refused (403).
+    await authorize(request, state, session.principal)
     return session
 
 

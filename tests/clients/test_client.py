@@ -126,6 +126,25 @@ async def test_keys_are_created_listed_and_revoked(
     with pytest.raises(ApiError) as refused:
         await other.call("list_keys", account.id)
     assert (refused.value.status, refused.value.code) == (401, "unauthorized")
+    # With no overlap given, the API's default overlap: no body at all.
+    assert (await client.call("rotate_signing_secret", account.id)).signing_secret.startswith("whsec_")
+
+
+async def test_a_scoped_key_is_refused_what_it_lacks_with_api_error_403(
+    live: Live, account: Account, client: Calls, make_client
+) -> None:  # type: ignore[no-untyped-def]
+    await client.call("put_job", account.id, "hello", target={"type": "noop"})
+    created = await client.call("create_key", account.id, ["runs:read", "jobs:read"])
+    assert [s.value for s in created.scopes] == ["runs:read", "jobs:read"]
+    read_only = make_client(live.url, created.api_key)
+    assert [j.name for j in await read_only.collect("list_jobs", account.id)] == ["hello"]
+    with pytest.raises(ApiError) as refused:
+        await read_only.call("submit_run", account.id, "hello")
+    error = refused.value
+    assert (error.status, error.code, error.field) == (403, "forbidden", "Authorization")
+    assert error.detail == "this API key lacks the scope runs:write"
+    [listed] = [k for k in await client.call("list_keys", account.id) if k.key_id == created.key_id]
+    assert [s.value for s in listed.scopes] == ["runs:read", "jobs:read"]
 
 
 async def test_a_cron_jobs_occurrences_are_backfilled_once(

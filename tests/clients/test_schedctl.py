@@ -144,7 +144,12 @@ async def test_jobs_and_keys_commands(live: Live, account: Account) -> None:
 
     created = (await run("keys", "create", "-o", "json")).json()
     assert created["api_key"] and created["key_id"]
-    assert len((await run("keys", "list", "-o", "json")).json()) == 2
+    assert len(created["scopes"]) == 5  # every scope, by default
+    scoped = (
+        await run("keys", "create", "--scope", "runs:read", "--scope", "jobs:read", "-o", "json")
+    ).json()
+    assert scoped["scopes"] == ["runs:read", "jobs:read"]
+    assert len((await run("keys", "list", "-o", "json")).json()) == 3
     revoked = await run("keys", "revoke", created["key_id"])
     assert revoked.out == ""
     [key] = [k for k in (await run("keys", "list", "-o", "json")).json() if k["key_id"] == created["key_id"]]

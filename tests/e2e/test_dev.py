@@ -2,7 +2,8 @@
 database, an embedded nats-server), stopped by Ctrl-C delivered to its whole process group as a
 terminal does. One per data dir, the demo key kept across restarts, a quiet shutdown, attempts'
 outcomes on the console, and the documentation's examples (README's, docs/api.md's, docs/runs.md's,
-docs/dependencies.md's and docs/groups-and-events.md's) run verbatim against it."""
+docs/dependencies.md's and docs/groups-and-events.md's) run verbatim against it (README's TypeScript
+example: clients/typescript/test/docs.test.js)."""
 
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ from tests.support import Services, with_database
 
 SCHEDULER = [sys.executable, "-c", "from app.cli import main; main()"]
 ROOT = Path(__file__).resolve().parents[2]
+CLIENT_SRC = ROOT / "clients" / "python" / "src"
 NOISE = re.compile(r"WARNING|ERROR|CRITICAL|Traceback|EOF|refused|Exception", re.I)
 
 
@@ -193,6 +195,13 @@ def _first_sh_block(page: Path, after: str, port: int) -> str:
     return block.replace("127.0.0.1:8000", f"127.0.0.1:{port}")
 
 
+def _block(page: Path, after: str, language: str) -> str:
+    """The first ```language block after the heading `after` in a page."""
+    section = page.read_text()[page.read_text().index(after) :]
+    block = section[section.index(f"```{language}\n") + len(f"```{language}\n") :]
+    return block[: block.index("```")]
+
+
 async def _run_verbatim(script: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     # Verbatim, but any HTTP error or failed command stops the script with a non-zero exit.
     return await asyncio.to_thread(
@@ -218,6 +227,14 @@ async def test_documented_examples_run_verbatim_on_dev(
         )
         assert readme.returncode == 0, readme.stdout + readme.stderr
         assert '"status":"succeeded"' in readme.stdout  # the demo run, read a second later
+        # README's client example: its sh line, then its Python (the client from this checkout).
+        python = _block(ROOT / "README.md", "## Use it from your service", "python")
+        client = await _run_verbatim(
+            _first_sh_block(ROOT / "README.md", "## Use it from your service", dev.port)
+            + f"PYTHONPATH={CLIENT_SRC} {sys.executable} - <<'EOF'\n{python}EOF\n",
+            tmp_path,
+        )
+        assert client.returncode == 0 and client.stdout == "succeeded\n", client.stdout + client.stderr
         # docs/runs.md's examples go on from docs/api.md's (its variables, its tenant and job).
         done = await _run_verbatim(
             _first_sh_block(ROOT / "docs" / "api.md", "# The HTTP API", dev.port)

@@ -80,7 +80,8 @@ async def test_key_rotation_keeps_old_keys_working(api: httpx.AsyncClient, tenan
     old = tenant["auth"]
     r = await api.post("/tenants/acme/keys", headers=old)
     assert r.status_code == 201, r.text
-    assert set(r.json()) == {"key_id", "api_key"}
+    assert set(r.json()) == {"key_id", "api_key", "scopes"}
+    assert r.json()["scopes"] == ["runs:read", "runs:write", "jobs:read", "jobs:write", "tenant:admin"]
     new = bearer(r.json()["api_key"])
     assert new != old
     by_admin = await api.post("/tenants/acme/keys", headers=admin)

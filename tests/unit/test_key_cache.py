@@ -7,7 +7,13 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from app.services.auth import KeyCache
+from app.services.auth import KeyCache, KeyRow
+
+SCOPES = frozenset({"runs:read"})
+
+
+def row(tenant: str) -> KeyRow:
+    return KeyRow(tenant, b"s", b"h", SCOPES)
 
 
 class Keys:
@@ -23,15 +29,15 @@ class Keys:
 
     def add(self, tenant: str) -> uuid.UUID:
         key_id = uuid.uuid4()
-        self.rows[key_id] = {"tenant_id": tenant, "salt": b"s", "hash": b"h"}
+        self.rows[key_id] = {"tenant_id": tenant, "salt": b"s", "hash": b"h", "scopes": ["runs:read"]}
         return key_id
 
 
 async def test_a_found_key_is_cached_for_the_ttl() -> None:
     keys, cache = Keys(), KeyCache(ttl_seconds=0.2)
     key = keys.add("acme")
-    assert await cache.get(key, keys.load) == ("acme", b"s", b"h")
-    assert await cache.get(key, keys.load) == ("acme", b"s", b"h")
+    assert await cache.get(key, keys.load) == row("acme")
+    assert await cache.get(key, keys.load) == row("acme")
     assert keys.reads == 1
     time.sleep(0.21)
     del keys.rows[key]  # revoked in another process: gone here once the TTL has passed
@@ -43,8 +49,8 @@ async def test_a_miss_is_never_cached() -> None:
     keys, cache = Keys(), KeyCache()
     key = uuid.uuid4()
     assert await cache.get(key, keys.load) is None
-    keys.rows[key] = {"tenant_id": "late", "salt": b"s", "hash": b"h"}
-    assert await cache.get(key, keys.load) == ("late", b"s", b"h")
+    keys.rows[key] = {"tenant_id": "late", "salt": b"s", "hash": b"h", "scopes": ["runs:read"]}
+    assert await cache.get(key, keys.load) == row("late")
     assert keys.reads == 2
 
 
@@ -63,7 +69,7 @@ async def test_the_cache_is_bounded() -> None:
     for key in ids:
         await cache.get(key, keys.load)
     reads = keys.reads
-    assert await cache.get(ids[-1], keys.load) == ("t9", b"s", b"h")  # the newest is still cached
+    assert await cache.get(ids[-1], keys.load) == row("t9")  # the newest is still cached
     assert keys.reads == reads
-    assert await cache.get(ids[0], keys.load) == ("t0", b"s", b"h")  # the oldest was let go
+    assert await cache.get(ids[0], keys.load) == row("t0")  # the oldest was let go
     assert keys.reads == reads + 1

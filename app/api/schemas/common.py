@@ -49,7 +49,7 @@ class Problem(BaseModel):
     status: int = Field(ge=400, le=599)
     detail: str = Field(description="What went wrong, for a person.")
     code: str = Field(
-        description="Stable, for programs: invalid_input, unauthorized, not_found, conflict, "
+        description="Stable, for programs: invalid_input, unauthorized, forbidden, not_found, conflict, "
         "payload_too_large, over_quota, method_not_allowed, internal_error, unavailable. "
         "New codes may be added.",
         examples=["not_found"],

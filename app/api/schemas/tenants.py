@@ -5,9 +5,22 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from app.api.schemas.common import TENANT_ID_PATTERN, Strict
+from app.services.auth import SCOPES, Scope
+
+SCOPES_RULE = (
+    "What the key may do: runs:read, runs:write (submit, cancel, retry, reschedule, bulk actions, "
+    "backfill), jobs:read, jobs:write (define, delete, pause, resume), tenant:admin (keys, signing "
+    "secrets, the audit log). A route the key's scopes do not cover answers 403."
+)
+# Deduplicated in the order given; the bound applies to the list as sent.
+Scopes = Annotated[
+    list[Scope],
+    Field(min_length=1, max_length=16, description=SCOPES_RULE),
+    AfterValidator(lambda scopes: list(dict.fromkeys(scopes))),
+]
 
 
 class TenantCreate(Strict):
@@ -42,15 +55,28 @@ class SigningSecretCreated(BaseModel):
     )
 
 
+class KeyCreate(Strict):
+    model_config = ConfigDict(
+        extra="forbid", json_schema_extra={"examples": [{"scopes": ["runs:read", "jobs:read"]}]}
+    )
+
+    scopes: Scopes = Field(
+        default_factory=lambda: list(SCOPES),
+        description=f"{SCOPES_RULE} Default: every scope. A key issues only scopes it holds itself.",
+    )
+
+
 class KeyCreated(BaseModel):
     key_id: str = Field(description="Names the key for listing and revoking; not a secret.")
     api_key: str = Field(description="Shown once.")
+    scopes: list[Scope]
 
 
 class ApiKey(BaseModel):
     key_id: str
     created_at: datetime
     revoked_at: datetime | None
+    scopes: list[Scope] = Field(description=SCOPES_RULE)
 
 
 class ApiKeyList(BaseModel):

@@ -14,10 +14,11 @@ RETURNING id, created_at;
 SELECT EXISTS (SELECT 1 FROM tenants WHERE id = :id);
 
 -- name: insert_api_key
-INSERT INTO api_keys (id, tenant_id, salt, hash) VALUES (:id, :tenant_id, :salt, :hash);
+INSERT INTO api_keys (id, tenant_id, salt, hash, scopes)
+VALUES (:id, :tenant_id, :salt, :hash, CAST(:scopes AS text[]));
 
 -- name: list_api_keys
-SELECT id, created_at, revoked_at FROM api_keys WHERE tenant_id = :tenant_id ORDER BY created_at, id;
+SELECT id, created_at, revoked_at, scopes FROM api_keys WHERE tenant_id = :tenant_id ORDER BY created_at, id;
 
 -- name: revoke_api_key
 -- Revoking twice keeps the first revocation's time; a key of another tenant matches nothing.
@@ -27,7 +28,7 @@ RETURNING id;
 
 -- name: get_api_key
 -- Looked up by the key's public id; the secret part is verified against the salted hash in Python.
-SELECT tenant_id, salt, hash FROM api_keys WHERE id = :id AND revoked_at IS NULL;
+SELECT tenant_id, salt, hash, scopes FROM api_keys WHERE id = :id AND revoked_at IS NULL;
 
 -- name: get_signing_secrets
 -- The previous secret only while its rotation overlap lasts, with how long it still does: the
@@ -53,7 +54,8 @@ RETURNING previous_expires_at;
 SELECT t.id, t.created_at, t.paused,
        COALESCE((SELECT json_agg(json_build_object('key_id', replace(k.id::text, '-', ''),
                                                    'created_at', k.created_at,
-                                                   'revoked_at', k.revoked_at) ORDER BY k.created_at)
+                                                   'revoked_at', k.revoked_at,
+                                                   'scopes', k.scopes) ORDER BY k.created_at)
                  FROM api_keys k WHERE k.tenant_id = t.id), '[]') AS keys
 FROM tenants t
 WHERE t.id > :after
@@ -71,8 +73,9 @@ INSERT INTO ui_sessions (token_hash, kind, tenant_id, key_id, csrf_token, expire
 VALUES (:token_hash, :kind, :tenant_id, :key_id, :csrf_token, now() + make_interval(secs => :ttl_seconds));
 
 -- name: get_ui_session
--- A live session: not expired, and for a tenant, opened with a key that is still not revoked.
-SELECT s.tenant_id, s.csrf_token
+-- A live session: not expired, and for a tenant, opened with a key that is still not revoked;
+-- a tenant's session has its key's scopes (the admin's, key_id NULL, has no key and every scope).
+SELECT s.tenant_id, s.csrf_token, k.scopes
 FROM ui_sessions s
 LEFT JOIN api_keys k ON k.id = s.key_id
 WHERE s.token_hash = :token_hash AND s.kind = 'session' AND s.expires_at > now()

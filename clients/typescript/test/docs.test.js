@@ -40,6 +40,22 @@ test("the client example runs on the dev stack's demo tenant", async () => {
   }
 });
 
+test("README's example runs on the dev stack's demo tenant", async () => {
+  const readme = readFileSync(new URL("../../../README.md", import.meta.url), "utf8");
+  const [, example] = readme.slice(readme.indexOf("## Use it from your service")).match(/```js\n([\s\S]*?)```/) ?? [];
+  assert.ok(example);
+  const { data: key } = await admin.api.POST("/tenants/{tenant_id}/keys", { params: { path: { tenant_id: "demo" } } });
+  assert.ok(key);
+  const file = exampleFile(example);
+  try {
+    const env = { ...process.env, SCHEDULER_API_URL: baseUrl, SCHEDULER_API_KEY: key.api_key };
+    const { stdout } = await promisify(execFile)(process.execPath, [file.pathname], { env, timeout: 90_000 });
+    assert.equal(stdout, "succeeded\n");
+  } finally {
+    rmSync(file);
+  }
+});
+
 test("the receiver example accepts what is signed for it and refuses what is not", async () => {
   const { id: tenant, signingSecret, client } = await newTenant("receiver");
   const { id: stranger, client: strangers } = await newTenant("stranger");

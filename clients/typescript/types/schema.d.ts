@@ -360,13 +360,14 @@ export interface paths {
         };
         /**
          * List Keys
-         * @description The tenant's keys, oldest first, revoked ones included (never their secrets).
+         * @description The tenant's keys with their scopes, oldest first, revoked ones included (never their secrets).
          */
         get: operations["listKeys"];
         put?: never;
         /**
          * Create Key
-         * @description Issue another key for the tenant. Earlier keys keep working until revoked.
+         * @description Issue another key for the tenant, with `scopes` (default: every scope). Earlier keys keep
+         *     working until revoked. A key issues only scopes it holds itself: asking for another is 403.
          */
         post: operations["createKey"];
         delete?: never;
@@ -548,6 +549,11 @@ export interface components {
             key_id: string;
             /** Revoked At */
             revoked_at: string | null;
+            /**
+             * Scopes
+             * @description What the key may do: runs:read, runs:write (submit, cancel, retry, reschedule, bulk actions, backfill), jobs:read, jobs:write (define, delete, pause, resume), tenant:admin (keys, signing secrets, the audit log). A route the key's scopes do not cover answers 403.
+             */
+            scopes: ("runs:read" | "runs:write" | "jobs:read" | "jobs:write" | "tenant:admin")[];
         };
         /** ApiKeyList */
         ApiKeyList: {
@@ -1119,6 +1125,22 @@ export interface components {
             /** @description At most one run per key: a submission that would make a second is answered 200 with the run that exists, and writes nothing. Not beside `debounce`. */
             unique?: components["schemas"]["Unique"] | null;
         };
+        /**
+         * KeyCreate
+         * @example {
+         *       "scopes": [
+         *         "runs:read",
+         *         "jobs:read"
+         *       ]
+         *     }
+         */
+        KeyCreate: {
+            /**
+             * Scopes
+             * @description What the key may do: runs:read, runs:write (submit, cancel, retry, reschedule, bulk actions, backfill), jobs:read, jobs:write (define, delete, pause, resume), tenant:admin (keys, signing secrets, the audit log). A route the key's scopes do not cover answers 403. Default: every scope. A key issues only scopes it holds itself.
+             */
+            scopes?: ("runs:read" | "runs:write" | "jobs:read" | "jobs:write" | "tenant:admin")[];
+        };
         /** KeyCreated */
         KeyCreated: {
             /**
@@ -1131,6 +1153,8 @@ export interface components {
              * @description Names the key for listing and revoking; not a secret.
              */
             key_id: string;
+            /** Scopes */
+            scopes: ("runs:read" | "runs:write" | "jobs:read" | "jobs:write" | "tenant:admin")[];
         };
         /** NoopTarget */
         NoopTarget: {
@@ -1173,7 +1197,7 @@ export interface components {
         Problem: {
             /**
              * Code
-             * @description Stable, for programs: invalid_input, unauthorized, not_found, conflict, payload_too_large, over_quota, method_not_allowed, internal_error, unavailable. New codes may be added.
+             * @description Stable, for programs: invalid_input, unauthorized, forbidden, not_found, conflict, payload_too_large, over_quota, method_not_allowed, internal_error, unavailable. New codes may be added.
              * @example not_found
              */
             code: string;
@@ -1772,6 +1796,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Not Found */
             404: {
                 headers: {
@@ -1843,6 +1876,15 @@ export interface operations {
             };
             /** @description Unauthorized */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -1932,6 +1974,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Not Found */
             404: {
                 headers: {
@@ -2007,6 +2058,15 @@ export interface operations {
             };
             /** @description Unauthorized */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2471,6 +2531,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Not Found */
             404: {
                 headers: {
@@ -2523,6 +2592,15 @@ export interface operations {
             };
             /** @description Unauthorized */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2602,6 +2680,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Not Found */
             404: {
                 headers: {
@@ -2652,6 +2739,15 @@ export interface operations {
             };
             /** @description Unauthorized */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2715,6 +2811,15 @@ export interface operations {
             };
             /** @description Unauthorized */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2801,6 +2906,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Not Found */
             404: {
                 headers: {
@@ -2844,6 +2958,15 @@ export interface operations {
             };
             /** @description Unauthorized */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2900,6 +3023,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Not Found */
             404: {
                 headers: {
@@ -2938,7 +3070,11 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody?: never;
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["KeyCreate"] | null;
+            };
+        };
         responses: {
             /** @description Successful Response */
             201: {
@@ -2951,6 +3087,15 @@ export interface operations {
             };
             /** @description Unauthorized */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3008,6 +3153,15 @@ export interface operations {
             };
             /** @description Unauthorized */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3184,6 +3338,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Not Found */
             404: {
                 headers: {
@@ -3277,6 +3440,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Not Found */
             404: {
                 headers: {
@@ -3359,6 +3531,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Not Found */
             404: {
                 headers: {
@@ -3425,6 +3606,15 @@ export interface operations {
             };
             /** @description Unauthorized */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3507,6 +3697,15 @@ export interface operations {
             };
             /** @description Unauthorized */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };

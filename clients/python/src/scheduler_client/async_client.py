@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -143,8 +143,9 @@ class AsyncClient:
     async def list_keys(self, tenant: str) -> list[ApiKey]:
         return (await self._do(ops.list_keys_op(tenant))).keys
 
-    async def create_key(self, tenant: str) -> KeyCreated:
-        return await self._do(ops.create_key_op(tenant))
+    async def create_key(self, tenant: str, scopes: Sequence[str] | None = None) -> KeyCreated:
+        """Another key, holding `scopes` (default: every scope, as the issuing key may give)."""
+        return await self._do(ops.create_key_op(tenant, scopes))
 
     async def revoke_key(self, tenant: str, key_id: uuid.UUID | str) -> None:
         await self._do(ops.revoke_key_op(tenant, key_id))

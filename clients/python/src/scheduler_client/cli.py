@@ -24,6 +24,7 @@ import httpx
 from scheduler_client import operations as ops
 from scheduler_client.client import Client
 from scheduler_client.errors import ApiError
+from scheduler_client.generated.models import KeyCreateScopesItem
 from scheduler_client.output import show
 
 MAX_PAGE = 500
@@ -134,7 +135,7 @@ JOBS: dict[str, Handler] = {
 }
 KEYS: dict[str, Handler] = {
     "list": lambda c, a: _answer(c, ops.list_keys_op(_tenant(a)), "keys"),
-    "create": lambda c, a: _answer(c, ops.create_key_op(_tenant(a))),
+    "create": lambda c, a: _answer(c, ops.create_key_op(_tenant(a), a.scope)),
     "revoke": lambda c, a: c.revoke_key(_tenant(a), a.key_id),
 }
 
@@ -209,7 +210,13 @@ def parser() -> argparse.ArgumentParser:
     keys = groups.add_parser("keys", help="list, create and revoke the tenant's API keys")
     k = keys.add_subparsers(dest="command", required=True)
     command(k, "list", KEYS["list"], "list the tenant's keys")
-    command(k, "create", KEYS["create"], "issue another key (shown once)")
+    p = command(k, "create", KEYS["create"], "issue another key (shown once)")
+    p.add_argument(
+        "--scope",
+        action="append",
+        choices=[s.value for s in KeyCreateScopesItem],
+        help="a scope the key holds (repeat it; default: every scope)",
+    )
     command(k, "revoke", KEYS["revoke"], "revoke a key").add_argument("key_id", type=uuid.UUID)
     return top
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -159,8 +159,9 @@ class Client:
     def list_keys(self, tenant: str) -> list[ApiKey]:
         return self._do(ops.list_keys_op(tenant)).keys
 
-    def create_key(self, tenant: str) -> KeyCreated:
-        return self._do(ops.create_key_op(tenant))
+    def create_key(self, tenant: str, scopes: Sequence[str] | None = None) -> KeyCreated:
+        """Another key, holding `scopes` (default: every scope, as the issuing key may give)."""
+        return self._do(ops.create_key_op(tenant, scopes))
 
     def revoke_key(self, tenant: str, key_id: uuid.UUID | str) -> None:
         self._do(ops.revoke_key_op(tenant, key_id))

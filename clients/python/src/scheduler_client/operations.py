@@ -33,7 +33,9 @@ from scheduler_client.generated.models import (
     Job,
     JobList,
     JobPut,
+    KeyCreate,
     KeyCreated,
+    KeyCreateScopesItem,
     Problem,
     Run,
     RunBatch,
@@ -271,8 +273,11 @@ def list_keys_op(tenant: str) -> Op[ApiKeyList]:
     return Op(list_keys.sync_detailed, list_keys.asyncio_detailed, tenant)
 
 
-def create_key_op(tenant: str) -> Op[KeyCreated]:
-    return Op(create_key.sync_detailed, create_key.asyncio_detailed, tenant)
+def create_key_op(tenant: str, scopes: Sequence[str] | None = None) -> Op[KeyCreated]:
+    """A key with `scopes` (runs:read, runs:write, jobs:read, jobs:write, tenant:admin; None: all)."""
+    # None sends no body (the generated call's default, UNSET, is not JSON): every scope.
+    body = KeyCreate(scopes=[KeyCreateScopesItem(s) for s in scopes]) if scopes is not None else None
+    return Op(create_key.sync_detailed, create_key.asyncio_detailed, tenant, body=body)
 
 
 def revoke_key_op(tenant: str, key_id: uuid.UUID | str) -> Op[Any]:
@@ -280,5 +285,5 @@ def revoke_key_op(tenant: str, key_id: uuid.UUID | str) -> Op[Any]:
 
 
 def rotate_signing_secret_op(tenant: str, overlap_seconds: int | None) -> Op[SigningSecretCreated]:
-    body = SigningSecretRotation(overlap_seconds=overlap_seconds) if overlap_seconds is not None else UNSET
+    body = SigningSecretRotation(overlap_seconds=overlap_seconds) if overlap_seconds is not None else None
     return Op(rotate_signing_secret.sync_detailed, rotate_signing_secret.asyncio_detailed, tenant, body=body)

@@ -2,6 +2,7 @@
 
 from .api_key import ApiKey
 from .api_key_list import ApiKeyList
+from .api_key_scopes_item import ApiKeyScopesItem
 from .attempt import Attempt
 from .attempt_outcome_type_0 import AttemptOutcomeType0
 from .backfill import Backfill
@@ -35,7 +36,10 @@ from .job_paused_reason_type_0 import JobPausedReasonType0
 from .job_put import JobPut
 from .job_put_misfire import JobPutMisfire
 from .job_put_overlap import JobPutOverlap
+from .key_create import KeyCreate
+from .key_create_scopes_item import KeyCreateScopesItem
 from .key_created import KeyCreated
+from .key_created_scopes_item import KeyCreatedScopesItem
 from .list_runs_status_type_0 import ListRunsStatusType0
 from .noop_target import NoopTarget
 from .on_complete import OnComplete
@@ -72,6 +76,7 @@ from .unique import Unique
 __all__ = (
     "ApiKey",
     "ApiKeyList",
+    "ApiKeyScopesItem",
     "Attempt",
     "AttemptOutcomeType0",
     "Backfill",
@@ -105,7 +110,10 @@ __all__ = (
     "JobPut",
     "JobPutMisfire",
     "JobPutOverlap",
+    "KeyCreate",
     "KeyCreated",
+    "KeyCreatedScopesItem",
+    "KeyCreateScopesItem",
     "ListRunsStatusType0",
     "NoopTarget",
     "OnComplete",

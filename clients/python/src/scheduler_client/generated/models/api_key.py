@@ -8,6 +8,7 @@ from attrs import field as _attrs_field
 
 from ..types import UNSET, Unset
 
+from ..models.api_key_scopes_item import ApiKeyScopesItem
 from typing import cast
 import datetime
 
@@ -22,11 +23,15 @@ class ApiKey:
         created_at (datetime.datetime):
         key_id (str):
         revoked_at (datetime.datetime | None):
+        scopes (list[ApiKeyScopesItem]): What the key may do: runs:read, runs:write (submit, cancel, retry, reschedule,
+            bulk actions, backfill), jobs:read, jobs:write (define, delete, pause, resume), tenant:admin (keys, signing
+            secrets, the audit log). A route the key's scopes do not cover answers 403.
     """
 
     created_at: datetime.datetime
     key_id: str
     revoked_at: datetime.datetime | None
+    scopes: list[ApiKeyScopesItem]
     additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -40,6 +45,11 @@ class ApiKey:
         else:
             revoked_at = self.revoked_at
 
+        scopes = []
+        for scopes_item_data in self.scopes:
+            scopes_item = scopes_item_data.value
+            scopes.append(scopes_item)
+
         field_dict: dict[str, Any] = {}
         field_dict.update(self.additional_properties)
         field_dict.update(
@@ -47,6 +57,7 @@ class ApiKey:
                 "created_at": created_at,
                 "key_id": key_id,
                 "revoked_at": revoked_at,
+                "scopes": scopes,
             }
         )
 
@@ -74,10 +85,18 @@ class ApiKey:
 
         revoked_at = _parse_revoked_at(d.pop("revoked_at"))
 
+        scopes = []
+        _scopes = d.pop("scopes")
+        for scopes_item_data in _scopes:
+            scopes_item = ApiKeyScopesItem(scopes_item_data)
+
+            scopes.append(scopes_item)
+
         api_key = cls(
             created_at=created_at,
             key_id=key_id,
             revoked_at=revoked_at,
+            scopes=scopes,
         )
 
         api_key.additional_properties = d

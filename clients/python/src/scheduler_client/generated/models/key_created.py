@@ -8,6 +8,9 @@ from attrs import field as _attrs_field
 
 from ..types import UNSET, Unset
 
+from ..models.key_created_scopes_item import KeyCreatedScopesItem
+from typing import cast
+
 
 T = TypeVar("T", bound="KeyCreated")
 
@@ -18,10 +21,12 @@ class KeyCreated:
     Attributes:
         api_key (str): Shown once.
         key_id (str): Names the key for listing and revoking; not a secret.
+        scopes (list[KeyCreatedScopesItem]):
     """
 
     api_key: str
     key_id: str
+    scopes: list[KeyCreatedScopesItem]
     additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -29,12 +34,18 @@ class KeyCreated:
 
         key_id = self.key_id
 
+        scopes = []
+        for scopes_item_data in self.scopes:
+            scopes_item = scopes_item_data.value
+            scopes.append(scopes_item)
+
         field_dict: dict[str, Any] = {}
         field_dict.update(self.additional_properties)
         field_dict.update(
             {
                 "api_key": api_key,
                 "key_id": key_id,
+                "scopes": scopes,
             }
         )
 
@@ -47,9 +58,17 @@ class KeyCreated:
 
         key_id = d.pop("key_id")
 
+        scopes = []
+        _scopes = d.pop("scopes")
+        for scopes_item_data in _scopes:
+            scopes_item = KeyCreatedScopesItem(scopes_item_data)
+
+            scopes.append(scopes_item)
+
         key_created = cls(
             api_key=api_key,
             key_id=key_id,
+            scopes=scopes,
         )
 
         key_created.additional_properties = d

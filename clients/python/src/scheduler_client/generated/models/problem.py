@@ -20,8 +20,8 @@ class Problem:
     """An error, as RFC 9457 problem details, served as application/problem+json.
 
     Attributes:
-        code (str): Stable, for programs: invalid_input, unauthorized, not_found, conflict, payload_too_large,
-            over_quota, method_not_allowed, internal_error, unavailable. New codes may be added.
+        code (str): Stable, for programs: invalid_input, unauthorized, forbidden, not_found, conflict,
+            payload_too_large, over_quota, method_not_allowed, internal_error, unavailable. New codes may be added.
         detail (str): What went wrong, for a person.
         status (int):
         title (str): The status's phrase, e.g. Unprocessable Content.

@@ -8,14 +8,19 @@ from ...client import AuthenticatedClient, Client
 from ...types import Response, UNSET
 from ... import errors
 
+from ...models.key_create import KeyCreate
 from ...models.key_created import KeyCreated
 from ...models.problem import Problem
+from ...types import UNSET, Unset
 from typing import cast
 
 
 def _get_kwargs(
     tenant_id: str,
+    *,
+    body: KeyCreate | None | Unset = UNSET,
 ) -> dict[str, Any]:
+    headers: dict[str, Any] = {}
 
     _kwargs: dict[str, Any] = {
         "method": "post",
@@ -24,6 +29,14 @@ def _get_kwargs(
         ),
     }
 
+    if isinstance(body, KeyCreate):
+        _kwargs["json"] = body.to_dict()
+    else:
+        _kwargs["json"] = body
+
+    headers["Content-Type"] = "application/json"
+
+    _kwargs["headers"] = headers
     return _kwargs
 
 
@@ -39,6 +52,11 @@ def _parse_response(
         response_401 = Problem.from_dict(response.json())
 
         return response_401
+
+    if response.status_code == 403:
+        response_403 = Problem.from_dict(response.json())
+
+        return response_403
 
     if response.status_code == 404:
         response_404 = Problem.from_dict(response.json())
@@ -76,13 +94,16 @@ def sync_detailed(
     tenant_id: str,
     *,
     client: AuthenticatedClient,
+    body: KeyCreate | None | Unset = UNSET,
 ) -> Response[KeyCreated | Problem]:
     """Create Key
 
-     Issue another key for the tenant. Earlier keys keep working until revoked.
+     Issue another key for the tenant, with `scopes` (default: every scope). Earlier keys keep
+    working until revoked. A key issues only scopes it holds itself: asking for another is 403.
 
     Args:
         tenant_id (str):
+        body (KeyCreate | None | Unset):
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -94,6 +115,7 @@ def sync_detailed(
 
     kwargs = _get_kwargs(
         tenant_id=tenant_id,
+        body=body,
     )
 
     response = client.get_httpx_client().request(
@@ -107,13 +129,16 @@ def sync(
     tenant_id: str,
     *,
     client: AuthenticatedClient,
+    body: KeyCreate | None | Unset = UNSET,
 ) -> KeyCreated | Problem | None:
     """Create Key
 
-     Issue another key for the tenant. Earlier keys keep working until revoked.
+     Issue another key for the tenant, with `scopes` (default: every scope). Earlier keys keep
+    working until revoked. A key issues only scopes it holds itself: asking for another is 403.
 
     Args:
         tenant_id (str):
+        body (KeyCreate | None | Unset):
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -126,6 +151,7 @@ def sync(
     return sync_detailed(
         tenant_id=tenant_id,
         client=client,
+        body=body,
     ).parsed
 
 
@@ -133,13 +159,16 @@ async def asyncio_detailed(
     tenant_id: str,
     *,
     client: AuthenticatedClient,
+    body: KeyCreate | None | Unset = UNSET,
 ) -> Response[KeyCreated | Problem]:
     """Create Key
 
-     Issue another key for the tenant. Earlier keys keep working until revoked.
+     Issue another key for the tenant, with `scopes` (default: every scope). Earlier keys keep
+    working until revoked. A key issues only scopes it holds itself: asking for another is 403.
 
     Args:
         tenant_id (str):
+        body (KeyCreate | None | Unset):
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -151,6 +180,7 @@ async def asyncio_detailed(
 
     kwargs = _get_kwargs(
         tenant_id=tenant_id,
+        body=body,
     )
 
     response = await client.get_async_httpx_client().request(**kwargs)
@@ -162,13 +192,16 @@ async def asyncio(
     tenant_id: str,
     *,
     client: AuthenticatedClient,
+    body: KeyCreate | None | Unset = UNSET,
 ) -> KeyCreated | Problem | None:
     """Create Key
 
-     Issue another key for the tenant. Earlier keys keep working until revoked.
+     Issue another key for the tenant, with `scopes` (default: every scope). Earlier keys keep
+    working until revoked. A key issues only scopes it holds itself: asking for another is 403.
 
     Args:
         tenant_id (str):
+        body (KeyCreate | None | Unset):
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -182,5 +215,6 @@ async def asyncio(
         await asyncio_detailed(
             tenant_id=tenant_id,
             client=client,
+            body=body,
         )
     ).parsed

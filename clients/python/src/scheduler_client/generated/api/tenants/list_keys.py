@@ -40,6 +40,11 @@ def _parse_response(
 
         return response_401
 
+    if response.status_code == 403:
+        response_403 = Problem.from_dict(response.json())
+
+        return response_403
+
     if response.status_code == 404:
         response_404 = Problem.from_dict(response.json())
 
@@ -79,7 +84,7 @@ def sync_detailed(
 ) -> Response[ApiKeyList | Problem]:
     """List Keys
 
-     The tenant's keys, oldest first, revoked ones included (never their secrets).
+     The tenant's keys with their scopes, oldest first, revoked ones included (never their secrets).
 
     Args:
         tenant_id (str):
@@ -110,7 +115,7 @@ def sync(
 ) -> ApiKeyList | Problem | None:
     """List Keys
 
-     The tenant's keys, oldest first, revoked ones included (never their secrets).
+     The tenant's keys with their scopes, oldest first, revoked ones included (never their secrets).
 
     Args:
         tenant_id (str):
@@ -136,7 +141,7 @@ async def asyncio_detailed(
 ) -> Response[ApiKeyList | Problem]:
     """List Keys
 
-     The tenant's keys, oldest first, revoked ones included (never their secrets).
+     The tenant's keys with their scopes, oldest first, revoked ones included (never their secrets).
 
     Args:
         tenant_id (str):
@@ -165,7 +170,7 @@ async def asyncio(
 ) -> ApiKeyList | Problem | None:
     """List Keys
 
-     The tenant's keys, oldest first, revoked ones included (never their secrets).
+     The tenant's keys with their scopes, oldest first, revoked ones included (never their secrets).
 
     Args:
         tenant_id (str):
