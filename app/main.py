@@ -14,11 +14,11 @@ from fastapi.routing import APIRoute
 from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
 from prometheus_fastapi_instrumentator import Instrumentator
 
-from app.api import flow, health, jobs, run_actions, runs, tenants
+from app.api import audit, flow, health, jobs, run_actions, runs, tenants
 from app.api.deps import State
 from app.api.problems import install_error_handlers
 from app.api.schemas.common import serve_problems_as_problem_json
-from app.api.server import BodyLimit
+from app.api.server import BodyLimit, RequestId
 from app.bus.cancels import CancelNotices, cancel_subject
 from app.config import Settings, get_settings
 from app.engine.engine import Engine
@@ -168,13 +168,23 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]
-    for router in (tenants.router, jobs.router, flow.router, runs.router, run_actions.router, health.router):
+    routers = (
+        tenants.router,
+        jobs.router,
+        flow.router,
+        runs.router,
+        run_actions.router,
+        audit.router,
+        health.router,
+    )
+    for router in routers:
         app.include_router(router)
     mount_dashboard(app)
     install_error_handlers(app)
     # One payload may need up to 4x its stored size in the request (escapes, whitespace).
     single_limit = 4 * settings.max_payload_bytes + 65_536
     app.add_middleware(BodyLimit, limit=settings.max_request_bytes, single_limit=single_limit)
+    app.add_middleware(RequestId)  # outermost: a refused body's answer carries its id too
 
     global _instrumentator
     if _instrumentator is None:  # its metrics live in the process-wide registry: register once

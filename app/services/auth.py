@@ -27,9 +27,10 @@ KEY_PREFIX = "sch_"
 
 @dataclass(frozen=True)
 class Principal:
-    """Who is calling: the admin (tenant_id None) or one tenant."""
+    """Who is calling: the admin (tenant_id None) or one tenant, by one of its keys (`key_id`, hex)."""
 
     tenant_id: str | None
+    key_id: str | None = None
 
     @property
     def is_admin(self) -> bool:
@@ -119,5 +120,5 @@ async def authenticate(
         if secret:
             row = await keys.get(key_id, functools.partial(_api_key, pool))
             if row is not None and hmac.compare_digest(_digest(row[1], secret), row[2]):
-                return Principal(tenant_id=row[0])
+                return Principal(tenant_id=row[0], key_id=key_id.hex)
     raise Unauthorized("invalid bearer token", field="Authorization")

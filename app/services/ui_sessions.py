@@ -13,6 +13,7 @@ import asyncpg
 
 from app.db import ui_sessions as session_repo
 from app.errors import Unauthorized
+from app.services.audit import Actor
 from app.services.auth import KeyCache, Principal, authenticate, key_id_of
 
 SESSION_SECONDS = 8 * 3600  # a working day; signing in again costs one paste of the key
@@ -25,6 +26,13 @@ MAX_TOKEN_CHARS = 64
 class UiSession:
     principal: Principal
     csrf_token: str
+    # Names the session in the audit log: the first 16 hex digits of its token's SHA-256 (the
+    # token cannot be had from it).
+    id: str = ""
+
+    def actor(self) -> Actor:
+        """The session as the audit log records it, with the key it signed in with (None: the admin)."""
+        return Actor("session", self.id, self.principal.key_id)
 
 
 def _hash(token: str) -> bytes:
@@ -74,9 +82,13 @@ async def get_session(pool: asyncpg.Pool, token: str) -> UiSession | None:
     """The live session of this token, or None (unknown, expired, signed out, its key revoked)."""
     if not token or len(token) > MAX_TOKEN_CHARS:
         return None
+    token_hash = _hash(token)
     async with pool.acquire() as conn:
-        row = await session_repo.get_session(conn, _hash(token))
-    return None if row is None else UiSession(Principal(row["tenant_id"]), row["csrf_token"])
+        row = await session_repo.get_session(conn, token_hash)
+    if row is None:
+        return None
+    key_id = row["key_id"].hex if row["key_id"] is not None else None
+    return UiSession(Principal(row["tenant_id"], key_id), row["csrf_token"], token_hash.hex()[:16])
 
 
 async def sign_out(pool: asyncpg.Pool, token: str) -> None:

@@ -27,6 +27,8 @@ TABLES = {
     "dedupe_keys",
     "run_tags",
     "run_tags_default",
+    "audit_events",
+    "audit_events_default",
 }
 FUNCTIONS = {
     "scheduler_run_id",
@@ -60,6 +62,8 @@ FUNCTIONS = {
     "scheduler_attach_day_partition",
     "scheduler_create_tags_day_partition",
     "scheduler_drop_tags_day_partition",
+    "scheduler_create_audit_day_partition",
+    "scheduler_drop_audit_day_partition",
 }
 
 
