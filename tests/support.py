@@ -197,6 +197,7 @@ TABLE_ORDER = {
     "concurrency_holders": "run_id, job",
     "dedupe_keys": "tenant_id, job, key",
     "run_tags": "tenant_id, tag, scheduled_at, run_id",
+    "audit_events": "tenant_id, at, id",
 }
 
 
