@@ -180,6 +180,28 @@ export interface paths {
         patch: operations["patchTenant"];
         trace?: never;
     };
+    "/tenants/{tenant_id}/audit": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List Audit Events
+         * @description Every change made to the tenant through the API or the dashboard (runs submitted by clients
+         *     are not changes here), newest first, keyset-paginated: pass next_cursor back as cursor. Kept
+         *     SCHEDULER_AUDIT_RETENTION_DAYS days. The tenant's key or the admin token.
+         */
+        get: operations["listAuditEvents"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/tenants/{tenant_id}/jobs": {
         parameters: {
             query?: never;
@@ -532,6 +554,73 @@ export interface components {
              * @description The worker's lease owner name (SCHEDULER_OWNER).
              */
             worker: string | null;
+        };
+        /** AuditActor */
+        AuditActor: {
+            /**
+             * Id
+             * @description The key's id (never its secret), `admin`, or the session's id.
+             */
+            id: string;
+            /**
+             * Key Id
+             * @description A session's: the key it signed in with (null: the admin token).
+             */
+            key_id?: string | null;
+            /**
+             * Type
+             * @description key: a tenant API key; admin: the admin token; session: a dashboard session.
+             * @enum {string}
+             */
+            type: "key" | "admin" | "session";
+        };
+        /** AuditEvent */
+        AuditEvent: {
+            /**
+             * Action
+             * @description What was done, e.g. `job.put` or `runs.bulk_cancelled`.
+             * @enum {string}
+             */
+            action: "tenant.created" | "tenant.paused" | "tenant.resumed" | "tenant.patched" | "key.created" | "key.revoked" | "signing_secret.rotated" | "job.put" | "job.deleted" | "job.paused" | "job.resumed" | "job.triggered" | "job.backfilled" | "run.cancelled" | "run.retried" | "run.rescheduled" | "runs.bulk_cancelled" | "runs.bulk_retried";
+            actor: components["schemas"]["AuditActor"];
+            /**
+             * At
+             * Format: date-time
+             * @description When the change was made (it committed with this event).
+             */
+            at: string;
+            /**
+             * Detail
+             * @description Bounded facts of the change; never a payload or a secret.
+             */
+            detail: {
+                [key: string]: unknown;
+            };
+            /**
+             * Id
+             * Format: uuid
+             */
+            id: string;
+            /**
+             * Request Id
+             * @description The request's X-Request-ID (given or made by the API).
+             */
+            request_id: string;
+            /**
+             * Target
+             * @description What it was done to: `tenant:<id>`, `key:<id>`, `job:<name>`, `run:<id>`, or `runs` (a bulk action, its filter in detail).
+             */
+            target: string;
+        };
+        /** AuditEventList */
+        AuditEventList: {
+            /** Events */
+            events: components["schemas"]["AuditEvent"][];
+            /**
+             * Next Cursor
+             * @description Send it back as `cursor` for older events; null: no more.
+             */
+            next_cursor: string | null;
         };
         /**
          * Backfill
@@ -1923,6 +2012,60 @@ export interface operations {
             };
             /** @description Conflict */
             409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    listAuditEvents: {
+        parameters: {
+            query?: {
+                /** @description Only events of this action. */
+                action?: ("tenant.created" | "tenant.paused" | "tenant.resumed" | "tenant.patched" | "key.created" | "key.revoked" | "signing_secret.rotated" | "job.put" | "job.deleted" | "job.paused" | "job.resumed" | "job.triggered" | "job.backfilled" | "run.cancelled" | "run.retried" | "run.rescheduled" | "runs.bulk_cancelled" | "runs.bulk_retried") | null;
+                limit?: number;
+                cursor?: string | null;
+            };
+            header?: never;
+            path: {
+                tenant_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AuditEventList"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not Found */
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };

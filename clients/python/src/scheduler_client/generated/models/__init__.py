@@ -4,6 +4,12 @@ from .api_key import ApiKey
 from .api_key_list import ApiKeyList
 from .attempt import Attempt
 from .attempt_outcome_type_0 import AttemptOutcomeType0
+from .audit_actor import AuditActor
+from .audit_actor_type import AuditActorType
+from .audit_event import AuditEvent
+from .audit_event_action import AuditEventAction
+from .audit_event_detail import AuditEventDetail
+from .audit_event_list import AuditEventList
 from .backfill import Backfill
 from .backfill_result import BackfillResult
 from .callback import Callback
@@ -27,6 +33,7 @@ from .job_put import JobPut
 from .job_put_misfire import JobPutMisfire
 from .job_put_overlap import JobPutOverlap
 from .key_created import KeyCreated
+from .list_audit_events_action_type_0 import ListAuditEventsActionType0
 from .list_runs_status_type_0 import ListRunsStatusType0
 from .noop_target import NoopTarget
 from .problem import Problem
@@ -62,6 +69,12 @@ __all__ = (
     "ApiKeyList",
     "Attempt",
     "AttemptOutcomeType0",
+    "AuditActor",
+    "AuditActorType",
+    "AuditEvent",
+    "AuditEventAction",
+    "AuditEventDetail",
+    "AuditEventList",
     "Backfill",
     "BackfillResult",
     "Callback",
@@ -85,6 +98,7 @@ __all__ = (
     "JobPutMisfire",
     "JobPutOverlap",
     "KeyCreated",
+    "ListAuditEventsActionType0",
     "ListRunsStatusType0",
     "NoopTarget",
     "Problem",
