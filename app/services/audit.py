@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
@@ -92,6 +93,15 @@ async def record(
         request_id=ctx.request_id,
         detail=detail or {},
     )
+
+
+async def triggered(
+    conn: asyncpg.Connection, ctx: AuditContext, tenant_id: str, runs: list[tuple[Mapping[str, Any], bool]]
+) -> None:
+    """job.triggered for each (run, created) a dashboard user's "Run now" answered with."""
+    for run, created in runs:
+        detail = {"run_id": str(run["id"]), "created": created}
+        await record(conn, ctx, tenant_id, "job.triggered", f"job:{run['job']}", detail)
 
 
 class BulkEvent:

@@ -16,7 +16,6 @@ from app.errors import Conflict, InvalidInput, OverQuota
 from app.services import audit as audit_log
 from app.services import dedupe
 from app.services.admission import AdmissionControl, Ticket
-from app.services.audit import AuditContext
 from app.services.callbacks import with_delivery_state
 from app.services.dedupe import RULED_JOBS
 from app.services.run_requests import (
@@ -61,12 +60,10 @@ async def submit(
     traceparent: str | None,
     wakeups: WakeUps | None = None,
     on_pending: OnPending = no_hint,
-    triggered_by: AuditContext | None = None,
+    audit: audit_log.AuditContext | None = None,
 ) -> list[Submitted]:
     """Runs the requests in one transaction; once committed, the created runs are handed to
-    `on_pending` (the hot index's hint). `traceparent` is what the caller sent, if anything. A run a
-    client submits is not an audit event; one a dashboard user triggers (`triggered_by`) is
-    (job.triggered), written in the submission's transaction."""
+    `on_pending` (the hot index's hint). `traceparent`: the caller's. `audit`: a dashboard trigger's."""
     notify = wakeups.due(r.scheduled_at for r in requests) if wakeups is not None else True
     traceparent = submitter_traceparent(traceparent)
     keyed = any(r.idempotency_key is not None for r in requests)
@@ -76,15 +73,7 @@ async def submit(
         try:
             async with pool.acquire() as conn:
                 submitted = await _submit_once(
-                    conn,
-                    ticket,
-                    tenant_id,
-                    requests,
-                    traceparent,
-                    notify,
-                    keyed or ruled,
-                    ruled,
-                    triggered_by,
+                    conn, ticket, tenant_id, requests, traceparent, notify, keyed or ruled, ruled, audit
                 )
             ticket.committed(sum(s.created for s in submitted))
             await on_pending([s.run for s in submitted if s.created or s.deduplicated_by == "debounce"])
@@ -128,14 +117,13 @@ async def _submit_once(
     notify: bool,
     in_transaction: bool,
     ruled: bool,
-    triggered_by: AuditContext | None = None,
+    audit: audit_log.AuditContext | None = None,
 ) -> list[Submitted]:
     """One INSERT (its NOTIFY included) is atomic on its own: a plain submission makes no BEGIN/COMMIT
     round trips. One that needs more statements runs in a transaction: with an idempotency key, or
     with a run of a job with a unique or debounce rule (which that INSERT refused, writing nothing;
-    `ruled`: one is known to, so it is not tried). A triggered run is written with its audit event,
-    in a transaction."""
-    if not in_transaction and triggered_by is None:
+    `ruled`: one is known to, so it is not tried), or with its audit event (`audit`)."""
+    if not in_transaction and audit is None:
         try:
             return await _submit(conn, ticket, tenant_id, requests, traceparent, notify, single=True)
         except _NeedsTransaction as exc:
@@ -145,12 +133,8 @@ async def _submit_once(
         submitted = await _submit(
             conn, ticket, tenant_id, requests, traceparent, notify, single=False, ruled=ruled
         )
-        if triggered_by is not None:
-            for s in submitted:
-                detail = {"run_id": str(s.run["id"]), "created": s.created}
-                await audit_log.record(
-                    conn, triggered_by, tenant_id, "job.triggered", f"job:{s.run['job']}", detail
-                )
+        if audit is not None:
+            await audit_log.triggered(conn, audit, tenant_id, [(s.run, s.created) for s in submitted])
         return submitted
 
 

@@ -193,7 +193,7 @@ async def trigger_job(
         request.headers.get("traceparent"),
         state.wakeups,
         state.on_pending,
-        triggered_by=audit,
+        audit=audit,
     )
     return RedirectResponse(f"/ui/runs/{submitted.run['id']}", status_code=303)
 

@@ -5,12 +5,19 @@ own; days are made and dropped by partition maintenance."""
 
 from __future__ import annotations
 
+import asyncio
+import json
+import os
 import re
+import shutil
+import subprocess
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import asyncpg
 import httpx
+import pytest
 
 from app.config import Settings
 from app.engine.partitions import PartitionMaintenance
@@ -235,3 +242,38 @@ async def test_days_are_made_ahead_and_dropped_past_retention(settings: Settings
     assert await pool.fetchval("SELECT count(*) FROM audit_events_default") == 0
     assert await pool.fetchval("SELECT count(*) FROM audit_events") == 2
     assert (await maintenance.run_once())["audit"] == []  # idempotent
+
+
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "audit.md"
+
+
+@pytest.mark.skipif(shutil.which("curl") is None, reason="the example uses curl")
+async def test_the_docs_example_runs_verbatim(api: httpx.AsyncClient, tenant: dict) -> None:
+    text = DOCS.read_text()
+    example = text[text.index("```sh\n") + len("```sh\n") :]
+    # Verbatim, but any HTTP error or failed command stops the script with a non-zero exit.
+    script = 'set -eo pipefail\ncurl() { command curl -fS "$@"; }\n' + example[: example.index("```")]
+    env = {
+        **os.environ,
+        "API": str(api.base_url).rstrip("/"),
+        "KEY": f"Authorization: Bearer {tenant['api_key']}",
+    }
+    done = await asyncio.to_thread(
+        subprocess.run,
+        ["bash", "-c", script],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    listed = json.loads(done.stdout[done.stdout.rindex('{"events"') :])  # the last answer: the listing
+    [event] = listed["events"]
+    assert event["actor"] == {"type": "key", "id": tenant["key_id"], "key_id": None}
+    assert (event["action"], event["target"], event["request_id"]) == (
+        "job.paused",
+        "job:hello",
+        "deploy-1234",
+    )
+    assert event["detail"] == {"released": 0} and listed["next_cursor"]  # a full page: there may be more
