@@ -39,6 +39,7 @@ def test_schema_documents_every_route_and_its_errors() -> None:
         "/runs/{run_id}/retry",
         "/runs/{run_id}/reschedule",
         "/tenants/{tenant_id}/runs/actions",
+        "/tenants/{tenant_id}/audit",
         "/healthz",
         "/readyz",
     }
@@ -86,6 +87,7 @@ def test_every_operation_has_a_named_id_and_the_bearer_scheme() -> None:
         "POST /runs/{run_id}/retry": "retryRun",
         "POST /runs/{run_id}/reschedule": "rescheduleRun",
         "POST /tenants/{tenant_id}/runs/actions": "actOnRuns",
+        "GET /tenants/{tenant_id}/audit": "listAuditEvents",
         "GET /healthz": "healthz",
         "GET /readyz": "readyz",
     }
