@@ -67,6 +67,7 @@ CASES: dict[tuple[str, str], Callable[[Victim], Request]] = {
         {"run": v.cancelled_run_id, "action": "retry", "days": "1"},
     ),
     ("GET", "/ui/admin"): lambda v: ("/ui/admin", None),
+    ("GET", "/ui/audit"): lambda v: (f"/ui/audit?tenant={v.tenant}", None),
 }
 
 
