@@ -195,6 +195,8 @@ class Settings(BaseSettings):
     """Daily partitions created ahead."""
     retention_days: int = Field(default=30, ge=1)
     """Days of history kept; older days are dropped once all their runs are terminal."""
+    audit_retention_days: int = Field(default=90, ge=1)
+    """Days of the audit log kept (docs/audit.md); older days are dropped whole by partition maintenance."""
     maintenance_interval_seconds: float = Field(default=60.0, gt=0)
     """How often an engine runs its maintenance: partitions premade and retired, idempotency keys pruned."""
     # Fresh planner statistics for busy partitions (migration 0003): checked this often, a partition

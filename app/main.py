@@ -11,10 +11,10 @@ from fastapi.routing import APIRoute
 from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
 from prometheus_fastapi_instrumentator import Instrumentator
 
-from app.api import events, flow, groups, health, jobs, run_actions, runs, tenants
+from app.api import audit, events, flow, groups, health, jobs, run_actions, runs, tenants
 from app.api.problems import install_error_handlers
 from app.api.schemas.common import serve_problems_as_problem_json
-from app.api.server import BodyLimit
+from app.api.server import BodyLimit, RequestId
 from app.api_process import ApiProcess
 from app.config import Settings, get_settings
 from app.telemetry.tracing import NO_NATIVE_TELEMETRY, recording, setup_tracing
@@ -72,6 +72,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         run_actions.router,
         groups.router,
         events.router,
+        audit.router,
         health.router,
     ):
         app.include_router(router)
@@ -80,6 +81,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     # One payload may need up to 4x its stored size in the request (escapes, whitespace).
     single_limit = 4 * settings.max_payload_bytes + 65_536
     app.add_middleware(BodyLimit, limit=settings.max_request_bytes, single_limit=single_limit)
+    app.add_middleware(RequestId)  # outermost: a refused body's answer carries its id too
 
     global _instrumentator
     if _instrumentator is None:  # its metrics live in the process-wide registry: register once

@@ -22,6 +22,7 @@ from app.bus.jetstream import delete_streams
 from app.bus.message import decode
 from app.config import Settings, nats_servers
 from app.dev import free_port
+from app.services.audit import Actor, AuditContext
 from app.telemetry.ops_server import HostedServer
 from stack import databases
 from stack.databases import with_database
@@ -32,6 +33,8 @@ from stack.settings import isolated_settings, process_env
 __all__ = ["Services", "process_env", "with_database"]  # re-exported: the tests' one import
 
 ADMIN_TOKEN = "admin-test-token"
+# A service called directly by a test acts as the admin token would (services.audit).
+AS_ADMIN = AuditContext(Actor("admin", "admin"), "test")
 
 
 def start_services() -> Services:
@@ -195,6 +198,7 @@ TABLE_ORDER = {
     "dedupe_keys": "tenant_id, job, key",
     "run_tags": "tenant_id, tag, scheduled_at, run_id",
     "run_groups": "id",
+    "audit_events": "tenant_id, at, id",
 }
 
 

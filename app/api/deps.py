@@ -1,4 +1,5 @@
-"""Request-scoped dependencies: the app's state and the caller's principal."""
+"""Request-scoped dependencies: the app's state, the caller's principal, and the audit context of
+what the request changes."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from app.domain import Hints, OnPending, StopRunning, no_stop_notice, on_pending
 from app.errors import Forbidden, Unavailable
 from app.services import runs as run_service
 from app.services.admission import AdmissionControl
+from app.services.audit import Actor, AuditContext, new_request_id
 from app.services.auth import KeyCache, Principal, authenticate
 from app.services.wakeups import WakeUps
 
@@ -108,3 +110,22 @@ async def authorize(request: Request, state: State, principal: Principal) -> Non
 
 StateDep = Annotated[State, Depends(get_state)]
 PrincipalDep = Annotated[Principal, Depends(get_principal)]
+
+
+def request_id(request: Request) -> str:
+    """The request's id (app.api.server.RequestId); one of its own where that is not installed."""
+    given: str | None = request.scope.get("scheduler.request_id")
+    return given or new_request_id()
+
+
+async def get_audit(request: Request, principal: PrincipalDep) -> AuditContext:
+    """Who a change is recorded as: the admin token, or the tenant key by its id (never its secret)."""
+    if principal.is_admin:
+        actor = Actor("admin", "admin")
+    else:
+        assert principal.key_id is not None  # a tenant is authenticated by one of its keys
+        actor = Actor("key", principal.key_id)
+    return AuditContext(actor, request_id(request))
+
+
+AuditDep = Annotated[AuditContext, Depends(get_audit)]

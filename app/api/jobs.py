@@ -6,12 +6,13 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path, Query, Response
 
-from app.api.deps import PrincipalDep, State, StateDep
+from app.api.deps import AuditDep, PrincipalDep, State, StateDep
 from app.api.schemas.common import JOB_NAME_PATTERN, TENANT_ID_PATTERN, error_responses, json_response
 from app.api.schemas.jobs import Backfill, BackfillResult, Job, JobList, JobPut, job_out
 from app.domain import JobRecord
 from app.services import backfill as backfill_service
 from app.services import jobs as job_service
+from app.services.audit import AuditContext
 from app.services.validation import check_schedule_window
 
 router = APIRouter(tags=["jobs"])
@@ -33,16 +34,19 @@ async def upsert_job(
     body: JobPut,
     state: StateDep,
     principal: PrincipalDep,
+    audit: AuditDep,
     response: Response,
 ) -> Job:
     """Create (201) or replace (200) a job. A schedule makes it a cron job; next_fire_at shows when."""
     principal.require_tenant(tenant_id)
-    row, created = await put_job(state, tenant_id, name, body)
+    row, created = await put_job(state, tenant_id, name, body, audit)
     response.status_code = 201 if created else 200
     return job_out(row)
 
 
-async def put_job(state: State, tenant_id: str, name: str, body: JobPut) -> tuple[JobRecord, bool]:
+async def put_job(
+    state: State, tenant_id: str, name: str, body: JobPut, audit: AuditContext
+) -> tuple[JobRecord, bool]:
     """The upsert with this deployment's limits: the API's PUT and the dashboard's editor."""
     return await job_service.put_job(
         state.pool,
@@ -54,6 +58,7 @@ async def put_job(state: State, tenant_id: str, name: str, body: JobPut) -> tupl
         max_payload_depth=state.settings.max_payload_depth,
         max_jobs=state.settings.tenant_max_jobs,
         on_pending=state.on_pending,
+        audit=audit,
     )
 
 
@@ -84,11 +89,11 @@ async def get_job(
 
 @router.delete("/tenants/{tenant_id}/jobs/{name}", status_code=204, responses=ERRORS)
 async def delete_job(
-    tenant_id: TenantIdPath, name: JobNamePath, state: StateDep, principal: PrincipalDep
+    tenant_id: TenantIdPath, name: JobNamePath, state: StateDep, principal: PrincipalDep, audit: AuditDep
 ) -> Response:
     """Delete a job and cancel its runs that no worker has started."""
     principal.require_tenant(tenant_id)
-    await job_service.delete_job(state.pool, tenant_id, name)
+    await job_service.delete_job(state.pool, tenant_id, name, audit=audit)
     return Response(status_code=204)
 
 
@@ -98,7 +103,12 @@ async def delete_job(
     responses=error_responses(401, 403, 404, 409, 413, 422, 429),
 )
 async def backfill_job(
-    tenant_id: TenantIdPath, name: JobNamePath, body: Backfill, state: StateDep, principal: PrincipalDep
+    tenant_id: TenantIdPath,
+    name: JobNamePath,
+    body: Backfill,
+    state: StateDep,
+    principal: PrincipalDep,
+    audit: AuditDep,
 ) -> Response:
     """Make the cron job's occurrences in [from, to) into runs, each at most once however often it is
     asked (a run the schedule or an earlier backfill made is counted in `existing`), at most 1000 per
@@ -108,6 +118,6 @@ async def backfill_job(
     check_schedule_window(body.start, ahead_days=ahead, behind_days=behind, field="from")
     check_schedule_window(body.end, ahead_days=ahead, behind_days=behind, field="to")
     done = await backfill_service.backfill(
-        state.pool, state.admission, state.on_pending, tenant_id, name, body.start, body.end
+        state.pool, state.admission, state.on_pending, tenant_id, name, body.start, body.end, audit=audit
     )
     return json_response({"runs": done.runs, "existing": done.existing})

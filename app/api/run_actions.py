@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Response
 
 from app.api.cursors import decode_cursor, encode_cursor
-from app.api.deps import PrincipalDep, StateDep
+from app.api.deps import AuditDep, PrincipalDep, StateDep
 from app.api.runs import TenantIdPath
 from app.api.schemas.common import error_responses, json_response
 from app.api.schemas.runs import RunAction, RunActionResult
@@ -22,7 +22,7 @@ router = APIRouter(tags=["runs"])
     responses=error_responses(401, 403, 404, 413, 422, 429),
 )
 async def act_on_runs(
-    tenant_id: TenantIdPath, body: RunAction, state: StateDep, principal: PrincipalDep
+    tenant_id: TenantIdPath, body: RunAction, state: StateDep, principal: PrincipalDep, audit: AuditDep
 ) -> Response:
     """Cancel (pending, dispatched or running: a running run's worker is told to stop it, as
     POST /runs/{run_id}/cancel does) or retry (failed or cancelled) up to `limit` of the tenant's
@@ -52,6 +52,7 @@ async def act_on_runs(
         runs,
         body.limit,
         cursor,
+        audit=audit,
     )
     at = outcome.next_cursor
     return json_response(

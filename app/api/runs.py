@@ -10,7 +10,7 @@ from uuid import UUID
 from fastapi import APIRouter, Body, Header, Path, Query, Request, Response
 
 from app.api.cursors import decode_cursor, encode_cursor
-from app.api.deps import PrincipalDep, State, StateDep
+from app.api.deps import AuditDep, PrincipalDep, State, StateDep
 from app.api.large_bodies import PARSER, LargeBodiesOffTheLoop, is_large
 from app.api.schemas.common import (
     JOB_NAME_PATTERN,
@@ -239,20 +239,24 @@ async def list_runs(
 
 
 @router.post("/runs/{run_id}/cancel", response_model=Run, responses=ERRORS)
-async def cancel_run(run_id: UUID, state: StateDep, principal: PrincipalDep) -> Response:
+async def cancel_run(run_id: UUID, state: StateDep, principal: PrincipalDep, audit: AuditDep) -> Response:
     """Cancel a run that has not ended: pending, dispatched or running. It is `cancelled` when this
     answers. A running run's attempt ends `cancelled` in its history, with no retry; the worker
     executing it is told to stop (within seconds: a webhook's request is aborted, a python handler's
     task cancelled), and whatever that attempt still brings back changes nothing. A finished run is
     409."""
     return json_response(
-        await run_service.cancel_run(state.pool, run_id, principal.tenant_id, state.stop_running)
+        await run_service.cancel_run(state.pool, run_id, principal.tenant_id, state.stop_running, audit=audit)
     )
 
 
 @router.post("/runs/{run_id}/retry", response_model=Run, responses=ERRORS)
 async def retry_run(
-    run_id: UUID, state: StateDep, principal: PrincipalDep, body: Annotated[RunRetry | None, Body()] = None
+    run_id: UUID,
+    state: StateDep,
+    principal: PrincipalDep,
+    audit: AuditDep,
+    body: Annotated[RunRetry | None, Body()] = None,
 ) -> Response:
     """Move a failed or cancelled run back to pending, due now, under a new epoch (a worker still
     finishing an old attempt has its outcome discarded). Its attempt count and last_error stay.
@@ -266,13 +270,14 @@ async def retry_run(
             run_id,
             principal.tenant_id,
             body.max_attempts if body is not None else None,
+            audit=audit,
         )
     )
 
 
 @router.post("/runs/{run_id}/reschedule", response_model=Run, responses=ERRORS)
 async def reschedule_run(
-    run_id: UUID, body: RunReschedule, state: StateDep, principal: PrincipalDep
+    run_id: UUID, body: RunReschedule, state: StateDep, principal: PrincipalDep, audit: AuditDep
 ) -> Response:
     """Move a pending run's due time earlier (a past time means now) or later. It keeps its id and
     scheduled_at; a run moved before its scheduled_at is still claimed when due (docs/api.md: "Retry,
@@ -285,6 +290,7 @@ async def reschedule_run(
             principal.tenant_id,
             body.due_at,
             state.settings.max_schedule_ahead_days,
+            audit=audit,
         )
     )
 

@@ -34,6 +34,7 @@ ROUTE_SCOPES: Final[dict[tuple[str, str], Needed]] = {
     ("GET", "/tenants/{tenant_id}/keys"): TENANT_ADMIN,
     ("DELETE", "/tenants/{tenant_id}/keys/{key_id}"): TENANT_ADMIN,
     ("POST", "/tenants/{tenant_id}/signing-secrets"): TENANT_ADMIN,
+    ("GET", "/tenants/{tenant_id}/audit"): TENANT_ADMIN,
     # jobs, and their flow control
     ("GET", "/tenants/{tenant_id}/jobs"): JOBS_READ,
     ("GET", "/tenants/{tenant_id}/jobs/{name}"): JOBS_READ,
@@ -66,6 +67,7 @@ ROUTE_SCOPES: Final[dict[tuple[str, str], Needed]] = {
     ("GET", "/ui/jobs/{name}"): JOBS_READ,
     ("GET", "/ui/groups"): RUNS_READ,
     ("GET", "/ui/groups/{group_id}"): RUNS_READ,
+    ("GET", "/ui/audit"): TENANT_ADMIN,
     ("GET", "/ui/admin"): ADMIN,
     ("POST", "/ui/runs/{run_id}/cancel"): RUNS_WRITE,
     ("POST", "/ui/runs/{run_id}/retry"): RUNS_WRITE,

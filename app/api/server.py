@@ -1,5 +1,6 @@
 """The HTTP server's options (app/api/protocol.py is its protocol, with the head's, time's and
-connections' bounds) and a request body of bounded size and JSON type (BodyLimit)."""
+connections' bounds), a request body of bounded size and JSON type (BodyLimit), and every request's
+id (RequestId)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from app.api.problems import problem_response
 from app.api.protocol import FrontDoor, GuardedHttpToolsProtocol
 from app.config import Settings
 from app.errors import PayloadTooLarge, UnsupportedMediaType
+from app.services.audit import REQUEST_ID, new_request_id
 
 
 def server_options(settings: Settings) -> dict[str, Any]:
@@ -26,6 +28,36 @@ def server_options(settings: Settings) -> dict[str, Any]:
     if settings.forwarded_allow_ips is not None:
         options["forwarded_allow_ips"] = settings.forwarded_allow_ips
     return options
+
+
+REQUEST_ID_HEADER = b"x-request-id"
+REQUEST_ID_KEY = "scheduler.request_id"  # where a route finds it in the ASGI scope
+
+
+class RequestId:
+    """Every request has an id: the caller's X-Request-ID when it is 1 to 128 of A-Z a-z 0-9 and
+    `._:/+=-`, else a new one. It is answered in X-Request-ID and recorded with the audit events the
+    request writes (app.services.audit), so a caller can find what its request changed."""
+
+    def __init__(self, app: ASGIApp):
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        given = next((v for k, v in scope["headers"] if k == REQUEST_ID_HEADER), b"")
+        text = given.decode("latin-1")
+        request_id = text if REQUEST_ID.fullmatch(text) else new_request_id()
+        scope[REQUEST_ID_KEY] = request_id
+        header = (REQUEST_ID_HEADER, request_id.encode())
+
+        async def send_with_id(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message["headers"] = [*message.get("headers", ()), header]
+            await send(message)
+
+        await self.app(scope, receive, send_with_id)
 
 
 class BodyLimit:

@@ -7,7 +7,7 @@ from dataclasses import asdict
 
 from fastapi import APIRouter, Response
 
-from app.api.deps import PrincipalDep, StateDep
+from app.api.deps import AuditDep, PrincipalDep, StateDep
 from app.api.schemas.common import error_responses
 from app.api.schemas.tenants import (
     ApiKey,
@@ -32,10 +32,12 @@ SCOPED_ERRORS = error_responses(401, 403, 404, 409, 422)  # the routes a key's s
 
 
 @router.post("/tenants", status_code=201, response_model=TenantCreated, responses=ERRORS)
-async def create_tenant(body: TenantCreate, state: StateDep, principal: PrincipalDep) -> TenantCreated:
+async def create_tenant(
+    body: TenantCreate, state: StateDep, principal: PrincipalDep, audit: AuditDep
+) -> TenantCreated:
     """Create a tenant (admin token only). The API key and signing secret are shown once."""
     principal.require_admin()
-    new = await tenant_service.create_tenant(state.pool, body.id)
+    new = await tenant_service.create_tenant(state.pool, body.id, audit=audit)
     return TenantCreated(id=new.id, key_id=new.key_id, api_key=new.api_key, signing_secret=new.signing_secret)
 
 
@@ -51,13 +53,18 @@ async def get_tenant(tenant_id: str, state: StateDep, principal: PrincipalDep) -
 
 
 @router.patch("/tenants/{tenant_id}", response_model=Tenant, responses=ERRORS)
-async def patch_tenant(tenant_id: str, body: TenantPatch, state: StateDep, principal: PrincipalDep) -> Tenant:
+async def patch_tenant(
+    tenant_id: str, body: TenantPatch, state: StateDep, principal: PrincipalDep, audit: AuditDep
+) -> Tenant:
     """Set the tenant's max_in_flight (admin token only); null removes it. Set on a tenant without
     one, its pending runs wait for a slot and its dispatched and running runs count. Lowered below
     the runs in flight, none is stopped: new ones wait until enough end. Removed, its waiting runs
     are released in their order (within seconds: the engines' flow keeper)."""
     principal.require_admin()
-    return _tenant_out(await flow_service.set_tenant_max_in_flight(state.pool, tenant_id, body.max_in_flight))
+    limits = await flow_service.set_tenant_max_in_flight(
+        state.pool, tenant_id, body.max_in_flight, audit=audit
+    )
+    return _tenant_out(limits)
 
 
 @router.post(
@@ -68,7 +75,7 @@ async def patch_tenant(tenant_id: str, body: TenantPatch, state: StateDep, princ
     name="create_key",
 )
 async def rotate_key(
-    tenant_id: str, state: StateDep, principal: PrincipalDep, body: KeyCreate | None = None
+    tenant_id: str, state: StateDep, principal: PrincipalDep, audit: AuditDep, body: KeyCreate | None = None
 ) -> KeyCreated:
     """Issue another key for the tenant, with `scopes` (default: every scope). Earlier keys keep
     working until revoked. A key issues only scopes it holds itself: asking for another is 403."""
@@ -76,7 +83,7 @@ async def rotate_key(
     scopes = tuple(body.scopes) if body is not None else SCOPES
     for scope in scopes:
         principal.require_scope(scope)
-    key_id, key = await tenant_service.issue_api_key(state.pool, tenant_id, scopes)
+    key_id, key = await tenant_service.issue_api_key(state.pool, tenant_id, scopes, audit=audit)
     return KeyCreated(key_id=key_id, api_key=key, scopes=list(scopes))
 
 
@@ -94,11 +101,13 @@ async def list_keys(tenant_id: str, state: StateDep, principal: PrincipalDep) ->
 
 
 @router.delete("/tenants/{tenant_id}/keys/{key_id}", status_code=204, responses=SCOPED_ERRORS)
-async def revoke_key(tenant_id: str, key_id: uuid.UUID, state: StateDep, principal: PrincipalDep) -> Response:
+async def revoke_key(
+    tenant_id: str, key_id: uuid.UUID, state: StateDep, principal: PrincipalDep, audit: AuditDep
+) -> Response:
     """Revoke a key, the one making the request included. It stops working on this API process at
     once and on every other within seconds (their key caches' TTL). Revoking again is a no-op."""
     principal.require_tenant(tenant_id)
-    await tenant_service.revoke_api_key(state.pool, state.keys, tenant_id, key_id)
+    await tenant_service.revoke_api_key(state.pool, state.keys, tenant_id, key_id, audit=audit)
     return Response(status_code=204)
 
 
@@ -109,7 +118,11 @@ async def revoke_key(tenant_id: str, key_id: uuid.UUID, state: StateDep, princip
     responses=SCOPED_ERRORS,
 )
 async def rotate_signing_secret(
-    tenant_id: str, state: StateDep, principal: PrincipalDep, body: SigningSecretRotation | None = None
+    tenant_id: str,
+    state: StateDep,
+    principal: PrincipalDep,
+    audit: AuditDep,
+    body: SigningSecretRotation | None = None,
 ) -> SigningSecretCreated:
     """A new webhook signing secret. Until `previous_expires_at` every webhook is signed under both
     (two signatures in `webhook-signature`), so receivers can switch at their pace; then the old one
@@ -119,5 +132,7 @@ async def rotate_signing_secret(
     overlap = body.overlap_seconds if body is not None else None
     if overlap is None:
         overlap = state.settings.signing_secret_overlap_seconds
-    secret, expires_at = await tenant_service.rotate_signing_secret(state.pool, tenant_id, overlap)
+    secret, expires_at = await tenant_service.rotate_signing_secret(
+        state.pool, tenant_id, overlap, audit=audit
+    )
     return SigningSecretCreated(signing_secret=secret, previous_expires_at=expires_at)

@@ -1,5 +1,5 @@
-"""Partition maintenance statements: the day partitions of job_runs and of run_tags, DEFAULT,
-statistics."""
+"""Partition maintenance statements: the day partitions of job_runs, of run_tags and of audit_events,
+DEFAULT, statistics."""
 
 from __future__ import annotations
 
@@ -46,3 +46,15 @@ async def count_default_rows(conn: asyncpg.Connection) -> int:
 
 async def set_lock_timeout(conn: asyncpg.Connection, value: str) -> None:
     await q.execute(conn, "set_lock_timeout", value=value)
+
+
+async def create_audit_day_partition(conn: asyncpg.Connection, day: date) -> str:
+    return str(await q.fetchval(conn, "create_audit_day_partition", day=day))
+
+
+async def drop_audit_day_partition(conn: asyncpg.Connection, day: date) -> str:
+    return str(await q.fetchval(conn, "drop_audit_day_partition", day=day))
+
+
+async def audit_default_days(conn: asyncpg.Connection, before: date) -> list[date]:
+    return [r["day"] for r in await q.fetch(conn, "audit_default_days", before=before)]

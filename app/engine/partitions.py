@@ -9,6 +9,9 @@ Every day of the runs has its day of run_tags (the runs' tags, migration 0022), 
 day exists and dropped once it has gone, each in a transaction of its own: listings and inserts
 take both tables, and DDL that held one while it waited for the other could deadlock with them.
 
+The audit log (audit_events, migration 0026) has its days made the same way, and those older than
+SCHEDULER_AUDIT_RETENTION_DAYS dropped whole: an event is history only, nothing waits on it.
+
 A new day is a standalone table ATTACHed to the parent (migration 0002), which claims neither wait
 for nor block: they prune DEFAULT and future days at plan time. Moving stranded rows and retiring a
 day need the parent exclusively. All DDL runs with a short lock_timeout and is retried, so a DDL
@@ -75,7 +78,7 @@ class PartitionMaintenance:
 
     async def run_once(self) -> dict[str, list[str]]:
         """One pass; returns what it did, by day, for logs and tests. Does nothing if not leader."""
-        report: dict[str, list[str]] = {"created": [], "kept": [], "dropped": [], "tags": []}
+        report: dict[str, list[str]] = {"created": [], "kept": [], "dropped": [], "tags": [], "audit": []}
         async with self.pool.acquire() as conn:
             if not await locks.try_advisory_lock(conn, locks.PARTITIONS_LOCK_KEY):
                 return report
@@ -118,6 +121,7 @@ class PartitionMaintenance:
                 )
         metrics.partitions_at_risk.set(at_risk)
         await self._follow_with_tags(conn, report)  # the retired days' tags go
+        await self._audit_days(conn, report, today, wanted[0])
         metrics.partitions_total.set(len(await repo.list_day_partitions(conn)))
         metrics.default_partition_rows.set(await repo.count_default_rows(conn))
 
@@ -133,6 +137,23 @@ class PartitionMaintenance:
             if result and result not in ("exists", "absent"):
                 report["tags"].append(f"{day}: {result}")
                 log.info("tags partition %s: %s", day, result)
+
+    async def _audit_days(
+        self, conn: asyncpg.Connection, report: dict[str, list[str]], today: date, first: date
+    ) -> None:
+        """Makes audit_events' days from yesterday to the premade horizon (and past days with events
+        stranded in DEFAULT), and drops the days past SCHEDULER_AUDIT_RETENTION_DAYS."""
+        wanted = {today + timedelta(days=n) for n in range(-1, self.settings.premake_days + 1)}
+        wanted |= set(await repo.audit_default_days(conn, first))
+        existing = set(await repo.list_day_partitions(conn, "audit_events"))
+        cutoff = today - timedelta(days=self.settings.audit_retention_days)
+        steps = {day: repo.create_audit_day_partition for day in wanted - existing if day >= cutoff}
+        steps |= {day: repo.drop_audit_day_partition for day in existing if day < cutoff}
+        for day in sorted(steps):
+            result = await self._ddl(conn, _bind(steps[day], conn, day), f"audit {day}")
+            if result and result not in ("exists", "absent"):
+                report["audit"].append(f"{day}: {result}")
+                log.info("audit partition %s: %s", day, result)
 
     async def run(self, stop: asyncio.Event) -> None:
         await every(stop, self.settings.maintenance_interval_seconds, self.run_once, "partitions")

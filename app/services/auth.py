@@ -33,10 +33,12 @@ ALL_SCOPES: frozenset[str] = frozenset(SCOPES)
 
 @dataclass(frozen=True)
 class Principal:
-    """Who is calling: the admin (tenant_id None) or one tenant, with its key's scopes."""
+    """Who is calling: the admin (tenant_id None) or one tenant, by one of its keys (`key_id`, hex),
+    with that key's scopes."""
 
     tenant_id: str | None
     scopes: frozenset[str] = field(default=ALL_SCOPES)
+    key_id: str | None = None
 
     def can(self, scope: str) -> bool:
         return self.is_admin or scope in self.scopes
@@ -146,5 +148,5 @@ async def authenticate(
         if secret:
             row = await keys.get(key_id, functools.partial(_api_key, pool))
             if row is not None and hmac.compare_digest(_digest(row.salt, secret), row.digest):
-                return Principal(row.tenant_id, row.scopes)
+                return Principal(row.tenant_id, row.scopes, key_id=key_id.hex)
     raise Unauthorized("invalid bearer token", field="Authorization")

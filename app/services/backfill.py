@@ -14,8 +14,10 @@ from app.db import runs as run_repo
 from app.db import wakeups
 from app.domain import OnPending, RunRecord, run_record
 from app.errors import Conflict, InvalidInput, NotFound
+from app.services import audit as audit_log
 from app.services import cron
 from app.services.admission import AdmissionControl
+from app.services.audit import AuditContext
 from app.services.runs import admitted
 
 # Occurrences one request may ask for: one statement makes them, as a batch of submissions.
@@ -37,6 +39,8 @@ async def backfill(
     name: str,
     start: datetime,
     end: datetime,
+    *,
+    audit: AuditContext,
 ) -> Backfilled:
     """The job's occurrences in [start, end) as runs, each at its jittered time (as the materializer
     makes it, so the unique (tenant_id, job, scheduled_at) index finds the ones that exist, whoever
@@ -61,7 +65,11 @@ async def backfill(
                 f"{nominal[-1].isoformat()} at the latest, and ask for the rest in another request",
                 field="to",
             )
+        asked = {"from": start.isoformat(), "to": end.isoformat()}
         if not nominal:
+            await audit_log.record(
+                conn, audit, tenant_id, "job.backfilled", f"job:{name}", {**asked, "runs": 0, "existing": 0}
+            )
             return Backfilled([], 0)
         at = [cron.jittered(tenant_id, name, o, job["jitter_seconds"]) for o in nominal]
         # Only the runs to be made count: asking again for a range already made is answered at quota too.
@@ -76,5 +84,7 @@ async def backfill(
         due = [r["scheduled_at"] for r in claimable if r["due_at"] <= r["created_at"]]
         if due:
             await wakeups.notify_runs_due(conn, min(due))
+        counts = {"runs": len(made), "existing": len(rows) - len(made)}
+        await audit_log.record(conn, audit, tenant_id, "job.backfilled", f"job:{name}", {**asked, **counts})
     await on_pending(claimable)
     return Backfilled([run_record(r) for r in runs], len(rows) - len(made))

@@ -20,7 +20,9 @@ from app.db import jobs as job_repo
 from app.db import wakeups
 from app.domain import JobRecord, OnPending, job_record, no_hint
 from app.errors import NotFound
+from app.services import audit as audit_log
 from app.services import cron
+from app.services.audit import AuditContext
 
 
 async def apply_pause(
@@ -42,7 +44,13 @@ async def apply_pause(
 
 
 async def set_job_paused(
-    pool: asyncpg.Pool, tenant_id: str, name: str, paused: bool, on_pending: OnPending = no_hint
+    pool: asyncpg.Pool,
+    tenant_id: str,
+    name: str,
+    paused: bool,
+    on_pending: OnPending = no_hint,
+    *,
+    audit: AuditContext,
 ) -> JobRecord:
     async with pool.acquire() as conn:
         async with conn.transaction():
@@ -55,6 +63,8 @@ async def set_job_paused(
                 next_fire_at = cron.next_fire(job["schedule"], job["timezone"], await job_repo.db_now(conn))
                 await cron_repo.set_next_fire(conn, tenant_id, name, next_fire_at)
             released = await apply_pause(conn, tenant_id, name, paused)
+            action = "job.paused" if paused else "job.resumed"
+            await audit_log.record(conn, audit, tenant_id, action, f"job:{name}", {"released": len(released)})
         row = await job_repo.get_job(conn, tenant_id, name)
     await on_pending(released)
     assert row is not None
@@ -62,12 +72,16 @@ async def set_job_paused(
 
 
 async def set_tenant_paused(
-    pool: asyncpg.Pool, tenant_id: str, paused: bool, on_pending: OnPending = no_hint
+    pool: asyncpg.Pool, tenant_id: str, paused: bool, on_pending: OnPending = no_hint, *, audit: AuditContext
 ) -> None:
     async with pool.acquire() as conn, conn.transaction():
         if not await flow_repo.set_tenant_paused(conn, tenant_id, paused):
             raise NotFound(f"tenant {tenant_id!r} not found", field="tenant_id")
         released = await apply_pause(conn, tenant_id, None, paused)
+        action = "tenant.paused" if paused else "tenant.resumed"
+        await audit_log.record(
+            conn, audit, tenant_id, action, f"tenant:{tenant_id}", {"released": len(released)}
+        )
     await on_pending(released)
 
 
@@ -93,7 +107,7 @@ async def get_tenant(pool: asyncpg.Pool, tenant_id: str) -> TenantLimits:
 
 
 async def set_tenant_max_in_flight(
-    pool: asyncpg.Pool, tenant_id: str, max_in_flight: int | None
+    pool: asyncpg.Pool, tenant_id: str, max_in_flight: int | None, *, audit: AuditContext
 ) -> TenantLimits:
     """Sets (or with None removes) the tenant's max_in_flight, in one transaction under the tenant
     slot's lock, so no keeper grants the tenant anything meanwhile. A tenant that becomes limited
@@ -103,6 +117,14 @@ async def set_tenant_max_in_flight(
     async with pool.acquire() as conn:
         async with conn.transaction():
             await apply_max_in_flight(conn, tenant_id, max_in_flight)
+            await audit_log.record(
+                conn,
+                audit,
+                tenant_id,
+                "tenant.patched",
+                f"tenant:{tenant_id}",
+                {"max_in_flight": max_in_flight},
+            )
         limits = await flow_repo.get_tenant(conn, tenant_id)
     assert limits is not None
     return _tenant_limits(limits)

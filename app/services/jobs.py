@@ -12,7 +12,9 @@ from app.db import jobs as job_repo
 from app.db import tenants as tenant_repo
 from app.domain import JobRecord, OnPending, job_record, no_hint
 from app.errors import InvalidInput, NotFound
+from app.services import audit as audit_log
 from app.services import cron
+from app.services.audit import AuditContext
 from app.services.callbacks import validate_callback
 from app.services.flow import apply_pause
 from app.services.targets import validate_target
@@ -30,6 +32,7 @@ async def put_job(
     max_payload_depth: int,
     max_jobs: int,
     on_pending: OnPending = no_hint,
+    audit: AuditContext,
 ) -> tuple[JobRecord, bool]:
     """Upsert a job; returns (job, created). Changing the schedule recomputes next_fire_at."""
     # An unknown tenant is 404 before the body is judged (and its target's host resolved).
@@ -83,6 +86,9 @@ async def put_job(
         # Its limits take effect at once: a key waiting for its window looks again (a raised or
         # removed rate limit may give room sooner than the old one said).
         await flow_repo.wake_flow_keys(conn, tenant_id, name)
+        await audit_log.record(
+            conn, audit, tenant_id, "job.put", f"job:{name}", {"created": bool(row["inserted"])}
+        )
     await on_pending(released)
     return job_record(row), bool(row["inserted"])
 
@@ -114,8 +120,9 @@ async def get_job(pool: asyncpg.Pool, tenant_id: str, name: str) -> JobRecord:
     return job_record(row)
 
 
-async def delete_job(pool: asyncpg.Pool, tenant_id: str, name: str) -> None:
+async def delete_job(pool: asyncpg.Pool, tenant_id: str, name: str, *, audit: AuditContext) -> None:
     """Deletes the job and cancels its runs that no worker has started, in one transaction."""
     async with pool.acquire() as conn, conn.transaction():
         if not await job_repo.delete_job(conn, tenant_id, name):
             raise NotFound(f"job {name!r} not found", field="name")
+        await audit_log.record(conn, audit, tenant_id, "job.deleted", f"job:{name}")

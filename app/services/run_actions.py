@@ -1,8 +1,10 @@
 """Bulk actions on a tenant's runs by filter: cancel or retry up to 10,000 runs in one request.
 
 The runs are taken in chunks, in the listing's order (newest scheduled first). Each chunk is two
-short statements and no transaction: read the matching keys (no locks), then one fenced transition
-over them (run_repo.cancel_runs / retry_runs). So no transaction holds locks on thousands of rows,
+short steps: read the matching keys (no locks), then one fenced transition over them
+(run_repo.cancel_runs / retry_runs) in a transaction with the request's audit event (written by the
+first transaction that changes runs, its counts brought up to date by each later one:
+services.audit.BulkEvent). So no transaction holds locks on thousands of rows,
 and the claim runs beside it: a bulk cancel skips the rows the claim (or a worker's start) holds at
 that instant and tries them again a few times, as their lock lasts one statement. Every transition
 re-checks its status, so a run already in the target state is not changed twice and the request can
@@ -30,6 +32,7 @@ from app.db.runs import TimeRange
 from app.domain import CANCELLABLE, RETRYABLE, OnPending, RunStatus, StopRunning
 from app.errors import InvalidInput, OverQuota
 from app.services.admission import AdmissionControl
+from app.services.audit import AuditContext, BulkEvent, bulk_filter
 from app.services.runs import admitted
 from app.telemetry import metrics
 
@@ -89,8 +92,37 @@ async def act_on_runs(
     runs: RunFilter,
     limit: int,
     cursor: Cursor | None,
+    *,
+    audit: AuditContext,
 ) -> Outcome:
-    """Applies `action` to up to `limit` of the tenant's runs matching `runs`, from `cursor` on."""
+    """Applies `action` to up to `limit` of the tenant's runs matching `runs`, from `cursor` on,
+    recorded as one audit event with the filter and the counts (none if it was refused: OverQuota)."""
+    given = {**vars(runs), "statuses": [str(s) for s in runs.statuses] if runs.statuses else None}
+    for moment in ("scheduled_after", "scheduled_before"):
+        given[moment] = given[moment].isoformat() if given[moment] is not None else None
+    detail = {"filter": bulk_filter(given), "limit": limit, "resumed": cursor is not None}
+    event = BulkEvent(
+        audit, tenant_id, "runs.bulk_cancelled" if action == "cancel" else "runs.bulk_retried", detail
+    )
+    outcome = await _act(
+        pool, admission, on_pending, stop_running, tenant_id, action, runs, limit, cursor, event
+    )
+    await event.finish(pool, outcome.matched)
+    return outcome
+
+
+async def _act(
+    pool: asyncpg.Pool,
+    admission: AdmissionControl,
+    on_pending: OnPending,
+    stop_running: StopRunning,
+    tenant_id: str,
+    action: Action,
+    runs: RunFilter,
+    limit: int,
+    cursor: Cursor | None,
+    event: BulkEvent,
+) -> Outcome:
     outcome = Outcome()
     while outcome.matched < limit:
         chunk = await _match(pool, tenant_id, runs, cursor, min(CHUNK, limit - outcome.matched))
@@ -101,7 +133,15 @@ async def act_on_runs(
         if keys:
             try:
                 changed, done = await _apply(
-                    pool, admission, on_pending, stop_running, tenant_id, action, keys
+                    pool,
+                    admission,
+                    on_pending,
+                    stop_running,
+                    tenant_id,
+                    action,
+                    keys,
+                    event,
+                    outcome.matched + len(chunk),
                 )
             except OverQuota:
                 if outcome.changed == 0:
@@ -161,16 +201,21 @@ async def _apply(
     tenant_id: str,
     action: Action,
     keys: list[UUID],
+    event: BulkEvent,
+    matched: int,
 ) -> tuple[int, bool]:
-    """(runs changed, whether the chunk is done: no run of it is still locked in a source state)."""
+    """(runs changed, whether the chunk is done: no run of it is still locked in a source state).
+    `matched`: the runs looked at so far, this chunk's included."""
     if action == "retry":
-        return await _retry(pool, admission, on_pending, tenant_id, keys), True
+        return await _retry(pool, admission, on_pending, tenant_id, keys, event, matched), True
     changed, left = 0, keys
     for attempt in range(LOCKED_RETRIES + 1):
         if attempt:
             await asyncio.sleep(LOCKED_PAUSE_SECONDS)
-        async with pool.acquire() as conn:
+        async with pool.acquire() as conn, conn.transaction():
             cancelled = await run_repo.cancel_runs(conn, tenant_id, left)
+            if cancelled:
+                await event.changed(conn, len(cancelled), matched)
         changed += len(cancelled)
         running = [r for r in cancelled if r["was"] == RunStatus.RUNNING]
         if running:
@@ -191,10 +236,18 @@ async def _apply(
 
 
 async def _retry(
-    pool: asyncpg.Pool, admission: AdmissionControl, on_pending: OnPending, tenant_id: str, keys: list[UUID]
+    pool: asyncpg.Pool,
+    admission: AdmissionControl,
+    on_pending: OnPending,
+    tenant_id: str,
+    keys: list[UUID],
+    event: BulkEvent,
+    matched: int,
 ) -> int:
-    async with pool.acquire() as conn, admitted(admission, tenant_id, conn, len(keys)):
+    async with pool.acquire() as conn, admitted(admission, tenant_id, conn, len(keys)), conn.transaction():
         rows = await run_repo.retry_runs(conn, tenant_id, keys)
+        if rows:
+            await event.changed(conn, len(rows), matched)
     metrics.runs_retried_total.labels("bulk").inc(len(rows))
     metrics.bulk_run_changes_total.labels("retry").inc(len(rows))
     await on_pending(rows)

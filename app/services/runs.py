@@ -16,7 +16,9 @@ from app.db import runs as run_repo
 from app.db.runs import TimeRange
 from app.domain import MAX_ATTEMPTS, RETRYABLE, OnPending, RunRecord, RunStatus, StopRunning, run_record
 from app.errors import Conflict, InvalidInput, NotFound
+from app.services import audit as audit_log
 from app.services.admission import AdmissionControl
+from app.services.audit import AuditContext
 from app.services.callbacks import with_delivery_state
 from app.telemetry import metrics
 
@@ -77,12 +79,17 @@ async def list_runs(
 
 
 async def cancel_run(
-    pool: asyncpg.Pool, run_id: UUID, tenant_id: str | None, stop_running: StopRunning
+    pool: asyncpg.Pool, run_id: UUID, tenant_id: str | None, stop_running: StopRunning, *, audit: AuditContext
 ) -> RunRecord:
     """Cancels a run that has not ended; a running one's worker is then told to stop it. Not the
     tenant's (or no such run): NotFound; ended: Conflict naming its status."""
     async with pool.acquire() as conn:
-        row = await run_repo.cancel_run(conn, run_id, tenant_id)
+        async with conn.transaction():
+            row = await run_repo.cancel_run(conn, run_id, tenant_id)
+            if row is not None:
+                await audit_log.record(
+                    conn, audit, row["tenant_id"], "run.cancelled", f"run:{run_id}", {"was": row["was"]}
+                )
         run = run_record(row) if row is not None else None
         if run is not None:
             await with_delivery_state(conn, [run])  # the obligation the cancel just recorded
@@ -124,14 +131,19 @@ async def retry_run(
     run_id: UUID,
     tenant_id: str | None,
     max_attempts: int | None,
+    *,
+    audit: AuditContext,
 ) -> RunRecord:
     """failed | cancelled | expired -> pending, due now, under a new epoch (run_repo.retry_runs). A
     tenant's retry counts against its backlog quota like a submission (OverQuota, nothing written);
     the admin's does not. Another status, or MAX_ATTEMPTS attempts made already: Conflict;
     `max_attempts` not above the attempts made: InvalidInput. A deadline that has passed is dropped
     (an expired run's always has), one still ahead stays."""
-    async with pool.acquire() as conn, admitted(admission, tenant_id, conn, 1):
+    async with pool.acquire() as conn, admitted(admission, tenant_id, conn, 1), conn.transaction():
         rows = await run_repo.retry_runs(conn, tenant_id, [run_id], max_attempts)
+        if rows:
+            detail = {"max_attempts": max_attempts} if max_attempts is not None else {}
+            await audit_log.record(conn, audit, rows[0]["tenant_id"], "run.retried", f"run:{run_id}", detail)
     if rows:
         metrics.runs_retried_total.labels("run").inc()
         await on_pending(rows)
@@ -161,13 +173,24 @@ async def reschedule_run(
     tenant_id: str | None,
     due_at: datetime,
     max_ahead_days: int,
+    *,
+    audit: AuditContext,
 ) -> RunRecord:
     """Moves a pending run's due_at (a past time means now; more than `max_ahead_days` ahead:
     InvalidInput, nothing written). Another status: Conflict."""
     if due_at > datetime.now(UTC) + timedelta(days=max_ahead_days):
         raise InvalidInput(f"due_at is more than {max_ahead_days} days ahead", field="due_at")
-    async with pool.acquire() as conn:
+    async with pool.acquire() as conn, conn.transaction():
         row = await run_repo.reschedule_run(conn, run_id, tenant_id, due_at)
+        if row is not None:
+            await audit_log.record(
+                conn,
+                audit,
+                row["tenant_id"],
+                "run.rescheduled",
+                f"run:{run_id}",
+                {"due_at": due_at.isoformat()},
+            )
     if row is not None:
         metrics.runs_rescheduled_total.inc()
         await on_pending([row])

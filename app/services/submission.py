@@ -13,6 +13,7 @@ from app.db import dedupe as dedupe_repo
 from app.db import runs as run_repo
 from app.domain import MAX_TAGS, OnPending, RunRecord, no_hint, run_record
 from app.errors import Conflict, InvalidInput, OverQuota
+from app.services import audit as audit_log
 from app.services import dedupe, dependencies, groups
 from app.services.admission import AdmissionControl, Ticket
 from app.services.callbacks import with_delivery_state
@@ -61,10 +62,11 @@ async def submit(
     wakeups: WakeUps | None = None,
     on_pending: OnPending = no_hint,
     group: GroupPlan | None = None,
+    audit: audit_log.AuditContext | None = None,
 ) -> list[Submitted]:
     """Runs the requests in one transaction; once committed, the created runs are handed to
-    `on_pending` (the hot index's hint). `traceparent` is what the caller sent, if anything. The runs
-    created go into `group` (app.services.groups), in the same transaction."""
+    `on_pending` (the hot index's hint). `traceparent`: the caller's. The runs created go into
+    `group` (app.services.groups), in the same transaction. `audit`: a dashboard trigger's."""
     notify = wakeups.due(r.scheduled_at for r in requests) if wakeups is not None else True
     traceparent = submitter_traceparent(traceparent)
     keyed = any(r.idempotency_key is not None for r in requests)
@@ -84,6 +86,7 @@ async def submit(
                     keyed or ruled or linked,
                     ruled,
                     group,
+                    audit,
                 )
             ticket.committed(sum(s.created for s in submitted))
             await on_pending([s.run for s in submitted if s.created or s.deduplicated_by == "debounce"])
@@ -128,21 +131,25 @@ async def _submit_once(
     in_transaction: bool,
     ruled: bool,
     group: GroupPlan | None = None,
+    audit: audit_log.AuditContext | None = None,
 ) -> list[Submitted]:
     """One INSERT (its NOTIFY included) is atomic on its own: a plain submission makes no BEGIN/COMMIT
     round trips. One that needs more statements runs in a transaction: with an idempotency key, or
     with a run of a job with a unique or debounce rule (which that INSERT refused, writing nothing;
-    `ruled`: one is known to, so it is not tried)."""
-    if not in_transaction and group is None:
+    `ruled`: one is known to, so it is not tried), or with its group or its audit event (`audit`)."""
+    if not in_transaction and group is None and audit is None:
         try:
             return await _submit(conn, ticket, tenant_id, requests, traceparent, notify, single=True)
         except _NeedsTransaction as exc:
             ticket.release()  # admitted again in the transaction
             ruled = exc.ruled
     async with conn.transaction():
-        return await _submit(
+        submitted = await _submit(
             conn, ticket, tenant_id, requests, traceparent, notify, single=False, ruled=ruled, group=group
         )
+        if audit is not None:
+            await audit_log.triggered(conn, audit, tenant_id, [(s.run, s.created) for s in submitted])
+        return submitted
 
 
 async def _submit(

@@ -13,6 +13,7 @@ import asyncpg
 
 from app.db import ui_sessions as session_repo
 from app.errors import Unauthorized
+from app.services.audit import Actor
 from app.services.auth import ALL_SCOPES, KeyCache, Principal, authenticate, key_id_of
 
 SESSION_SECONDS = 8 * 3600  # a working day; signing in again costs one paste of the key
@@ -25,6 +26,13 @@ MAX_TOKEN_CHARS = 64
 class UiSession:
     principal: Principal
     csrf_token: str
+    # Names the session in the audit log: the first 16 hex digits of its token's SHA-256 (the
+    # token cannot be had from it).
+    id: str = ""
+
+    def actor(self) -> Actor:
+        """The session as the audit log records it, with the key it signed in with (None: the admin)."""
+        return Actor("session", self.id, self.principal.key_id)
 
 
 def _hash(token: str) -> bytes:
@@ -74,14 +82,16 @@ async def get_session(pool: asyncpg.Pool, token: str) -> UiSession | None:
     """The live session of this token, or None (unknown, expired, signed out, its key revoked)."""
     if not token or len(token) > MAX_TOKEN_CHARS:
         return None
+    token_hash = _hash(token)
     async with pool.acquire() as conn:
-        row = await session_repo.get_session(conn, _hash(token))
+        row = await session_repo.get_session(conn, token_hash)
     if row is None:
         return None
     tenant_id = row["tenant_id"]
     # A tenant's session does what its key may (services.auth.Scope); the admin's, everything.
     scopes = ALL_SCOPES if tenant_id is None else frozenset(row["scopes"] or ())
-    return UiSession(Principal(tenant_id, scopes), row["csrf_token"])
+    key_id = row["key_id"].hex if row["key_id"] is not None else None
+    return UiSession(Principal(tenant_id, scopes, key_id), row["csrf_token"], token_hash.hex()[:16])
 
 
 async def sign_out(pool: asyncpg.Pool, token: str) -> None:

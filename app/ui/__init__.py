@@ -7,13 +7,21 @@ from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
 from app.ui import actions, sessions
-from app.ui.pages import admin, failures, groups, jobs, overview, runs
+from app.ui.pages import admin, audit, failures, groups, jobs, overview, runs
 from app.ui.render import HERE
 
 
 def mount_dashboard(app: FastAPI) -> None:
     """/ui's pages, actions, sign-in, and its static files (our CSS and the vendored htmx)."""
-    pages = (overview.router, runs.router, jobs.router, failures.router, groups.router, admin.router)
+    pages = (
+        overview.router,
+        runs.router,
+        jobs.router,
+        failures.router,
+        groups.router,
+        audit.router,
+        admin.router,
+    )
     for router in (sessions.router, *pages, actions.router):
         app.include_router(router)
     app.mount("/ui/static", StaticFiles(directory=HERE / "static"), name="ui-static")

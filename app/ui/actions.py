@@ -20,6 +20,7 @@ from app.errors import Conflict, InvalidInput
 from app.services import flow as flow_service
 from app.services import run_actions as action_service
 from app.services import runs as run_service
+from app.services.audit import AuditContext
 from app.services.run_actions import Action
 from app.services.run_requests import RunRequest
 from app.services.submission import submit
@@ -28,7 +29,7 @@ from app.ui.pages.jobs import job_editor
 from app.ui.pages.runs import run_page
 from app.ui.render import UiRoute
 from app.ui.scope import moment, scoped_tenant, scoped_tenant_of_run
-from app.ui.sessions import FormDep, SessionDep
+from app.ui.sessions import FormDep, SessionDep, UiAuditDep
 
 router = APIRouter(prefix="/ui", route_class=UiRoute, include_in_schema=False)
 JobName = Annotated[str, Path(pattern=JOB_NAME_PATTERN)]
@@ -44,23 +45,29 @@ def _query(tenant: str | None) -> str:
 
 
 @router.post("/runs/{run_id}/cancel")
-async def cancel_run(run_id: UUID, state: StateDep, session: SessionDep, form: FormDep) -> Response:
-    await run_service.cancel_run(state.pool, run_id, session.principal.tenant_id, state.stop_running)
+async def cancel_run(
+    run_id: UUID, state: StateDep, session: SessionDep, form: FormDep, audit: UiAuditDep
+) -> Response:
+    await run_service.cancel_run(
+        state.pool, run_id, session.principal.tenant_id, state.stop_running, audit=audit
+    )
     return RedirectResponse(f"/ui/runs/{run_id}", status_code=303)
 
 
 @router.post("/runs/{run_id}/retry")
-async def retry_run(run_id: UUID, state: StateDep, session: SessionDep, form: FormDep) -> Response:
+async def retry_run(
+    run_id: UUID, state: StateDep, session: SessionDep, form: FormDep, audit: UiAuditDep
+) -> Response:
     """A failed, cancelled or expired run back to pending, due now: what POST /runs/{id}/retry does."""
     await run_service.retry_run(
-        state.pool, state.admission, state.on_pending, run_id, session.principal.tenant_id, None
+        state.pool, state.admission, state.on_pending, run_id, session.principal.tenant_id, None, audit=audit
     )
     return RedirectResponse(f"/ui/runs/{run_id}", status_code=303)
 
 
 @router.post("/runs/{run_id}/reschedule")
 async def reschedule_run(
-    request: Request, run_id: UUID, state: StateDep, session: SessionDep, form: FormDep
+    request: Request, run_id: UUID, state: StateDep, session: SessionDep, form: FormDep, audit: UiAuditDep
 ) -> Response:
     """A pending run's new due time (the form's datetime-local, UTC): what POST /runs/{id}/reschedule
     does, by the same service and rules. A refusal is the Run page again, saying why."""
@@ -76,6 +83,7 @@ async def reschedule_run(
             session.principal.tenant_id,
             due_at,
             state.settings.max_schedule_ahead_days,
+            audit=audit,
         )
     except (InvalidInput, Conflict) as exc:
         return await run_page(request, state, session, run_id, exc, typed)
@@ -83,47 +91,57 @@ async def reschedule_run(
 
 
 async def _pause_job(
-    name: str, paused: bool, state: StateDep, session: SessionDep, form: dict[str, str]
+    name: str, paused: bool, state: StateDep, session: SessionDep, form: dict[str, str], audit: AuditContext
 ) -> Response:
     tenant = _tenant_of(form)
     await flow_service.set_job_paused(
-        state.pool, scoped_tenant(session, tenant), name, paused, state.on_pending
+        state.pool, scoped_tenant(session, tenant), name, paused, state.on_pending, audit=audit
     )
     return RedirectResponse(f"/ui/jobs{_query(tenant)}", status_code=303)
 
 
 @router.post("/jobs/{name}/pause")
-async def pause_job(name: JobName, state: StateDep, session: SessionDep, form: FormDep) -> Response:
+async def pause_job(
+    name: JobName, state: StateDep, session: SessionDep, form: FormDep, audit: UiAuditDep
+) -> Response:
     """Holds the job's pending runs and its cron: POST /tenants/{id}/jobs/{name}/pause's service."""
-    return await _pause_job(name, True, state, session, form)
+    return await _pause_job(name, True, state, session, form, audit)
 
 
 @router.post("/jobs/{name}/resume")
-async def resume_job(name: JobName, state: StateDep, session: SessionDep, form: FormDep) -> Response:
+async def resume_job(
+    name: JobName, state: StateDep, session: SessionDep, form: FormDep, audit: UiAuditDep
+) -> Response:
     """Releases the job's held runs: POST /tenants/{id}/jobs/{name}/resume's service."""
-    return await _pause_job(name, False, state, session, form)
+    return await _pause_job(name, False, state, session, form, audit)
 
 
-async def _pause_tenant(tenant_id: str, paused: bool, state: StateDep, session: SessionDep) -> Response:
+async def _pause_tenant(
+    tenant_id: str, paused: bool, state: StateDep, session: SessionDep, audit: AuditContext
+) -> Response:
     session.principal.require_admin()  # as the API's: a tenant session gets 404
-    await flow_service.set_tenant_paused(state.pool, tenant_id, paused, state.on_pending)
+    await flow_service.set_tenant_paused(state.pool, tenant_id, paused, state.on_pending, audit=audit)
     return RedirectResponse("/ui/admin", status_code=303)
 
 
 @router.post("/tenants/{tenant_id}/pause")
-async def pause_tenant(tenant_id: TenantId, state: StateDep, session: SessionDep, form: FormDep) -> Response:
+async def pause_tenant(
+    tenant_id: TenantId, state: StateDep, session: SessionDep, form: FormDep, audit: UiAuditDep
+) -> Response:
     """Holds every pending run of the tenant (the admin only): POST /tenants/{id}/pause's service."""
-    return await _pause_tenant(tenant_id, True, state, session)
+    return await _pause_tenant(tenant_id, True, state, session, audit)
 
 
 @router.post("/tenants/{tenant_id}/resume")
-async def resume_tenant(tenant_id: TenantId, state: StateDep, session: SessionDep, form: FormDep) -> Response:
+async def resume_tenant(
+    tenant_id: TenantId, state: StateDep, session: SessionDep, form: FormDep, audit: UiAuditDep
+) -> Response:
     """Releases the tenant's held runs (the admin only): POST /tenants/{id}/resume's service."""
-    return await _pause_tenant(tenant_id, False, state, session)
+    return await _pause_tenant(tenant_id, False, state, session, audit)
 
 
 @router.post("/failures/act")
-async def act_on_failures(state: StateDep, session: SessionDep, form: FormDep) -> Response:
+async def act_on_failures(state: StateDep, session: SessionDep, form: FormDep, audit: UiAuditDep) -> Response:
     """A confirmed bulk retry or cancel of a Failures group (named by one of its runs), through the
     service behind POST /tenants/{id}/runs/actions; the Failures page then says what it matched and
     changed. Over the tenant's backlog quota before anything changed: the 429 page, nothing written."""
@@ -147,6 +165,7 @@ async def act_on_failures(state: StateDep, session: SessionDep, form: FormDep) -
         failure_filter(record, action, days),
         BULK_LIMIT,
         None,
+        audit=audit,
     )
     query = urlencode(
         {
@@ -162,7 +181,7 @@ async def act_on_failures(state: StateDep, session: SessionDep, form: FormDep) -
 
 @router.post("/jobs/{name}/trigger")
 async def trigger_job(
-    request: Request, name: JobName, state: StateDep, session: SessionDep, form: FormDep
+    request: Request, name: JobName, state: StateDep, session: SessionDep, form: FormDep, audit: UiAuditDep
 ) -> Response:
     """A run of the job now, with its default payload: what POST /tenants/{id}/runs {"job"} does."""
     tenant_id = scoped_tenant(session, _tenant_of(form))
@@ -174,20 +193,21 @@ async def trigger_job(
         request.headers.get("traceparent"),
         state.wakeups,
         state.on_pending,
+        audit=audit,
     )
     return RedirectResponse(f"/ui/runs/{submitted.run['id']}", status_code=303)
 
 
 @router.post("/jobs/{name}")
 async def save_job(
-    request: Request, name: JobName, state: StateDep, session: SessionDep, form: FormDep
+    request: Request, name: JobName, state: StateDep, session: SessionDep, form: FormDep, audit: UiAuditDep
 ) -> Response:
     """Validated by the API's own JobPut and saved by the same service as PUT /tenants/{id}/jobs/{name}."""
     tenant = _tenant_of(form)
     tenant_id = scoped_tenant(session, tenant)
     text = form.get("definition", "")
     try:
-        await put_job(state, tenant_id, name, JobPut.model_validate_json(text))
+        await put_job(state, tenant_id, name, JobPut.model_validate_json(text), audit)
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}" for e in exc.errors())
         return job_editor(request, session, tenant_id, tenant, name, text, problems)

@@ -13,9 +13,10 @@ from urllib.parse import parse_qs
 from fastapi import APIRouter, Depends, Path, Request, Response
 from fastapi.responses import RedirectResponse
 
-from app.api.deps import StateDep, authorize
+from app.api.deps import StateDep, authorize, request_id
 from app.errors import Forbidden, InvalidInput, Unauthorized
 from app.services import ui_sessions
+from app.services.audit import AuditContext
 from app.services.ui_sessions import SESSION_SECONDS, UiSession
 from app.ui.render import SignInRequired, UiRoute, page
 
@@ -89,6 +90,14 @@ async def checked_form(request: Request, session: SessionDep) -> dict[str, str]:
 
 
 FormDep = Annotated[dict[str, str], Depends(checked_form)]
+
+
+async def session_audit(request: Request, session: SessionDep) -> AuditContext:
+    """What a dashboard action changes is recorded as the session's doing (services.audit)."""
+    return AuditContext(session.actor(), request_id(request))
+
+
+UiAuditDep = Annotated[AuditContext, Depends(session_audit)]
 
 
 def _login_page(request: Request, status_code: int = 200, message: str | None = None) -> Response:

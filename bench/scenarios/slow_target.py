@@ -28,6 +28,7 @@ from app.db.connection import create_pool
 from app.db.queries import parse
 from app.dev import free_port
 from app.services import flow
+from app.services.audit import Actor, AuditContext, new_request_id
 from bench import prometheus, workload
 from bench.procs import SchedulerProcess, ops_process, running
 from bench.report import Report
@@ -192,8 +193,9 @@ class Pause:
         return max(0.01, min([default, *nxt]))
 
     async def _pause_all(self, paused: bool) -> None:
+        as_admin = AuditContext(Actor("admin", "admin"), new_request_id())  # what the admin token's pause is
         for i in range(self.tenants):
-            await flow.set_job_paused(self.pool, f"t{i:03d}", "noop", paused)
+            await flow.set_job_paused(self.pool, f"t{i:03d}", "noop", paused, audit=as_admin)
 
     async def step(self) -> None:
         now = time.perf_counter()

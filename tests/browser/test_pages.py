@@ -90,6 +90,9 @@ async def test_every_page_at_1280x800(page: Page, stack: Stack, out: Path) -> No
         "Retry 5 failed runs of job send-invoice?"
     )
     await _shoot(page, "confirm", out)
+    await page.goto("/ui/audit")
+    await expect(page.locator('#audit tr[data-action="job.put"]').first).to_be_visible()
+    await _shoot(page, "audit", out)
 
     admin = await page.context.browser.new_context(
         base_url=stack.base, viewport={"width": 1280, "height": 800}

@@ -165,3 +165,20 @@ async def test_a_cron_jobs_occurrences_are_backfilled_once(
     with pytest.raises(ApiError) as refused:
         await client.call("backfill_job", account.id, "once", start, start + timedelta(hours=1))
     assert refused.value.status == 409
+
+
+async def test_the_audit_log_across_pages(live: Live, account: Account, client: Calls) -> None:
+    for name in ("a", "b", "c"):
+        await client.call("put_job", account.id, name, target={"type": "noop"})
+    await client.call("pause_job", account.id, "b")
+    events = await client.collect("list_audit_events", account.id, page_size=2)
+    assert [(str(e.action), e.target) for e in events[:4]] == [
+        ("job.paused", "job:b"),
+        ("job.put", "job:c"),
+        ("job.put", "job:b"),
+        ("job.put", "job:a"),
+    ]
+    key_id = account.api_key.removeprefix("sch_").split("_", 1)[0]
+    assert {(str(e.actor.type_), e.actor.id) for e in events[:4]} == {("key", key_id)}
+    paused = await client.collect("list_audit_events", account.id, action="job.paused")
+    assert [e.target for e in paused] == ["job:b"]

@@ -110,6 +110,7 @@ CASES: dict[tuple[str, str], Callable[[Victim], Request]] = {
         f"/tenants/{v.tenant}/runs/actions",
         {"action": "cancel", "filter": {"ids": [v.run_id, v.cancelled_run_id]}},
     ),
+    ("GET", "/tenants/{tenant_id}/audit"): lambda v: (f"/tenants/{v.tenant}/audit", None),
 }
 # Routes only the admin token may use: their owner, for the last step below, is the admin.
 ADMIN_ONLY = {"/tenants", "/tenants/{tenant_id}", "/tenants/{tenant_id}/pause", "/tenants/{tenant_id}/resume"}

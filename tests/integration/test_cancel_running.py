@@ -22,7 +22,7 @@ from app.engine.keeper import FlowKeeper
 from app.services.admission import AdmissionControl
 from app.services.run_actions import RunFilter, act_on_runs
 from tests.integration.test_run_history import Outcome, fence_of
-from tests.support import put_job, submit_run
+from tests.support import AS_ADMIN, put_job, submit_run
 
 SUCCESS = Outcome(True, outcome="succeeded")
 
@@ -152,6 +152,7 @@ async def test_a_bulk_cancel_takes_running_runs_and_names_them_for_their_workers
         RunFilter(job="hello"),
         100,
         None,
+        audit=AS_ADMIN,
     )
     assert (outcome.matched, outcome.changed) == (8, 8)
     assert sorted(told) == sorted((run["id"], run["epoch"]) for run in running)  # the running ones only

@@ -29,6 +29,8 @@ TABLES = {
     "run_tags",
     "run_tags_default",
     "run_groups",
+    "audit_events",
+    "audit_events_default",
 }
 FUNCTIONS = {
     "scheduler_run_id",
@@ -65,6 +67,8 @@ FUNCTIONS = {
     "scheduler_attach_day_partition",
     "scheduler_create_tags_day_partition",
     "scheduler_drop_tags_day_partition",
+    "scheduler_create_audit_day_partition",
+    "scheduler_drop_audit_day_partition",
 }
 
 

@@ -26,7 +26,7 @@ from app.telemetry.metrics import expose_engine_metrics
 from tests import factories
 from tests.support import submit_run
 
-EMPTY_REPORT: dict[str, list[str]] = {"created": [], "kept": [], "dropped": [], "tags": []}
+EMPTY_REPORT: dict[str, list[str]] = {"created": [], "kept": [], "dropped": [], "tags": [], "audit": []}
 
 
 def part(day: date) -> str:
@@ -411,6 +411,7 @@ async def test_only_one_leader_runs_a_pass(settings: Settings, pool: asyncpg.Poo
             "kept": [],
             "dropped": [],
             "tags": [f"{day + timedelta(days=8)}: created"],
+            "audit": [f"{day + timedelta(days=8)}: created"],
         },
     ]
 

@@ -18,7 +18,7 @@ from app.errors import Conflict, NotFound
 from app.services import runs as run_service
 from app.services.admission import AdmissionControl
 from app.services.run_actions import RunFilter, act_on_runs
-from tests.support import create_tenant, submit_run
+from tests.support import AS_ADMIN, create_tenant, submit_run
 
 
 async def test_another_tenants_run_is_neither_read_nor_cancelled(
@@ -33,14 +33,14 @@ async def test_another_tenants_run_is_neither_read_nor_cancelled(
     with pytest.raises(NotFound):
         await run_service.get_run(pool, run_id, "beta")
     with pytest.raises(NotFound):
-        await run_service.cancel_run(pool, run_id, "beta", no_stop_notice)
+        await run_service.cancel_run(pool, run_id, "beta", no_stop_notice, audit=AS_ADMIN)
     assert await pool.fetchval("SELECT status FROM job_runs WHERE id = $1", run_id) == "pending"
 
     assert (await run_service.get_run(pool, run_id, None))["tenant_id"] == "acme"  # the admin
-    cancelled = await run_service.cancel_run(pool, run_id, "acme", no_stop_notice)
+    cancelled = await run_service.cancel_run(pool, run_id, "acme", no_stop_notice, audit=AS_ADMIN)
     assert cancelled["status"] == "cancelled"
     with pytest.raises(Conflict) as again:
-        await run_service.cancel_run(pool, run_id, "acme", no_stop_notice)
+        await run_service.cancel_run(pool, run_id, "acme", no_stop_notice, audit=AS_ADMIN)
     assert again.value.field == "status"
 
 
@@ -50,7 +50,7 @@ async def test_another_tenants_run_is_neither_retried_rescheduled_nor_bulk_chang
     await create_tenant(api, "beta")
     pending = uuid.UUID((await submit_run(api, "acme", tenant["auth"], job="hello"))["id"])
     cancelled = uuid.UUID((await submit_run(api, "acme", tenant["auth"], job="hello"))["id"])
-    await run_service.cancel_run(pool, cancelled, "acme", no_stop_notice)
+    await run_service.cancel_run(pool, cancelled, "acme", no_stop_notice, audit=AS_ADMIN)
     now = datetime.now(UTC)
     async with pool.acquire() as conn:
         assert await run_repo.retry_runs(conn, "beta", [cancelled]) == []
@@ -68,9 +68,9 @@ async def test_another_tenants_run_is_neither_retried_rescheduled_nor_bulk_chang
 
     admission = AdmissionControl(100)
     with pytest.raises(NotFound):
-        await run_service.retry_run(pool, admission, no_hint, cancelled, "beta", None)
+        await run_service.retry_run(pool, admission, no_hint, cancelled, "beta", None, audit=AS_ADMIN)
     with pytest.raises(NotFound):
-        await run_service.reschedule_run(pool, no_hint, pending, "beta", now, 365)
+        await run_service.reschedule_run(pool, no_hint, pending, "beta", now, 365, audit=AS_ADMIN)
     outcome = await act_on_runs(
         pool,
         admission,
@@ -81,11 +81,12 @@ async def test_another_tenants_run_is_neither_retried_rescheduled_nor_bulk_chang
         RunFilter(ids=[pending, cancelled]),
         100,
         None,
+        audit=AS_ADMIN,
     )
     assert (outcome.matched, outcome.changed) == (0, 0)
     assert dict(await pool.fetch("SELECT id, status FROM job_runs")) == statuses
 
     # The admin reaches any tenant's run.
-    assert (await run_service.retry_run(pool, admission, no_hint, cancelled, None, None))[
+    assert (await run_service.retry_run(pool, admission, no_hint, cancelled, None, None, audit=AS_ADMIN))[
         "status"
     ] == "pending"

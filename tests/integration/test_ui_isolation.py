@@ -69,6 +69,7 @@ CASES: dict[tuple[str, str], Callable[[Victim], Request]] = {
     ("GET", "/ui/admin"): lambda v: ("/ui/admin", None),
     ("GET", "/ui/groups"): lambda v: (f"/ui/groups?tenant={v.tenant}", None),
     ("GET", "/ui/groups/{group_id}"): lambda v: (f"/ui/groups/{v.group_id}?tenant={v.tenant}", None),
+    ("GET", "/ui/audit"): lambda v: (f"/ui/audit?tenant={v.tenant}", None),
 }
 
 

@@ -42,6 +42,7 @@ def test_schema_documents_every_route_and_its_errors() -> None:
         "/tenants/{tenant_id}/groups",
         "/tenants/{tenant_id}/groups/{group_id}",
         "/tenants/{tenant_id}/events/{name}",
+        "/tenants/{tenant_id}/audit",
         "/healthz",
         "/readyz",
     }
@@ -92,6 +93,7 @@ def test_every_operation_has_a_named_id_and_the_bearer_scheme() -> None:
         "POST /runs/{run_id}/retry": "retryRun",
         "POST /runs/{run_id}/reschedule": "rescheduleRun",
         "POST /tenants/{tenant_id}/runs/actions": "actOnRuns",
+        "GET /tenants/{tenant_id}/audit": "listAuditEvents",
         "GET /healthz": "healthz",
         "GET /readyz": "readyz",
     }

@@ -75,7 +75,7 @@ VALUES (:token_hash, :kind, :tenant_id, :key_id, :csrf_token, now() + make_inter
 -- name: get_ui_session
 -- A live session: not expired, and for a tenant, opened with a key that is still not revoked;
 -- a tenant's session has its key's scopes (the admin's, key_id NULL, has no key and every scope).
-SELECT s.tenant_id, s.csrf_token, k.scopes
+SELECT s.tenant_id, s.key_id, s.csrf_token, k.scopes
 FROM ui_sessions s
 LEFT JOIN api_keys k ON k.id = s.key_id
 WHERE s.token_hash = :token_hash AND s.kind = 'session' AND s.expires_at > now()
@@ -1919,3 +1919,43 @@ ORDER BY group_id, id DESC;
 SELECT name FROM jobs
 WHERE tenant_id = :tenant_id AND on_events @> ARRAY[CAST(:event AS text)]
 ORDER BY name;
+-- ───────────────────────────────── audit log ────────────────────────────────
+-- audit_events (migration 0026): written by app.services.audit in the change's own transaction,
+-- read newest first, its days made and dropped by partition maintenance.
+
+-- name: insert_audit_event
+-- `at` is the moment of the write (clock_timestamp: two events of one transaction keep their order).
+INSERT INTO audit_events (tenant_id, at, id, actor_type, actor_id, actor_key_id, action, target,
+                          request_id, detail)
+VALUES (:tenant_id, clock_timestamp(), gen_random_uuid(), :actor_type, :actor_id, :actor_key_id,
+        :action, :target, :request_id, CAST(:detail AS jsonb))
+RETURNING at, id;
+
+-- name: update_audit_detail
+-- A bulk action's one event, its counts brought up to date by each chunk's own transaction.
+UPDATE audit_events SET detail = CAST(:detail AS jsonb)
+WHERE tenant_id = :tenant_id AND at = :at AND id = :id;
+
+-- name: list_audit_events
+-- A tenant's events newest first, after the cursor (at, id) of the previous page's last; of one
+-- action where given (audit_events_by_action), else by the key.
+SELECT at, id, actor_type, actor_id, actor_key_id, action, target, request_id, detail
+FROM audit_events
+WHERE tenant_id = :tenant_id
+  AND (CAST(:action AS text) IS NULL OR action = :action)
+  AND (CAST(:cursor_at AS timestamptz) IS NULL
+       OR (at, id) < (CAST(:cursor_at AS timestamptz), CAST(:cursor_id AS uuid)))
+ORDER BY at DESC, id DESC
+LIMIT :limit;
+
+-- name: create_audit_day_partition
+SELECT scheduler_create_audit_day_partition(:day);
+
+-- name: drop_audit_day_partition
+SELECT scheduler_drop_audit_day_partition(:day);
+
+-- name: audit_default_days
+-- Days before :before with events stranded in DEFAULT (written before their day was made).
+SELECT DISTINCT (at AT TIME ZONE 'UTC')::date AS day FROM audit_events_default
+WHERE at < CAST(:before AS date)::timestamp AT TIME ZONE 'UTC'
+ORDER BY day;

@@ -11,6 +11,8 @@ import { retrying, sleep } from "./retry.js";
 /** @typedef {Schemas["RunSubmit"]} RunSubmit */
 /** @typedef {Schemas["BackfillResult"]} BackfillResult */
 /** @typedef {NonNullable<paths["/tenants/{tenant_id}/runs"]["get"]["parameters"]["query"]>} RunQuery */
+/** @typedef {Schemas["AuditEvent"]} AuditEvent */
+/** @typedef {NonNullable<paths["/tenants/{tenant_id}/audit"]["get"]["parameters"]["query"]>} AuditQuery */
 
 /**
  * @typedef {object} ClientOptions
@@ -137,6 +139,25 @@ export class Client {
       const params = { path: { tenant_id: tenant }, query };
       const page = ok(await this.api.GET("/tenants/{tenant_id}/runs", { params }));
       yield* page.runs;
+      if (!page.next_cursor) return;
+      query.cursor = page.next_cursor;
+    }
+  }
+
+  /**
+   * Every change made to the tenant through the API or the dashboard (one action's only, if
+   * given), newest first, page after page (docs/audit.md).
+   * @param {string} tenant
+   * @param {{ action?: AuditEvent["action"], pageSize?: number }} [options]
+   * @returns {AsyncGenerator<AuditEvent, void, undefined>}
+   */
+  async *listAuditEvents(tenant, { action, pageSize } = {}) {
+    /** @type {AuditQuery} */
+    const query = { action, limit: pageSize };
+    for (;;) {
+      const params = { path: { tenant_id: tenant }, query };
+      const page = ok(await this.api.GET("/tenants/{tenant_id}/audit", { params }));
+      yield* page.events;
       if (!page.next_cursor) return;
       query.cursor = page.next_cursor;
     }

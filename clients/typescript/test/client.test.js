@@ -123,6 +123,21 @@ describe("problems", async () => {
     await assert.rejects(client.backfill(tenant, "once", start, end), { status: 409, code: "conflict" });
   });
 
+  test("the audit log, newest first across pages, one action's", async () => {
+    await client.putJob(tenant, "audited", { target: { type: "noop" } });
+    await client.putJob(tenant, "audited", { target: { type: "noop" }, priority: 1 });
+    const events = [];
+    for await (const event of client.listAuditEvents(tenant, { pageSize: 1 })) events.push(event);
+    assert.deepEqual(
+      events.slice(0, 2).map((e) => [e.action, e.target, e.actor.type, e.detail]),
+      [["job.put", "job:audited", "key", { created: false }], ["job.put", "job:audited", "key", { created: true }]],
+    );
+    assert.equal(events.at(-1)?.action, "tenant.created");
+    const created = [];
+    for await (const event of client.listAuditEvents(tenant, { action: "tenant.created" })) created.push(event);
+    assert.deepEqual(created.map((e) => e.actor), [{ type: "admin", id: "admin", key_id: null }]);
+  });
+
   test("409 for a run that cannot be cancelled", async () => {
     await client.putJob(tenant, "quick", { target: { type: "noop" } });
     const run = await client.wait((await client.submitRun(tenant, "quick")).id);

@@ -48,6 +48,17 @@ export class Client {
      */
     listRuns(tenant: string, { status, job, scheduledAfter, scheduledBefore, pageSize }?: RunFilters): AsyncGenerator<Run, void, undefined>;
     /**
+     * Every change made to the tenant through the API or the dashboard (one action's only, if
+     * given), newest first, page after page (docs/audit.md).
+     * @param {string} tenant
+     * @param {{ action?: AuditEvent["action"], pageSize?: number }} [options]
+     * @returns {AsyncGenerator<AuditEvent, void, undefined>}
+     */
+    listAuditEvents(tenant: string, { action, pageSize }?: {
+        action?: AuditEvent["action"];
+        pageSize?: number;
+    }): AsyncGenerator<AuditEvent, void, undefined>;
+    /**
      * Makes the cron job's occurrences in [from, to) into runs, each at most once however often it
      * is asked: `existing` counts those whose run was made already (by the schedule or a backfill).
      * @param {string} tenant
@@ -82,6 +93,8 @@ export type JobPut = Schemas["JobPut"];
 export type RunSubmit = Schemas["RunSubmit"];
 export type BackfillResult = Schemas["BackfillResult"];
 export type RunQuery = NonNullable<paths["/tenants/{tenant_id}/runs"]["get"]["parameters"]["query"]>;
+export type AuditEvent = Schemas["AuditEvent"];
+export type AuditQuery = NonNullable<paths["/tenants/{tenant_id}/audit"]["get"]["parameters"]["query"]>;
 export type ClientOptions = {
     /**
      * the API's root, e.g. `http://127.0.0.1:8000`

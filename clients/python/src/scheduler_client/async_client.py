@@ -16,6 +16,7 @@ from scheduler_client import operations as ops
 from scheduler_client.errors import ApiError
 from scheduler_client.generated.models import (
     ApiKey,
+    AuditEvent,
     BackfillResult,
     Job,
     KeyCreated,
@@ -137,6 +138,15 @@ class AsyncClient:
 
     async def reschedule_run(self, run_id: uuid.UUID | str, due_at: datetime | str) -> Run:
         return await self._do(ops.reschedule_run_op(run_id, due_at))
+
+    # The audit log
+
+    def list_audit_events(
+        self, tenant: str, *, action: str | None = None, page_size: int | None = None
+    ) -> AsyncIterator[AuditEvent]:
+        """Every change made to the tenant through the API or the dashboard (one `action` only, if
+        given), newest first, page after page (docs/audit.md)."""
+        return self._each(ops.audit_pages(tenant, action, page_size))
 
     # Keys and signing secrets
 

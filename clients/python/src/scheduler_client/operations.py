@@ -14,6 +14,7 @@ import httpx
 
 from scheduler_client.errors import ApiError
 from scheduler_client.generated import AuthenticatedClient
+from scheduler_client.generated.api.audit import list_audit_events
 from scheduler_client.generated.api.flow_control import pause_job, resume_job
 from scheduler_client.generated.api.jobs import backfill_job, delete_job, get_job, list_jobs, put_job
 from scheduler_client.generated.api.runs import (
@@ -28,6 +29,8 @@ from scheduler_client.generated.api.runs import (
 from scheduler_client.generated.api.tenants import create_key, list_keys, revoke_key, rotate_signing_secret
 from scheduler_client.generated.models import (
     ApiKeyList,
+    AuditEvent,
+    AuditEventList,
     Backfill,
     BackfillResult,
     Job,
@@ -36,6 +39,7 @@ from scheduler_client.generated.models import (
     KeyCreate,
     KeyCreated,
     KeyCreateScopesItem,
+    ListAuditEventsActionType0,
     Problem,
     Run,
     RunBatch,
@@ -287,3 +291,19 @@ def revoke_key_op(tenant: str, key_id: uuid.UUID | str) -> Op[Any]:
 def rotate_signing_secret_op(tenant: str, overlap_seconds: int | None) -> Op[SigningSecretCreated]:
     body = SigningSecretRotation(overlap_seconds=overlap_seconds) if overlap_seconds is not None else None
     return Op(rotate_signing_secret.sync_detailed, rotate_signing_secret.asyncio_detailed, tenant, body=body)
+
+
+def audit_pages(tenant: str, action: str | None, limit: int | None) -> Pages[AuditEventList, AuditEvent]:
+    """The tenant's audit log, newest first: every event, or one `action`'s; `limit`: the page size."""
+
+    def page(cursor: str | None) -> Op[AuditEventList]:
+        return Op(
+            list_audit_events.sync_detailed,
+            list_audit_events.asyncio_detailed,
+            tenant,
+            action=ListAuditEventsActionType0(action) if action is not None else UNSET,
+            limit=limit if limit is not None else UNSET,
+            cursor=cursor if cursor is not None else UNSET,
+        )
+
+    return Pages(page, "events")

@@ -5,6 +5,12 @@ from .api_key_list import ApiKeyList
 from .api_key_scopes_item import ApiKeyScopesItem
 from .attempt import Attempt
 from .attempt_outcome_type_0 import AttemptOutcomeType0
+from .audit_actor import AuditActor
+from .audit_actor_type import AuditActorType
+from .audit_event import AuditEvent
+from .audit_event_action import AuditEventAction
+from .audit_event_detail import AuditEventDetail
+from .audit_event_list import AuditEventList
 from .backfill import Backfill
 from .backfill_result import BackfillResult
 from .callback import Callback
@@ -40,6 +46,7 @@ from .key_create import KeyCreate
 from .key_create_scopes_item import KeyCreateScopesItem
 from .key_created import KeyCreated
 from .key_created_scopes_item import KeyCreatedScopesItem
+from .list_audit_events_action_type_0 import ListAuditEventsActionType0
 from .list_runs_status_type_0 import ListRunsStatusType0
 from .noop_target import NoopTarget
 from .on_complete import OnComplete
@@ -79,6 +86,12 @@ __all__ = (
     "ApiKeyScopesItem",
     "Attempt",
     "AttemptOutcomeType0",
+    "AuditActor",
+    "AuditActorType",
+    "AuditEvent",
+    "AuditEventAction",
+    "AuditEventDetail",
+    "AuditEventList",
     "Backfill",
     "BackfillResult",
     "Callback",
@@ -114,6 +127,7 @@ __all__ = (
     "KeyCreated",
     "KeyCreatedScopesItem",
     "KeyCreateScopesItem",
+    "ListAuditEventsActionType0",
     "ListRunsStatusType0",
     "NoopTarget",
     "OnComplete",
