@@ -31,7 +31,7 @@ def make_app(broker: str) -> Celery:
         task_default_queue=QUEUE,
     )
 
-    @app.task(name="noop")
+    @app.task(name="noop")  # type: ignore[untyped-decorator]
     def noop() -> None:
         return None
 
@@ -41,11 +41,13 @@ def make_app(broker: str) -> Celery:
 app = make_app(os.environ.get("BENCH_CELERY_BROKER", "redis://127.0.0.1:6379/0"))
 
 
-@signals.worker_ready.connect
+@signals.worker_ready.connect  # type: ignore[untyped-decorator]
 def _ready(**_: object) -> None:
     # Celery redirects sys.stdout to its log: the bench reads the process's own stdout.
-    sys.__stdout__.write("ready\n")
-    sys.__stdout__.flush()
+    out = sys.__stdout__
+    assert out is not None
+    out.write("ready\n")
+    out.flush()
 
 
 def enqueue(broker: str, n: int, chunk: int = 5_000) -> None:
@@ -58,7 +60,7 @@ def enqueue(broker: str, n: int, chunk: int = 5_000) -> None:
         client.delete(STAGING)
         result = local.send_task("noop", queue=STAGING, routing_key=STAGING)
         first = client.lindex(STAGING, 0)
-        assert first is not None
+        assert isinstance(first, bytes)
         text = first.decode()
         tag = json.loads(text)["properties"]["delivery_tag"]
         for i in range(0, n - 1, chunk):
