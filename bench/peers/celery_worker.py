@@ -87,8 +87,8 @@ def remaining(broker: str) -> int:
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("broker")
-    p.add_argument("--pool", default="prefork")
-    p.add_argument("--concurrency", type=int, default=2)
+    p.add_argument("--pool", default="threads")
+    p.add_argument("--concurrency", type=int, default=4)
     p.add_argument("--prefetch", type=int, default=100)
     args = p.parse_args()
     os.environ["BENCH_CELERY_BROKER"] = args.broker

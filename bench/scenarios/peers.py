@@ -48,10 +48,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--pgqueuer-batch-size", type=int, default=100)
     p.add_argument("--pgboss-workers", type=int, default=4, help="pg-boss fetch/complete loops")
     p.add_argument("--pgboss-batch", type=int, default=500, help="pg-boss jobs per fetch")
-    p.add_argument("--celery-pool", default="prefork", choices=("prefork", "solo", "threads"))
-    p.add_argument("--celery-concurrency", type=int, default=2, help="Celery pool size (2 cores here)")
+    # threads x 4: of prefork x 2, solo and threads x 4 on this host, the fastest and cheapest per
+    # no-op job (docs/bench.md, verdict 35).
+    p.add_argument("--celery-pool", default="threads", choices=("prefork", "solo", "threads"))
+    p.add_argument("--celery-concurrency", type=int, default=4, help="Celery pool size")
     p.add_argument("--celery-prefetch", type=int, default=100, help="Celery worker_prefetch_multiplier")
     p.add_argument("--timeout", type=float, default=900.0)
+    p.add_argument(
+        "--npm-timeout",
+        type=float,
+        help="seconds the Node peers' npm install may take before they are skipped (default 300; smoke 120)",
+    )
     add_shape_argument(p)
 
 
@@ -79,6 +86,7 @@ async def run(bench: Bench, args: argparse.Namespace) -> Report:
         raise SystemExit(
             f"peers: unknown peer(s) {', '.join(sorted(unknown))}; choose from {', '.join(PEERS)}"
         )
+    args.npm_timeout = args.npm_timeout or (120.0 if bench.smoke else 300.0)
     ours = [f"{OURS} [{s}]" for s in shapes(args.shape)]
     drivers: dict[str, Driver] = {}
     skipped: list[str] = []
