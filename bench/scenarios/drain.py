@@ -1,7 +1,6 @@
 """drain (end to end): N runs (noop by default) through real processes — one `scheduler engine` and one
 `scheduler worker` subprocess, configured by environment as deployed, app defaults — timed from the
-moment the backlog falls due until every run is `succeeded` in Postgres.
-
+moment the backlog falls due until every run is `succeeded` in Postgres; `--shape`: how (docs/bench.md).
 The processes start first and wait, ready; the backlog is then committed in one transaction due a
 moment later (with the NOTIFY a submission sends), and the bench NOTIFYs again at the due instant,
 so neither process start-up nor the engine's idle poll interval is in the figure."""
