@@ -10,11 +10,17 @@ views (bench.pgstats), both diffed over the drain including the backlog's insert
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
+import httpx
+
 from app.db.connection import create_pool
-from bench import pgstats, workload
+from app.db.queries import Conn
+from app.dev import free_port
+from bench import api_backlog, pgstats, workload
 from bench.measure import cpu_seconds, wait_for_count
 from bench.procs import SchedulerProcess, ops_process, running, scrape_all
 from bench.scenarios._common import engine_summary, worker_summary
@@ -48,9 +54,15 @@ async def drain(
     workers: int = 1,
     interval: float = 0.25,
     overrides: dict[str, Any] | None = None,
+    shape: str = "interleaved",
 ) -> Drain:
-    """`overrides`: settings of the processes beside the app's defaults (another NATS_URL, say)."""
-    lead = 0.5 + n / 10_000  # room to commit the backlog before it falls due
+    """`overrides`: settings of the processes beside the app's defaults (another NATS_URL, say).
+    `shape`: the backlog's (workload.SHAPES); `api` submits it through a `scheduler api` process
+    (SCHEDULER_ENGINE=off: API, engine and workers each a process of their own, as deployed)."""
+    # Room to commit the backlog before it falls due (through the API: to submit it, at a pace this
+    # shared machine keeps even when busy).
+    lead = 0.5 + n / 10_000 if shape != "api" else 2.0 + n / 2_000
+    late = False  # the API's submission ended after the runs fell due
     async with bench.database() as url:
         base = bench.settings(url, **(overrides or {}))
         engine = ops_process("engine", base, bench.logs)
@@ -59,20 +71,29 @@ async def drain(
         names = ["worker"] if workers == 1 else [f"worker{i + 1}" for i in range(workers)]
         ws = [ops_process("worker", base, bench.logs, name=name, stop_timeout=5.0) for name in names]
         procs: list[SchedulerProcess] = [engine, *ws]
+        api = SchedulerProcess(
+            "api", base.model_copy(update={"engine": "off", "port": free_port()}), bench.logs
+        )
         pool = await create_pool(url, min_size=1, max_size=2, name="bench-drain")
         nc = await bench.nats(base.nats_url)
         try:
-            async with pool.acquire() as conn:
-                await workload.seed_tenants(conn, tenants)
-            async with running(procs):
+            if shape != "api":
+                async with pool.acquire() as conn:
+                    await workload.seed_tenants(conn, tenants)
+            async with running([*([api] if shape == "api" else []), *procs]):
+                auths = await _api_tenants(api, tenants, target) if shape == "api" else []
                 before = await scrape_all(procs)
                 pids = {"engine": engine.pid} | {f"{name}": w.pid for name, w in zip(names, ws, strict=True)}
+                pids |= {"api": api.pid} if shape == "api" else {}
                 pg_before = await pgstats.snapshot(url)
                 cpu_before = cpu_seconds(pids)
                 async with pool.acquire() as conn:
-                    due_at, start = await workload.due_burst(
-                        conn, n, tenants, lead, analyze=analyze, target=target
-                    )
+                    if shape == "api":
+                        due_at, start, late = await _api_burst(conn, api, auths, n, lead, analyze)
+                    else:
+                        due_at, start = await workload.due_burst(
+                            conn, n, tenants, lead, analyze=analyze, target=target, shape=shape
+                        )
                     await workload.wake_at(conn, start, due_at)
 
                 async def succeeded() -> int:
@@ -106,6 +127,11 @@ async def drain(
             "worker_fetch_batch": base.worker_fetch_batch,
         },
     )
+    if late:
+        result.notes.append(
+            "the API submission ended after the runs' due instant: the drain is timed from its end, and "
+            "runs claimed while it was still submitting make the rate look better than it is."
+        )
     if not alive:
         result.notes.append("a process exited during the drain; see its log under the bench's temp dir")
     if any(w.killed for w in ws):
@@ -114,6 +140,34 @@ async def drain(
             "(see its log): a shutdown problem of the worker, not part of the figures."
         )
     return result
+
+
+async def _api_tenants(
+    api: SchedulerProcess, tenants: int, target: dict[str, str]
+) -> list[tuple[str, dict[str, str]]]:
+    async with httpx.AsyncClient(base_url=api.base_url, timeout=60.0) as client:
+        return await api_backlog.create_tenants(client, tenants, target)
+
+
+async def _api_burst(
+    conn: Conn,
+    api: SchedulerProcess,
+    auths: list[tuple[str, dict[str, str]]],
+    n: int,
+    lead: float,
+    analyze: bool,
+) -> tuple[Any, float, bool]:
+    """The backlog through the API, due `lead` seconds from now (database clock); returns (due_at,
+    the perf_counter() at which the drain starts: the due instant or the submission's end, if later,
+    and whether it was later)."""
+    offset = await workload.clock_offset(conn)
+    due_at = await workload.fetchval(conn, "clock") + timedelta(seconds=lead)
+    async with httpx.AsyncClient(base_url=api.base_url, timeout=120.0) as client:
+        ended = await api_backlog.submit(client, auths, n, due_at)
+    if analyze:
+        await conn.execute("ANALYZE job_runs, run_queue")
+    due = time.perf_counter() + (due_at.timestamp() - offset - time.time())
+    return due_at, max(ended, due), ended > due
 
 
 def cpu_rows(cpu: dict[str, float], n: int, wall: float) -> list[list[Any]]:
@@ -129,3 +183,16 @@ CPU_TITLE = (
     "CPU used during the drain, by process (from /proc; 'postgres' and 'nats-server' are every process "
     "of that name on this host, other users' included)"
 )
+
+
+def shape_table(drains: dict[str, Drain], n: int) -> tuple[str, list[str], list[list[Any]]]:
+    """Rate and CPU per run of each shape's drain: a report table's title, columns and rows."""
+    labels: list[str] = []
+    for d in drains.values():
+        labels += [k for k in d.cpu if k not in labels]
+    rows = [
+        [shape, n / d.wall, *[d.cpu.get(k, 0.0) / n * 1e6 for k in labels], sum(d.cpu.values()) / n * 1e6]
+        for shape, d in drains.items()
+    ]
+    title = "By backlog shape: runs/s and CPU per run by process (µs, /proc)"
+    return title, ["shape", "runs/s", *labels, "total"], rows

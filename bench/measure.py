@@ -143,3 +143,21 @@ def cpu_seconds(pids: dict[str, int], names: Sequence[str] = ("postgres", "nats-
         if label is not None:
             out[label] += used
     return out
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below `pid` (children, their children, …), from /proc; empty without /proc."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:
+            continue
+        ppid = int(text[text.rindex(")") + 2 :].split()[1])
+        children.setdefault(ppid, []).append(int(stat.parent.name))
+    out, todo = [], list(children.get(pid, []))
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        todo += children.get(p, [])
+    return out

@@ -35,15 +35,24 @@ INSERT INTO jobs (tenant_id, name, target, max_attempts, backoff_seconds)
 SELECT id, 'noop', CAST(:target AS jsonb), 1, 1 FROM t;
 
 -- name: insert_backlog
--- N pending noop runs, round-robin over the tenants (so no tenant crowds a batch), scheduled and
--- due from :first_at every :step seconds. Ids are minted by the schema's own scheduler_run_id().
+-- N pending noop runs over the tenants, scheduled and due from :first_at every :step seconds. With
+-- :contiguous false, round-robin over the tenants (so no tenant crowds a batch); with it true, each
+-- tenant's runs in one block (as a tenant's batch arrives), tenant k's due k microseconds after
+-- tenant k-1's, so the claim meets them block by block. Ids are minted by the schema's own
+-- scheduler_run_id().
 INSERT INTO job_runs (id, scheduled_at, tenant_id, job, payload, target, max_attempts, backoff_seconds,
                       timeout_seconds, due_at)
-SELECT scheduler_run_id(s.at), s.at, 't' || lpad(CAST(g % :tenants AS text), 3, '0'), 'noop',
+SELECT scheduler_run_id(s.at), s.at, 't' || lpad(CAST(k.t AS text), 3, '0'), 'noop',
        CAST('{}' AS jsonb), CAST(:target AS jsonb), 1, 1, 30, s.at
-FROM generate_series(0, :n - 1) AS g
+FROM generate_series(0, CAST(:n AS int) - 1) AS g
 CROSS JOIN LATERAL (
-    SELECT CAST(:first_at AS timestamptz) + make_interval(secs => g * CAST(:step AS float8))
+    SELECT CASE WHEN CAST(:contiguous AS boolean)
+                THEN g / CAST(ceil(CAST(:n AS float8) / CAST(:tenants AS int)) AS int)
+                ELSE g % CAST(:tenants AS int) END
+) AS k(t)
+CROSS JOIN LATERAL (
+    SELECT CAST(:first_at AS timestamptz) + make_interval(
+        secs => g * CAST(:step AS float8) + CASE WHEN CAST(:contiguous AS boolean) THEN k.t * 1e-6 ELSE 0 END)
 ) AS s(at);
 
 -- name: set_backlog_priority
@@ -153,10 +162,32 @@ async def reset_runs(conn: Conn) -> None:
     await conn.execute("TRUNCATE job_runs, idempotency_keys")
 
 
+# The backlog's shapes: how a burst's runs are spread over tenants and instants (`api`, submitted
+# through the HTTP API, is bench.api_backlog's).
+SHAPES = ("interleaved", "contiguous", "distinct", "api")
+SQL_SHAPES = {"interleaved": (False, 0.0), "contiguous": (True, 0.0), "distinct": (False, 1e-6)}
+
+
 async def insert_backlog(
-    conn: Conn, n: int, tenants: int, *, first_at: datetime, step: float, target: dict[str, str] = NOOP
+    conn: Conn,
+    n: int,
+    tenants: int,
+    *,
+    first_at: datetime,
+    step: float,
+    target: dict[str, str] = NOOP,
+    contiguous: bool = False,
 ) -> None:
-    await execute(conn, "insert_backlog", n=n, tenants=tenants, target=target, first_at=first_at, step=step)
+    await execute(
+        conn,
+        "insert_backlog",
+        n=n,
+        tenants=tenants,
+        target=target,
+        first_at=first_at,
+        step=step,
+        contiguous=contiguous,
+    )
 
 
 async def standing_backlog(conn: Conn, n: int, tenants: int, spread_seconds: float = 300.0) -> None:
@@ -178,18 +209,30 @@ async def clock_offset(conn: Conn) -> float:
 
 
 async def due_burst(
-    conn: Conn, n: int, tenants: int, lead: float, *, analyze: bool = True, target: dict[str, str] = NOOP
+    conn: Conn,
+    n: int,
+    tenants: int,
+    lead: float,
+    *,
+    analyze: bool = True,
+    target: dict[str, str] = NOOP,
+    shape: str = "interleaved",
 ) -> tuple[datetime, float]:
     """N runs that all fall due at one instant `lead` seconds from now (database clock), committed
     with the NOTIFY a submission sends. Processes that are already up see the backlog appear at
     once. With `analyze`, the statistics are refreshed in the same transaction (ANALYZE counts its
-    own transaction's rows), as autovacuum would have done on a table in steady state. Returns
+    own transaction's rows), as autovacuum would have done on a table in steady state. `shape`:
+    interleaved (round-robin over tenants), contiguous (each tenant's runs in one block) or distinct
+    (interleaved, each run due one microsecond after the one before: N distinct instants). Returns
     (due_at, the perf_counter() at which the drain can start): the due instant, or the commit if
     that came later."""
     offset = await clock_offset(conn)
     async with conn.transaction():
         due_at: datetime = await fetchval(conn, "clock") + timedelta(seconds=lead)
-        await insert_backlog(conn, n, tenants, first_at=due_at, step=0.0, target=target)
+        contiguous, step = SQL_SHAPES[shape]
+        await insert_backlog(
+            conn, n, tenants, first_at=due_at, step=step, target=target, contiguous=contiguous
+        )
         if analyze:
             await conn.execute("ANALYZE job_runs, run_queue")
         await execute(conn, "notify_due", channel=DUE_CHANNEL, floor=due_at.isoformat())

@@ -97,12 +97,17 @@ def add_backlog_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--timeout", type=float, default=600.0)
 
 
-async def api_tenant(client: httpx.AsyncClient, tenant: str) -> dict[str, str]:
-    """Create `tenant` and its `noop` job through the API; returns the tenant's auth header."""
+async def api_tenant(
+    client: httpx.AsyncClient, tenant: str, target: dict[str, str] | None = None
+) -> dict[str, str]:
+    """Create `tenant` and its job `noop` (a noop target unless `target`) through the API; returns the
+    tenant's auth header."""
     r = await client.post("/tenants", json={"id": tenant}, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})
     r.raise_for_status()
     auth = {"Authorization": f"Bearer {r.json()['api_key']}"}
-    r = await client.put(f"/tenants/{tenant}/jobs/noop", json={"target": {"type": "noop"}}, headers=auth)
+    r = await client.put(
+        f"/tenants/{tenant}/jobs/noop", json={"target": target or {"type": "noop"}}, headers=auth
+    )
     r.raise_for_status()
     return auth
 
@@ -121,3 +126,29 @@ async def loopback_hook(handler: Callable[[Request], Awaitable[Response]]) -> As
     finally:
         server.should_exit = True
         await task
+
+
+def add_shape_argument(p: argparse.ArgumentParser) -> None:
+    from bench.workload import SHAPES
+
+    p.add_argument(
+        "--shape",
+        default="interleaved",
+        help="the backlog's shape, or several comma-separated, or `all`: interleaved (round-robin over "
+        "tenants, one due instant), contiguous (each tenant's burst in one block), distinct (one due "
+        "instant per run), api (submitted with POST /tenants/{t}/runs/batch x1000 with a traceparent, "
+        f"each tenant's burst contiguous, through a `scheduler api` process). One of {', '.join(SHAPES)}",
+    )
+
+
+def shapes(value: str) -> list[str]:
+    """The shapes `--shape` names, in order; exits naming an unknown one."""
+    from bench.workload import SHAPES
+
+    chosen = list(SHAPES) if value == "all" else [s for s in value.split(",") if s]
+    unknown = [s for s in chosen if s not in SHAPES]
+    if unknown or not chosen:
+        raise SystemExit(
+            f"--shape: unknown {', '.join(unknown) or value!r}; choose from {', '.join(SHAPES)}, all"
+        )
+    return chosen

@@ -1,7 +1,6 @@
 """drain (end to end): N runs (noop by default) through real processes — one `scheduler engine` and one
 `scheduler worker` subprocess, configured by environment as deployed, app defaults — timed from the
-moment the backlog falls due until every run is `succeeded` in Postgres.
-
+moment the backlog falls due until every run is `succeeded` in Postgres; `--shape`: how (docs/bench.md).
 The processes start first and wait, ready; the backlog is then committed in one transaction due a
 moment later (with the NOTIFY a submission sends), and the bench NOTIFYs again at the due instant,
 so neither process start-up nor the engine's idle poll interval is in the figure."""
@@ -17,7 +16,14 @@ from app.dev import EmbeddedNats
 from bench import endtoend, pgstats, workload
 from bench.measure import cpu_seconds, rate
 from bench.report import Report
-from bench.scenarios._common import add_backlog_arguments, begin, shared_host, sized
+from bench.scenarios._common import (
+    add_backlog_arguments,
+    add_shape_argument,
+    begin,
+    shapes,
+    shared_host,
+    sized,
+)
 from bench.stack import Bench
 from stack.nats_cluster import running_cluster
 
@@ -43,6 +49,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--rounds", type=int, default=3, help="--nats-cluster: pairs of drains (default 3)")
     add_backlog_arguments(p)
+    add_shape_argument(p)
 
 
 async def run(bench: Bench, args: argparse.Namespace) -> Report:
@@ -52,9 +59,20 @@ async def run(bench: Bench, args: argparse.Namespace) -> Report:
     if args.nats_cluster:
         await _replicated(bench, args, report, n, target)
         return report
-    d = await endtoend.drain(
-        bench, n, tenants=args.tenants, target=target, analyze=args.analyze, timeout=args.timeout
-    )
+    chosen = shapes(args.shape)
+    drains = {}
+    for shape in chosen:
+        drains[shape] = await endtoend.drain(
+            bench,
+            n,
+            tenants=args.tenants,
+            target=target,
+            analyze=args.analyze,
+            timeout=args.timeout,
+            shape=shape,
+        )
+        print(f"  {shape}: {rate(n, drains[shape].wall):,.0f} runs/s", flush=True)
+    d = drains[chosen[0]]
     report.workload = {
         "runs": n,
         "tenants": args.tenants,
@@ -63,7 +81,11 @@ async def run(bench: Bench, args: argparse.Namespace) -> Report:
         **d.settings,
         "completion": "count(status='succeeded') polled every 0.25 s",
         "statistics": "ANALYZE with the backlog" if args.analyze else "none (--no-analyze)",
+        "backlog shape": ", ".join(chosen)
+        + (f" (the tables below the first are the {chosen[0]} drain's)" if len(chosen) > 1 else ""),
     }
+    if len(chosen) > 1:
+        report.table(*endtoend.shape_table(drains, n))
     report.notes += d.notes
     report.table(endtoend.CPU_TITLE, endtoend.CPU_COLUMNS, endtoend.cpu_rows(d.cpu, n, d.wall))
     columns, rows = pgstats.per_job_rows({"per run": [d.postgres]})

@@ -1,0 +1,55 @@
+// graphile-worker for `bench peers`: `node graphile.mjs install|enqueue|work DSN [N|defaults|fast]`.
+// install: its migrations. enqueue N: N jobs `noop` in one add_jobs call (its batch API, one
+// statement), then prints `committed`. work defaults|fast: a runner with a no-op task, prints
+// `ready`, runs until SIGTERM. `fast` is the performance page's preset: 24 concurrent jobs, a pool
+// of 25, localQueue of 500, completeJobBatchDelay and failJobBatchDelay 0; `defaults` sets nothing.
+import { Logger, run, runMigrations } from "graphile-worker";
+import pg from "pg";
+
+const [mode, dsn, arg] = process.argv.slice(2);
+// Warnings and errors to stderr (the bench's log file); stdout carries only the protocol lines.
+const logger = new Logger(() => (level, message) => {
+  if (level === "error" || level === "warning") process.stderr.write(`${level}: ${message}\n`);
+});
+
+const PRESETS = {
+  defaults: {},
+  fast: {
+    concurrentJobs: 24,
+    maxPoolSize: 25,
+    localQueue: { size: 500 },
+    completeJobBatchDelay: 0,
+    failJobBatchDelay: 0,
+  },
+};
+
+async function enqueue(n) {
+  const pool = new pg.Pool({ connectionString: dsn, max: 1 });
+  const jobs = JSON.stringify(Array.from({ length: n }, () => ({ identifier: "noop", payload: {} })));
+  await pool.query(
+    "select 1 from graphile_worker.add_jobs(array(select json_populate_recordset(null::graphile_worker.job_spec, $1::json)))",
+    [jobs],
+  );
+  console.log("committed");
+  await pool.end();
+}
+
+async function work(name) {
+  const preset = PRESETS[name];
+  if (!preset) throw new Error(`unknown preset ${name}`);
+  const runner = await run({
+    connectionString: dsn,
+    logger,
+    noHandleSignals: true,
+    taskList: { noop: async () => {} },
+    preset: { worker: preset },
+  });
+  for (const sig of ["SIGTERM", "SIGINT"]) process.on(sig, () => runner.stop());
+  console.log("ready");
+  await runner.promise;
+}
+
+if (mode === "install") await runMigrations({ connectionString: dsn, logger });
+else if (mode === "enqueue") await enqueue(parseInt(arg, 10));
+else if (mode === "work") await work(arg);
+else throw new Error(`usage: graphile.mjs install|enqueue|work DSN [N|defaults|fast]`);
