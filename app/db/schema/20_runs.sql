@@ -1,136 +1,91 @@
--- TABLE: job_runs
+-- The runs: job_runs, partitioned by the day of scheduled_at (UTC), and what is computed on a row.
+--
+-- A run's id is scheduler_run_id(scheduled_at), so an id names its day: every statement reads a run
+-- by (id, scheduled_at) and touches one partition. Days are made and retired by 60_partitions.sql;
+-- job_runs_default takes a row whose day does not exist yet, so no insert ever fails for want of a
+-- range. Write runs through job_runs, never a partition: a statement on one partition fires no
+-- statement trigger of the parent (run_queue and run_tags are kept by those).
+--
+-- job_runs carries no index on anything a transition changes (status, due_at, lease): those live on
+-- run_queue (30_run_queue.sql), so a run's updates are HOT, on its page (days have fillfactor 50).
+
 CREATE TABLE job_runs (
-    id uuid NOT NULL,
-    scheduled_at timestamp with time zone NOT NULL,
-    tenant_id text NOT NULL,
-    job text NOT NULL,
-    origin text DEFAULT 'api'::text NOT NULL,
-    status text DEFAULT 'pending'::text NOT NULL,
-    payload jsonb DEFAULT '{}'::jsonb NOT NULL,
-    target jsonb NOT NULL,
-    max_attempts integer NOT NULL,
-    backoff_seconds double precision NOT NULL,
-    timeout_seconds double precision NOT NULL,
-    attempt integer DEFAULT 0 NOT NULL,
-    epoch bigint DEFAULT 0 NOT NULL,
-    due_at timestamp with time zone NOT NULL,
-    lease_owner text,
-    lease_expires_at timestamp with time zone,
-    idempotency_key text,
-    traceparent text,
-    created_at timestamp with time zone DEFAULT now() NOT NULL,
-    dispatched_at timestamp with time zone,
-    started_at timestamp with time zone,
-    finished_at timestamp with time zone,
-    last_error text,
-    attempts jsonb DEFAULT '[]'::jsonb NOT NULL,
-    result jsonb,
-    result_truncated boolean DEFAULT false NOT NULL,
-    callback jsonb,
-    priority smallint DEFAULT 5 NOT NULL,
-    held text,
-    held_due_at timestamp with time zone,
-    concurrency_key text,
-    expires_at timestamp with time zone,
-    counts_failures boolean,
-    dedupe_key text,
-    tags text[],
-    metadata jsonb,
-    CONSTRAINT job_runs_origin_check CHECK ((origin = ANY (ARRAY['api'::text, 'cron'::text])))
-)
-PARTITION BY RANGE (scheduled_at);
+    id                uuid NOT NULL,
+    scheduled_at      timestamptz NOT NULL,
+    tenant_id         text NOT NULL,
+    job               text NOT NULL,
+    origin            text NOT NULL DEFAULT 'api' CHECK (origin IN ('api', 'cron')),
+    status            text NOT NULL DEFAULT 'pending',
+    payload           jsonb NOT NULL DEFAULT '{}',
+    -- Snapshot of the job at submission, so a run is self-contained and a job edit never changes a
+    -- run already in flight.
+    target            jsonb NOT NULL,
+    max_attempts      integer NOT NULL,
+    backoff_seconds   double precision NOT NULL,
+    timeout_seconds   double precision NOT NULL,
+    attempt           integer NOT NULL DEFAULT 0,
+    -- The fence: every claim increments it, and every later transition (start, heartbeat, finish,
+    -- reap) names the epoch it holds and changes nothing if it no longer matches.
+    epoch             bigint NOT NULL DEFAULT 0,
+    -- When the run is next claimable ('infinity' while held).
+    due_at            timestamptz NOT NULL,
+    lease_owner       text,
+    lease_expires_at  timestamptz,
+    idempotency_key   text,
+    traceparent       text,
+    created_at        timestamptz NOT NULL DEFAULT now(),
+    dispatched_at     timestamptz,
+    started_at        timestamptz,
+    finished_at       timestamptz,
+    last_error        text,
+    -- The closed attempts, newest max_attempts kept (scheduler_append_attempt).
+    attempts          jsonb NOT NULL DEFAULT '[]'::jsonb,
+    result            jsonb,
+    result_truncated  boolean NOT NULL DEFAULT false,
+    -- {"url": ..., "on": [statuses]}: job_runs_record_callback writes the outbox row.
+    callback          jsonb,
+    -- No CHECK: adding one would scan every partition of the history; the API bounds the value.
+    priority          smallint NOT NULL DEFAULT 5,
+    -- Why a pending run is not claimable ('paused', 'concurrency', 'rate_limit'; null: it is), and
+    -- when it was due before it was held. Kept by scheduler_run_hold and scheduler_flow_control.
+    held              text,
+    held_due_at       timestamptz,
+    -- The slot or window key a limited run holds or waits for (scheduler_concurrency_key).
+    concurrency_key   text,
+    -- The deadline to start by; the expiry sweep ends the run after it (run_queue carries it).
+    expires_at        timestamptz,
+    -- True on the runs of a job with pause_after_failures, null on every other.
+    counts_failures   boolean,
+    -- The unique or debounce key the run holds or held; null for a job with neither rule.
+    dedupe_key        text,
+    tags              text[],
+    metadata          jsonb,
+    PRIMARY KEY (id, scheduled_at)
+) PARTITION BY RANGE (scheduled_at);
 
--- TABLE: job_runs_default
-CREATE TABLE job_runs_default (
-    id uuid NOT NULL,
-    scheduled_at timestamp with time zone NOT NULL,
-    tenant_id text NOT NULL,
-    job text NOT NULL,
-    origin text DEFAULT 'api'::text NOT NULL,
-    status text DEFAULT 'pending'::text NOT NULL,
-    payload jsonb DEFAULT '{}'::jsonb NOT NULL,
-    target jsonb NOT NULL,
-    max_attempts integer NOT NULL,
-    backoff_seconds double precision NOT NULL,
-    timeout_seconds double precision NOT NULL,
-    attempt integer DEFAULT 0 NOT NULL,
-    epoch bigint DEFAULT 0 NOT NULL,
-    due_at timestamp with time zone NOT NULL,
-    lease_owner text,
-    lease_expires_at timestamp with time zone,
-    idempotency_key text,
-    traceparent text,
-    created_at timestamp with time zone DEFAULT now() NOT NULL,
-    dispatched_at timestamp with time zone,
-    started_at timestamp with time zone,
-    finished_at timestamp with time zone,
-    last_error text,
-    attempts jsonb DEFAULT '[]'::jsonb NOT NULL,
-    result jsonb,
-    result_truncated boolean DEFAULT false NOT NULL,
-    callback jsonb,
-    priority smallint DEFAULT 5 NOT NULL,
-    held text,
-    held_due_at timestamp with time zone,
-    concurrency_key text,
-    expires_at timestamp with time zone,
-    counts_failures boolean,
-    dedupe_key text,
-    tags text[],
-    metadata jsonb,
-    CONSTRAINT job_runs_origin_check CHECK ((origin = ANY (ARRAY['api'::text, 'cron'::text])))
-)
-WITH (fillfactor='50');
+-- Maintenance moves these rows into their day once it exists (scheduler_create_day_partition).
+CREATE TABLE job_runs_default PARTITION OF job_runs DEFAULT WITH (fillfactor = 50);
 
--- TABLE ATTACH: job_runs_default
-ALTER TABLE ONLY job_runs ATTACH PARTITION job_runs_default DEFAULT;
+-- NOT VALID (on DEFAULT too): validating scans every partition of the history; every row written meets
+-- it anyway.
+ALTER TABLE job_runs ADD CONSTRAINT job_runs_status_check
+    CHECK (status IN ('pending', 'dispatched', 'running', 'succeeded', 'failed', 'cancelled', 'expired')) NOT VALID;
 
--- CONSTRAINT: job_runs job_runs_pkey
-ALTER TABLE ONLY job_runs
-    ADD CONSTRAINT job_runs_pkey PRIMARY KEY (id, scheduled_at);
+-- Listing a tenant's runs newest first, keyset-paginated.
+CREATE INDEX job_runs_tenant_list ON job_runs (tenant_id, scheduled_at DESC, id DESC);
+-- Cron occurrences are idempotent across engines (the partition key is part of it, so Postgres allows it).
+CREATE UNIQUE INDEX job_runs_cron_occurrence ON job_runs (tenant_id, job, scheduled_at) WHERE origin = 'cron';
+-- The keeper's and resume's reads: held runs by reason, job and key, in the order they were due.
+-- Only held rows are in it: a run that is never held never enters it.
+CREATE INDEX job_runs_held ON job_runs (held, tenant_id, job, concurrency_key, held_due_at) WHERE held IS NOT NULL;
 
--- CONSTRAINT: job_runs_default job_runs_default_pkey
-ALTER TABLE ONLY job_runs_default
-    ADD CONSTRAINT job_runs_default_pkey PRIMARY KEY (id, scheduled_at);
 
--- CHECK CONSTRAINT: job_runs job_runs_status_check
-ALTER TABLE job_runs
-    ADD CONSTRAINT job_runs_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'dispatched'::text, 'running'::text, 'succeeded'::text, 'failed'::text, 'cancelled'::text, 'expired'::text]))) NOT VALID;
-
--- INDEX: job_runs_cron_occurrence
-CREATE UNIQUE INDEX job_runs_cron_occurrence ON ONLY job_runs USING btree (tenant_id, job, scheduled_at) WHERE (origin = 'cron'::text);
-
--- INDEX: job_runs_held
-CREATE INDEX job_runs_held ON ONLY job_runs USING btree (held, tenant_id, job, concurrency_key, held_due_at) WHERE (held IS NOT NULL);
-
--- INDEX: job_runs_default_held_tenant_id_job_concurrency_key_held_du_idx
-CREATE INDEX job_runs_default_held_tenant_id_job_concurrency_key_held_du_idx ON job_runs_default USING btree (held, tenant_id, job, concurrency_key, held_due_at) WHERE (held IS NOT NULL);
-
--- INDEX: job_runs_default_tenant_id_job_scheduled_at_idx
-CREATE UNIQUE INDEX job_runs_default_tenant_id_job_scheduled_at_idx ON job_runs_default USING btree (tenant_id, job, scheduled_at) WHERE (origin = 'cron'::text);
-
--- INDEX: job_runs_tenant_list
-CREATE INDEX job_runs_tenant_list ON ONLY job_runs USING btree (tenant_id, scheduled_at DESC, id DESC);
-
--- INDEX: job_runs_default_tenant_id_scheduled_at_id_idx
-CREATE INDEX job_runs_default_tenant_id_scheduled_at_id_idx ON job_runs_default USING btree (tenant_id, scheduled_at DESC, id DESC);
-
--- INDEX ATTACH: job_runs_default_held_tenant_id_job_concurrency_key_held_du_idx
-ALTER INDEX job_runs_held ATTACH PARTITION job_runs_default_held_tenant_id_job_concurrency_key_held_du_idx;
-
--- INDEX ATTACH: job_runs_default_pkey
-ALTER INDEX job_runs_pkey ATTACH PARTITION job_runs_default_pkey;
-
--- INDEX ATTACH: job_runs_default_tenant_id_job_scheduled_at_idx
-ALTER INDEX job_runs_cron_occurrence ATTACH PARTITION job_runs_default_tenant_id_job_scheduled_at_idx;
-
--- INDEX ATTACH: job_runs_default_tenant_id_scheduled_at_id_idx
-ALTER INDEX job_runs_tenant_list ATTACH PARTITION job_runs_default_tenant_id_scheduled_at_id_idx;
-
--- FUNCTION: scheduler_append_attempt(jsonb, integer, integer, bigint, text, timestamp with time zone, text, text, integer)
-CREATE FUNCTION scheduler_append_attempt(attempts jsonb, max_attempts integer, attempt integer, epoch bigint, worker text, started_at timestamp with time zone, outcome text, error text, http_status integer) RETURNS jsonb
-    LANGUAGE sql STABLE
-    AS $$
+-- Appends a closed attempt (failed, timed out, lost) to a run's history, keeping the newest
+-- max_attempts. One definition for the worker's finish and the reaper.
+CREATE FUNCTION scheduler_append_attempt(attempts jsonb, max_attempts integer, attempt integer,
+                                         epoch bigint, worker text, started_at timestamptz,
+                                         outcome text, error text, http_status integer) RETURNS jsonb
+LANGUAGE sql STABLE AS $$
     SELECT CASE WHEN jsonb_array_length(attempts) < max_attempts THEN attempts
                 ELSE COALESCE((SELECT jsonb_agg(t.e ORDER BY t.i)
                                FROM jsonb_array_elements(attempts) WITH ORDINALITY AS t(e, i)
@@ -141,63 +96,8 @@ CREATE FUNCTION scheduler_append_attempt(attempts jsonb, max_attempts integer, a
                'duration_ms', round(extract(epoch FROM now() - started_at) * 1000)))
 $$;
 
--- FUNCTION: scheduler_counts_failures(integer)
-CREATE FUNCTION scheduler_counts_failures(pause_after_failures integer) RETURNS boolean
-    LANGUAGE sql IMMUTABLE PARALLEL SAFE
-    AS $_$
-    SELECT CASE WHEN $1 IS NOT NULL THEN true END
-$_$;
-
--- FUNCTION: scheduler_failure_streak()
-CREATE FUNCTION scheduler_failure_streak() RETURNS trigger
-    LANGUAGE plpgsql
-    AS $$
-DECLARE
-    lock_wait text := current_setting('lock_timeout');
-    streak integer;
-    bound integer;
-BEGIN
-    PERFORM set_config('lock_timeout', '200ms', true);
-    UPDATE jobs j
-    SET consecutive_failures = CASE WHEN NEW.status = 'failed' THEN j.consecutive_failures + 1 ELSE 0 END
-    WHERE j.tenant_id = NEW.tenant_id AND j.name = NEW.job AND j.pause_after_failures IS NOT NULL
-      AND NOT j.paused AND (NEW.status = 'failed' OR j.consecutive_failures <> 0)
-    RETURNING j.consecutive_failures, j.pause_after_failures INTO streak, bound;
-    PERFORM set_config('lock_timeout', lock_wait, true);
-    IF streak IS NULL OR streak < bound THEN
-        RETURN NULL;
-    END IF;
-    UPDATE jobs SET paused = true, paused_reason = 'failures', next_fire_at = NULL, updated_at = now()
-    WHERE tenant_id = NEW.tenant_id AND name = NEW.job;
-    PERFORM pg_try_advisory_xact_lock(scheduler_tenant_flow_key(NEW.tenant_id));
-    -- The unheld ones found as rehold_paused_runs finds them: the tenant's unheld pending runs in
-    -- run_queue, then by id within their days (the job's whole history is never read).
-    WITH q AS (SELECT id, scheduled_at FROM run_queue WHERE tenant_id = NEW.tenant_id AND state = 0)
-    UPDATE job_runs r SET held = 'paused', held_due_at = r.due_at, due_at = 'infinity'
-    FROM (SELECT w.id, w.scheduled_at FROM job_runs w
-          WHERE w.id = ANY(ARRAY(SELECT id FROM q)) AND w.scheduled_at = ANY(ARRAY(SELECT scheduled_at FROM q))
-            AND w.scheduled_at >= (SELECT min(scheduled_at) FROM q)
-            AND w.scheduled_at <= (SELECT max(scheduled_at) FROM q)
-            AND w.tenant_id = NEW.tenant_id AND w.job = NEW.job AND w.status = 'pending' AND w.held IS NULL
-          FOR UPDATE SKIP LOCKED) AS unheld
-    WHERE r.id = unheld.id AND r.scheduled_at = unheld.scheduled_at;
-    -- Those waiting for a slot or a window (job_runs_held), which a pause outranks.
-    UPDATE job_runs r SET held = 'paused'
-    FROM (SELECT w.id, w.scheduled_at FROM job_runs w
-          WHERE w.held IN ('concurrency', 'rate_limit') AND w.tenant_id = NEW.tenant_id AND w.job = NEW.job
-            AND w.status = 'pending'
-          FOR UPDATE SKIP LOCKED) AS waiting
-    WHERE r.id = waiting.id AND r.scheduled_at = waiting.scheduled_at;
-    RETURN NULL;
-END
-$$;
-
--- FUNCTION: scheduler_start_deadline(integer, timestamp with time zone)
-CREATE FUNCTION scheduler_start_deadline(attempt integer, expires_at timestamp with time zone) RETURNS timestamp with time zone
-    LANGUAGE sql IMMUTABLE PARALLEL SAFE
-    AS $_$
+-- The deadline a run must still meet: its expires_at until its first start, none once it started.
+CREATE FUNCTION scheduler_start_deadline(attempt integer, expires_at timestamptz) RETURNS timestamptz
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
     SELECT CASE WHEN $1 = 0 THEN $2 END
-$_$;
-
--- TRIGGER: job_runs job_runs_failure_streak
-CREATE TRIGGER job_runs_failure_streak AFTER UPDATE ON job_runs FOR EACH ROW WHEN ((old.counts_failures AND (new.status = ANY (ARRAY['succeeded'::text, 'failed'::text])) AND (old.status <> new.status))) EXECUTE FUNCTION scheduler_failure_streak();
+$$;

@@ -1,42 +1,54 @@
--- TABLE: run_queue
+-- run_queue: one narrow row per live run (pending, held, dispatched or running) with what the claim,
+-- the floor, the reaper and the expiry sweep look up, and the indexes they read. job_runs keeps no
+-- index on anything a transition changes, so a run's updates stay HOT on its page; the queue row is
+-- what changes index entries (decision 14).
+--
+-- Statement triggers on job_runs (insert, update, delete, truncate) keep it in step, so every writer
+-- keeps it right without knowing it. Its rows are hints to find runs by: every transition still
+-- decides on the run's own row (status, epoch, lease).
+--
+-- Lock order: a writer locks its run, then its trigger the run's queue row. The claim finds and locks
+-- queue rows first (SKIP LOCKED, so engines split the work), then takes the runs with SKIP LOCKED too,
+-- so it never waits for a writer that may be waiting for it.
+
 CREATE TABLE run_queue (
-    id uuid NOT NULL,
-    scheduled_at timestamp with time zone NOT NULL,
-    tenant_id text NOT NULL,
-    priority smallint NOT NULL,
-    due_at timestamp with time zone NOT NULL,
-    state smallint NOT NULL,
-    lease_expires_at timestamp with time zone,
-    dispatched_at timestamp with time zone,
-    expires_at timestamp with time zone
+    id                uuid NOT NULL,
+    scheduled_at      timestamptz NOT NULL,
+    tenant_id         text NOT NULL,
+    priority          smallint NOT NULL,
+    due_at            timestamptz NOT NULL,
+    state             smallint NOT NULL,  -- scheduler_queue_state(): 0 pending, 1 dispatched, 2 running, 3 held
+    lease_expires_at  timestamptz,
+    dispatched_at     timestamptz,
+    -- scheduler_start_deadline(): the run's expires_at until its first start.
+    expires_at        timestamptz,
+    PRIMARY KEY (id, scheduled_at)
 );
+-- The claim: claimable runs, most urgent first, overall and per tenant (the capped claim). Held runs
+-- (state 3) are outside both, so they cost the claim nothing (decision 21).
+CREATE INDEX run_queue_due ON run_queue (priority, due_at) WHERE state = 0;
+CREATE INDEX run_queue_tenant_due ON run_queue (tenant_id, priority, due_at) WHERE state = 0;
+-- The reaper: dispatch and run leases that may have lapsed.
+CREATE INDEX run_queue_leased ON run_queue (lease_expires_at) WHERE state IN (1, 2);
+-- The claim floor and retention: where the oldest unfinished run lives.
+CREATE INDEX run_queue_floor ON run_queue (scheduled_at);
+-- Runs due before their scheduled_at (run now, reschedule, retry): the claim finds them through it,
+-- below its ceiling of scheduled_at.
+CREATE INDEX run_queue_pulled_forward ON run_queue (scheduled_at) WHERE state IN (0, 3) AND due_at < scheduled_at;
+-- The sweep's read (expire_runs): runs not started yet that have a deadline, soonest first. Only
+-- rows with one are in it: on the default path it stays empty and a queue write adds nothing to it.
+CREATE INDEX run_queue_expiring ON run_queue (expires_at) WHERE expires_at IS NOT NULL;
 
--- CONSTRAINT: run_queue run_queue_pkey
-ALTER TABLE ONLY run_queue
-    ADD CONSTRAINT run_queue_pkey PRIMARY KEY (id, scheduled_at);
 
--- INDEX: run_queue_due
-CREATE INDEX run_queue_due ON run_queue USING btree (priority, due_at) WHERE (state = 0);
+-- A run's queue state: 0 claimable (pending, not held), 3 held, 1 dispatched, 2 running; null for an
+-- ended run (it has no queue row).
+CREATE FUNCTION scheduler_queue_state(status text, held text) RETURNS smallint
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT CAST(CASE WHEN $1 = 'pending' AND $2 IS NULL THEN 0 WHEN $1 = 'pending' THEN 3
+                     WHEN $1 = 'dispatched' THEN 1 WHEN $1 = 'running' THEN 2 END AS smallint)
+$$;
 
--- INDEX: run_queue_expiring
-CREATE INDEX run_queue_expiring ON run_queue USING btree (expires_at) WHERE (expires_at IS NOT NULL);
-
--- INDEX: run_queue_floor
-CREATE INDEX run_queue_floor ON run_queue USING btree (scheduled_at);
-
--- INDEX: run_queue_leased
-CREATE INDEX run_queue_leased ON run_queue USING btree (lease_expires_at) WHERE (state = ANY (ARRAY[1, 2]));
-
--- INDEX: run_queue_pulled_forward
-CREATE INDEX run_queue_pulled_forward ON run_queue USING btree (scheduled_at) WHERE ((state = ANY (ARRAY[0, 3])) AND (due_at < scheduled_at));
-
--- INDEX: run_queue_tenant_due
-CREATE INDEX run_queue_tenant_due ON run_queue USING btree (tenant_id, priority, due_at) WHERE (state = 0);
-
--- FUNCTION: scheduler_queue_added()
-CREATE FUNCTION scheduler_queue_added() RETURNS trigger
-    LANGUAGE plpgsql
-    AS $$
+CREATE FUNCTION scheduler_queue_added() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     INSERT INTO run_queue (id, scheduled_at, tenant_id, priority, due_at, state, lease_expires_at, dispatched_at,
                            expires_at)
@@ -46,10 +58,9 @@ BEGIN
     RETURN NULL;
 END $$;
 
--- FUNCTION: scheduler_queue_changed()
-CREATE FUNCTION scheduler_queue_changed() RETURNS trigger
-    LANGUAGE plpgsql
-    AS $$
+-- A run that ends leaves the queue; a live one is upserted. An update that changes nothing the queue
+-- holds writes nothing to it.
+CREATE FUNCTION scheduler_queue_changed() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     DELETE FROM run_queue q USING changed c
     WHERE q.id = c.id AND q.scheduled_at = c.scheduled_at AND c.status NOT IN ('pending', 'dispatched', 'running');
@@ -68,40 +79,23 @@ BEGIN
     RETURN NULL;
 END $$;
 
--- FUNCTION: scheduler_queue_emptied()
-CREATE FUNCTION scheduler_queue_emptied() RETURNS trigger
-    LANGUAGE plpgsql
-    AS $$
-BEGIN
-    TRUNCATE run_queue;
-    RETURN NULL;
-END $$;
-
--- FUNCTION: scheduler_queue_removed()
-CREATE FUNCTION scheduler_queue_removed() RETURNS trigger
-    LANGUAGE plpgsql
-    AS $$
+CREATE FUNCTION scheduler_queue_removed() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     DELETE FROM run_queue q USING removed r WHERE q.id = r.id AND q.scheduled_at = r.scheduled_at;
     RETURN NULL;
 END $$;
 
--- FUNCTION: scheduler_queue_state(text, text)
-CREATE FUNCTION scheduler_queue_state(status text, held text) RETURNS smallint
-    LANGUAGE sql IMMUTABLE
-    AS $_$
-    SELECT CAST(CASE WHEN $1 = 'pending' AND $2 IS NULL THEN 0 WHEN $1 = 'pending' THEN 3
-                     WHEN $1 = 'dispatched' THEN 1 WHEN $1 = 'running' THEN 2 END AS smallint)
-$_$;
+CREATE FUNCTION scheduler_queue_emptied() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    TRUNCATE run_queue;
+    RETURN NULL;
+END $$;
 
--- TRIGGER: job_runs job_runs_queue_added
-CREATE TRIGGER job_runs_queue_added AFTER INSERT ON job_runs REFERENCING NEW TABLE AS added FOR EACH STATEMENT EXECUTE FUNCTION scheduler_queue_added();
-
--- TRIGGER: job_runs job_runs_queue_changed
-CREATE TRIGGER job_runs_queue_changed AFTER UPDATE ON job_runs REFERENCING NEW TABLE AS changed FOR EACH STATEMENT EXECUTE FUNCTION scheduler_queue_changed();
-
--- TRIGGER: job_runs job_runs_queue_emptied
-CREATE TRIGGER job_runs_queue_emptied AFTER TRUNCATE ON job_runs FOR EACH STATEMENT EXECUTE FUNCTION scheduler_queue_emptied();
-
--- TRIGGER: job_runs job_runs_queue_removed
-CREATE TRIGGER job_runs_queue_removed AFTER DELETE ON job_runs REFERENCING OLD TABLE AS removed FOR EACH STATEMENT EXECUTE FUNCTION scheduler_queue_removed();
+CREATE TRIGGER job_runs_queue_added AFTER INSERT ON job_runs REFERENCING NEW TABLE AS added
+    FOR EACH STATEMENT EXECUTE FUNCTION scheduler_queue_added();
+CREATE TRIGGER job_runs_queue_changed AFTER UPDATE ON job_runs REFERENCING NEW TABLE AS changed
+    FOR EACH STATEMENT EXECUTE FUNCTION scheduler_queue_changed();
+CREATE TRIGGER job_runs_queue_removed AFTER DELETE ON job_runs REFERENCING OLD TABLE AS removed
+    FOR EACH STATEMENT EXECUTE FUNCTION scheduler_queue_removed();
+CREATE TRIGGER job_runs_queue_emptied AFTER TRUNCATE ON job_runs
+    FOR EACH STATEMENT EXECUTE FUNCTION scheduler_queue_emptied();
