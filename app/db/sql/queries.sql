@@ -1,6 +1,13 @@
 -- Every runtime statement of the scheduler, as named blocks: `-- name: <stem>`, a comment saying
 -- why, then the SQL. Binds are named (`:tenant_id`); app/db/queries.py compiles them to asyncpg's
 -- positional form once, at import. Repositories run them by name; nothing else builds SQL.
+-- The tables, functions and triggers they run against are app/db/schema/.
+--
+-- A statement that writes job_runs names, under its name, the triggers its writes may fire
+-- (`-- fires: ...`, from app/db/schema/: the run_queue triggers keep the queue, job_runs_flow_control
+-- can rewrite due_at and held behind the statement, job_runs_record_callback writes the outbox,
+-- job_runs_failure_streak may pause the job). tests/unit/test_query_fires.py checks each line;
+-- `python -m tests.query_triggers` rewrites them all from the schema.
 
 -- ───────────────────────────── tenants and keys ─────────────────────────────
 
@@ -157,6 +164,7 @@ LIMIT :limit;
 DELETE FROM jobs WHERE tenant_id = :tenant_id AND name = :name RETURNING name;
 
 -- name: cancel_pending_runs_of_job
+-- fires: job_runs_flow_control, job_runs_queue_changed, job_runs_record_callback
 -- Deleting a job cancels what has not been handed out yet; dispatched runs are cancelled too, and a
 -- worker that receives one acks and skips it (its start transition finds no 'dispatched' row).
 UPDATE job_runs SET status = 'cancelled', finished_at = now(), lease_owner = NULL, lease_expires_at = NULL
@@ -181,6 +189,7 @@ RETURNING schedule, timezone;
 UPDATE tenants SET paused = :paused WHERE id = :id RETURNING id;
 
 -- name: hold_paused_runs
+-- fires: job_runs_flow_control, job_runs_queue_changed
 -- Pausing holds every pending run of the job (:name) or of the whole tenant (:name null), those
 -- waiting for a concurrency slot or holding one included (the trigger frees the slot).
 UPDATE job_runs
@@ -196,6 +205,7 @@ UNION ALL
 SELECT id, NULL FROM tenants WHERE paused;
 
 -- name: rehold_paused_runs
+-- fires: job_runs_flow_control, job_runs_queue_changed
 -- The keeper's catch-up for one paused scope: a run pending and unheld all the same (every statement
 -- of the service holds it as it makes it pending, migration 0018; an operator's own UPDATE does not)
 -- is held too. One scope per statement, the tenant given as a value, so the plan is
@@ -212,6 +222,7 @@ WHERE id = ANY(ARRAY(SELECT id FROM q)) AND scheduled_at = ANY(ARRAY(SELECT sche
 RETURNING id;
 
 -- name: release_paused_runs
+-- fires: job_runs_flow_control, job_runs_queue_changed
 -- Resume: each held run becomes due when it would have been, so those already due are claimed at
 -- once, oldest first; a run of a limited job waits for a slot, or its window's room, instead. Not
 -- while the other of its job and tenant is still paused.
@@ -267,6 +278,7 @@ ORDER BY s.tenant_id, s.job, s.key
 FOR UPDATE OF s SKIP LOCKED;
 
 -- name: grant_concurrency_slots
+-- fires: job_runs_flow_control, job_runs_queue_changed
 -- Under the keys' locks (lock_concurrency_slots, earlier in the transaction, so this statement's
 -- snapshot sees every slot granted or freed before): a run becomes due only with every slot that
 -- applies, its key's and its tenant's, both taken here. Each key offers up to `limit - holders` of
@@ -318,6 +330,7 @@ holders AS (
 SELECT id, scheduled_at, due_at FROM granted;
 
 -- name: grant_rate_limited_runs
+-- fires: job_runs_flow_control, job_runs_queue_changed
 -- Under the keys' locks, as grant_concurrency_slots: each key gets up to `limit - counted` of its
 -- oldest waiting runs, which become due at once. Counted (migration 0013): the key's runs granted
 -- and not started yet (each may start at any moment) and those started within the last period, so
@@ -476,6 +489,7 @@ WHERE t.id = :id AND before.id = t.id
 RETURNING t.id, before.max_in_flight AS previous;
 
 -- name: subject_runs_to_tenant_limit
+-- fires: job_runs_flow_control, job_runs_queue_changed
 -- A tenant becomes limited: in one statement, each of its pending runs not already waiting is
 -- held for a slot (one due or granted gives its job slot back: the trigger frees it), and each
 -- dispatched or running run takes the tenant's slot it holds until its attempt ends. Every live
@@ -522,6 +536,7 @@ SELECT now();
 -- ─────────────────────────────────── runs ───────────────────────────────────
 
 -- name: insert_runs
+-- fires: job_runs_queue_added, job_runs_record_tags
 -- One statement for one run or a batch of 1000: the ids are minted first (their leading 48 bits are
 -- scheduled_at, so the id names the partition), the job's settings are snapshot onto each run (its
 -- priority unless the run brings its own), and the input's ordinal comes back so the caller can answer
@@ -711,6 +726,7 @@ SELECT EXISTS (SELECT 1 FROM jobs WHERE tenant_id = :tenant_id AND name = ANY(CA
                                     AND ("unique" IS NOT NULL OR debounce IS NOT NULL));
 
 -- name: debounce_runs
+-- fires: job_runs_flow_control, job_runs_queue_changed
 -- Later submissions of debounced keys fold into the runs holding them (:ids, one submission each):
 -- each replaces its run's payload (null: the job's) and makes it due its period after the
 -- submission's scheduled_at (default now), never past the key's latest_due_at. The caller holds
@@ -841,6 +857,7 @@ ORDER BY t.scheduled_at DESC, t.run_id DESC
 LIMIT :limit;
 
 -- name: cancel_run
+-- fires: job_runs_flow_control, job_runs_queue_changed, job_runs_record_callback
 -- A run that has not ended is cancelled: pending, dispatched (its message is skipped on arrival: its
 -- start finds no 'dispatched' row) or running. A running run's attempt is closed in its history as
 -- `cancelled` by this statement, and its worker, told by the caller over NATS or by its next
@@ -1005,6 +1022,7 @@ ORDER BY t.scheduled_at DESC, t.run_id DESC
 LIMIT :limit;
 
 -- name: cancel_runs
+-- fires: job_runs_flow_control, job_runs_queue_changed, job_runs_record_callback
 -- A bulk cancel's chunk: like cancel_run (running runs included, their attempt closed as
 -- `cancelled`), fenced on the status, scoped to the tenant. Rows the claim (or a worker's start,
 -- heartbeat or finish) holds at this instant are skipped, not waited for: waiting in the opposite
@@ -1026,6 +1044,7 @@ WHERE r.id = l.id AND r.scheduled_at = l.scheduled_at AND r.scheduled_at >= :lo 
 RETURNING r.id, r.epoch, l.status AS was;
 
 -- name: retry_runs
+-- fires: job_runs_flow_control, job_runs_queue_changed
 -- failed | cancelled | expired -> pending, due now, under a new epoch: a worker still finishing an
 -- old attempt holds the old epoch, so its outcome matches nothing and is discarded. One statement for
 -- one run (POST /runs/{id}/retry) or a bulk chunk. max_attempts becomes :max_attempts (which must
@@ -1076,6 +1095,7 @@ SELECT * FROM retried
 WHERE (SELECT count(*) FROM notified) >= 0;  -- evaluated once, so the NOTIFY is sent
 
 -- name: reschedule_run
+-- fires: job_runs_flow_control, job_runs_queue_changed
 -- A pending run's due_at moves, earlier (a past time means now) or later; scheduled_at, its id and
 -- its partition stay. Fenced on 'pending': once claimed it is the worker's, and this matches nothing.
 -- A run now due before its scheduled_at is found by the claim through run_queue_pulled_forward; the
@@ -1096,6 +1116,7 @@ WHERE (SELECT count(*) FROM notified) >= 0;
 -- ──────────────────────────── claim and dispatch ────────────────────────────
 
 -- name: claim_due_runs
+-- fires: job_runs_flow_control, job_runs_queue_changed
 -- The claim. It selects what the plain ranked form (stack/reference.py) selects, without ranking the
 -- whole due set, whose cost grows with the backlog. Runs are found in run_queue, the narrow table of
 -- live runs (migration 0017), and claimed in job_runs. Order: most urgent first (priority 0 before 9),
@@ -1229,6 +1250,7 @@ RETURNING r.id, r.scheduled_at, r.tenant_id, r.job, r.payload::text AS payload_j
           r.priority, r.traceparent, extract(epoch FROM now() - r.due_at) AS lag;
 
 -- name: claim_hinted_runs
+-- fires: job_runs_flow_control, job_runs_queue_changed
 -- The hot-index path: claim exactly the ids Redis suggested, under the same predicates as the scan.
 -- An id that is no longer pending and due (a stale hint) matches nothing and is dropped. Like the
 -- scan's fast path, it claims nothing when one tenant holds more than `cap` of the hinted runs: the
@@ -1277,6 +1299,7 @@ SELECT id, due_at FROM job_runs
 WHERE id = ANY(CAST(:ids AS uuid[])) AND status = 'pending' AND held IS NULL AND scheduled_at >= :lo AND scheduled_at < :hi;
 
 -- name: release_unpublished_runs
+-- fires: job_runs_flow_control, job_runs_queue_changed
 -- A publish that failed or timed out: back to pending at once, nothing marked sent that was not acked.
 -- The epoch stays bumped, so a message that did reach the stream after all is stale on arrival.
 UPDATE job_runs r SET status = 'pending', lease_owner = NULL, lease_expires_at = NULL, dispatched_at = NULL
@@ -1287,6 +1310,7 @@ WHERE r.id = m.id AND r.scheduled_at = m.scheduled_at AND r.epoch = m.epoch AND 
 RETURNING r.id, r.scheduled_at, r.due_at;
 
 -- name: fail_unbuildable_runs
+-- fires: job_runs_failure_streak, job_runs_flow_control, job_runs_queue_changed, job_runs_record_callback
 -- Claimed runs whose message cannot be built (a payload nested deeper than the message encoding
 -- allows, a value that does not decode): each fails alone, now, with the reason. Left dispatched, it
 -- killed the engine that claimed it and, after the lease, the next one. Fenced on the claim's epoch;
@@ -1330,6 +1354,7 @@ CROSS JOIN LATERAL (
 -- ─────────────────────────────────── reaper ─────────────────────────────────
 
 -- name: reap_dispatched_runs
+-- fires: job_runs_flow_control, job_runs_queue_changed
 -- A dispatched run whose lease lapsed never started: back to pending, no attempt consumed. Only if
 -- it was claimed before :claimed_before (null: no bound), the time from which a message may still
 -- wait in the stream: a run queued behind slow workers is not lost, and re-sending it only doubled
@@ -1357,6 +1382,7 @@ WHERE r.id = e.id AND r.scheduled_at = e.scheduled_at
 RETURNING r.id, r.scheduled_at, r.due_at;
 
 -- name: reap_running_runs
+-- fires: job_runs_failure_streak, job_runs_flow_control, job_runs_queue_changed, job_runs_record_callback
 -- A running run whose heartbeat lapsed lost its worker: the attempt is consumed (appended to the
 -- history as `lost`), then retry with backoff or fail. A late result from that worker no longer matches status 'running' at this epoch.
 WITH expired AS (
@@ -1392,6 +1418,7 @@ WHERE r.id = e.id AND r.scheduled_at = e.scheduled_at
 RETURNING r.id, r.scheduled_at, r.due_at, r.status;
 
 -- name: expire_runs
+-- fires: job_runs_flow_control, job_runs_queue_changed, job_runs_record_callback
 -- The engines' sweep (app/engine/expiry.py): runs not started by their deadline end 'expired', no
 -- attempt consumed, whether pending, held (paused, waiting for a slot or a window) or dispatched (a
 -- worker that receives one acks and drops it: its start finds no 'dispatched' row). Found through
@@ -1422,6 +1449,7 @@ RETURNING r.id;
 -- ─────────────────────────────────── worker ─────────────────────────────────
 
 -- name: start_runs
+-- fires: job_runs_failure_streak, job_runs_flow_control, job_runs_queue_changed, job_runs_record_callback
 -- dispatched -> running, fenced: only the delivery whose epoch matches starts, and only once. Rows
 -- not returned were duplicates, stale epochs or cancelled (or expired already); refused and expired
 -- ones come back with no attempt. The worker acks and drops them all.
@@ -1488,6 +1516,7 @@ UNION ALL
 SELECT id, NULL, true FROM expired;
 
 -- name: renew_dispatch_leases
+-- fires: job_runs_flow_control, job_runs_queue_changed
 -- Runs a worker holds back (their tenant is over its share of the worker's slots) stay dispatched:
 -- their dispatch lease is renewed while they wait, so it never lapses into a re-claim under a new
 -- epoch, a new message, and the same wait again.
@@ -1499,6 +1528,7 @@ WHERE r.id = m.id AND r.scheduled_at = m.scheduled_at AND r.epoch = m.epoch AND 
 RETURNING r.id;
 
 -- name: heartbeat_runs
+-- fires: job_runs_flow_control, job_runs_queue_changed
 -- Extends the leases of everything this worker is running, in one statement per beat.
 UPDATE job_runs r SET lease_expires_at = now() + make_interval(secs => :lease_seconds)
 FROM unnest(CAST(:ids AS uuid[]), CAST(:scheduled_ats AS timestamptz[]), CAST(:epochs AS bigint[]))
@@ -1518,6 +1548,7 @@ JOIN unnest(CAST(:ids AS uuid[]), CAST(:scheduled_ats AS timestamptz[]), CAST(:e
 WHERE r.status = 'cancelled' AND r.scheduled_at >= :lo AND r.scheduled_at <= :hi;
 
 -- name: finish_runs
+-- fires: job_runs_failure_streak, job_runs_flow_control, job_runs_queue_changed, job_runs_record_callback
 -- Records a group of outcomes in one statement: success, retry with jittered exponential backoff
 -- (due_at moves, scheduled_at never does, so the run stays in its partition) or failure. Fenced like
 -- start_runs: a result whose run was rescued meanwhile matches nothing and is discarded. The same
@@ -1617,6 +1648,7 @@ LIMIT :limit
 FOR UPDATE SKIP LOCKED;
 
 -- name: insert_cron_runs
+-- fires: job_runs_queue_added, job_runs_record_tags
 -- The occurrences (oldest first) as runs, held like a submitted run (insert_runs) when the tenant or
 -- job is paused or limited; the tenant and its paused jobs read under its flow lock, as there. An
 -- occurrence whose run exists already is a no-op (the unique (tenant_id, job, scheduled_at) index):
