@@ -17,7 +17,9 @@ CREATE TABLE run_queue (
     tenant_id         text NOT NULL,
     priority          smallint NOT NULL,
     due_at            timestamptz NOT NULL,
-    state             smallint NOT NULL,  -- scheduler_queue_state(): 0 pending, 1 dispatched, 2 running, 3 held
+    -- scheduler_queue_state(): 0 scheduler_queue_pending(), 1 scheduler_queue_dispatched(),
+    -- 2 scheduler_queue_running(), 3 scheduler_queue_held()
+    state             smallint NOT NULL,
     lease_expires_at  timestamptz,
     dispatched_at     timestamptz,
     -- scheduler_start_deadline(): the run's expires_at until its first start.
@@ -25,7 +27,7 @@ CREATE TABLE run_queue (
     PRIMARY KEY (id, scheduled_at)
 );
 -- The claim: claimable runs, most urgent first, overall and per tenant (the capped claim). Held runs
--- (state 3) are outside both, so they cost the claim nothing (decision 21).
+-- (scheduler_queue_held()) are outside both, so they cost the claim nothing (decision 21).
 CREATE INDEX run_queue_due ON run_queue (priority, due_at) WHERE state = 0;
 CREATE INDEX run_queue_tenant_due ON run_queue (tenant_id, priority, due_at) WHERE state = 0;
 -- The reaper: dispatch and run leases that may have lapsed.
@@ -40,12 +42,27 @@ CREATE INDEX run_queue_pulled_forward ON run_queue (scheduled_at) WHERE state IN
 CREATE INDEX run_queue_expiring ON run_queue (expires_at) WHERE expires_at IS NOT NULL;
 
 
--- A run's queue state: 0 claimable (pending, not held), 3 held, 1 dispatched, 2 running; null for an
--- ended run (it has no queue row).
+-- The states of a queue row, by name; statements say `state = scheduler_queue_pending()`, never a
+-- number. Immutable SQL functions of no argument: the planner folds each to its constant while it
+-- plans, so to it the condition is `state = 0` and the partial indexes above (whose predicates keep
+-- the numbers) match as they would a literal. The column stays a smallint: the row is rewritten at
+-- every transition of its run.
+CREATE FUNCTION scheduler_queue_pending() RETURNS integer    -- pending and not held: claimable
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT 0 $$;
+CREATE FUNCTION scheduler_queue_dispatched() RETURNS integer -- claimed, on its way to a worker
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT 1 $$;
+CREATE FUNCTION scheduler_queue_running() RETURNS integer    -- started by a worker
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT 2 $$;
+CREATE FUNCTION scheduler_queue_held() RETURNS integer       -- pending and held (paused, waiting for a slot or a window)
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT 3 $$;
+
+-- A run's queue state; null for an ended run (it has no queue row).
 CREATE FUNCTION scheduler_queue_state(status text, held text) RETURNS smallint
 LANGUAGE sql IMMUTABLE AS $$
-    SELECT CAST(CASE WHEN $1 = 'pending' AND $2 IS NULL THEN 0 WHEN $1 = 'pending' THEN 3
-                     WHEN $1 = 'dispatched' THEN 1 WHEN $1 = 'running' THEN 2 END AS smallint)
+    SELECT CAST(CASE WHEN $1 = 'pending' AND $2 IS NULL THEN scheduler_queue_pending()
+                     WHEN $1 = 'pending' THEN scheduler_queue_held()
+                     WHEN $1 = 'dispatched' THEN scheduler_queue_dispatched()
+                     WHEN $1 = 'running' THEN scheduler_queue_running() END AS smallint)
 $$;
 
 CREATE FUNCTION scheduler_queue_added() RETURNS trigger LANGUAGE plpgsql AS $$

@@ -228,7 +228,8 @@ BEGIN
     PERFORM pg_try_advisory_xact_lock(scheduler_tenant_flow_key(NEW.tenant_id));
     -- The unheld ones found as rehold_paused_runs finds them: the tenant's unheld pending runs in
     -- run_queue, then by id within their days (the job's whole history is never read).
-    WITH q AS (SELECT id, scheduled_at FROM run_queue WHERE tenant_id = NEW.tenant_id AND state = 0)
+    WITH q AS (SELECT id, scheduled_at FROM run_queue
+               WHERE tenant_id = NEW.tenant_id AND state = scheduler_queue_pending())
     UPDATE job_runs r SET held = 'paused', held_due_at = r.due_at, due_at = 'infinity'
     FROM (SELECT w.id, w.scheduled_at FROM job_runs w
           WHERE w.id = ANY(ARRAY(SELECT id FROM q)) AND w.scheduled_at = ANY(ARRAY(SELECT scheduled_at FROM q))

@@ -213,7 +213,7 @@ SELECT id, NULL FROM tenants WHERE paused;
 -- already held (joined to the paused set instead, the planner hashed every pending run of every
 -- tenant, each pass: 16k buffers per pass on a 20k drain). The runs are then found by id within
 -- their days, as the claim finds them.
-WITH q AS (SELECT id, scheduled_at FROM run_queue WHERE tenant_id = :tenant_id AND state = 0)
+WITH q AS (SELECT id, scheduled_at FROM run_queue WHERE tenant_id = :tenant_id AND state = scheduler_queue_pending())
 UPDATE job_runs SET held = 'paused', held_due_at = due_at, due_at = 'infinity'
 WHERE id = ANY(ARRAY(SELECT id FROM q)) AND scheduled_at = ANY(ARRAY(SELECT scheduled_at FROM q))
   AND scheduled_at >= (SELECT min(scheduled_at) FROM q) AND scheduled_at <= (SELECT max(scheduled_at) FROM q)
@@ -797,7 +797,7 @@ LIMIT 1;
 -- Unheld pending runs are counted from run_queue_tenant_due; held runs count too, from the held
 -- index, one descent per reason.
 SELECT LEAST(:limit, (SELECT count(*) FROM (
-            SELECT 1 FROM run_queue WHERE tenant_id = :tenant_id AND state = 0
+            SELECT 1 FROM run_queue WHERE tenant_id = :tenant_id AND state = scheduler_queue_pending()
             LIMIT :limit) AS p)
      + (SELECT count(*) FROM (
             SELECT 1 FROM job_runs
@@ -920,7 +920,7 @@ SELECT o.id, r.tenant_id, r.job, o.due_at, now() - o.due_at AS waiting
 FROM generate_series(0, 9) AS p(priority)
 CROSS JOIN LATERAL (
     SELECT id, scheduled_at, due_at FROM run_queue
-    WHERE state = 0 AND priority = p.priority AND due_at <= now()
+    WHERE state = scheduler_queue_pending() AND priority = p.priority AND due_at <= now()
       AND (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id)
     ORDER BY due_at
     LIMIT 1
@@ -977,7 +977,7 @@ SELECT r.held, r.due, r.tenant_id, extract(epoch FROM now() - r.due) AS late_sec
             LIMIT :limit) AS w) AS key_waiting_before,
        (SELECT count(*) FROM (
             SELECT 1 FROM run_queue o
-            WHERE o.state = 0 AND o.tenant_id = r.tenant_id AND o.due_at <= now()
+            WHERE o.state = scheduler_queue_pending() AND o.tenant_id = r.tenant_id AND o.due_at <= now()
               AND o.id <> r.id
               AND (o.priority < r.priority OR (o.priority = r.priority AND o.due_at <= r.due))
             LIMIT :limit) AS a) AS due_before
@@ -1151,7 +1151,7 @@ oldest AS (
     -- engine holds are skipped. run_queue_due is keyed (priority, due_at), so this is an index walk
     -- that stops after `batch_size` rows.
     SELECT id, scheduled_at, tenant_id, priority, due_at FROM run_queue
-    WHERE state = 0 AND due_at <= now()
+    WHERE state = scheduler_queue_pending() AND due_at <= now()
       AND priority >= :min_priority AND priority <= :max_priority
       AND scheduled_at >= :floor AND scheduled_at <= :ceiling
     ORDER BY priority, due_at
@@ -1165,11 +1165,11 @@ crowded AS (
 due_tenants AS (
     -- A loose index scan of run_queue_tenant_due: one probe per tenant with pending runs.
     (SELECT tenant_id FROM run_queue
-     WHERE state = 0 AND scheduled_at >= :floor AND scheduled_at <= :ceiling
+     WHERE state = scheduler_queue_pending() AND scheduled_at >= :floor AND scheduled_at <= :ceiling
      ORDER BY tenant_id LIMIT 1)
     UNION ALL
     SELECT (SELECT r.tenant_id FROM run_queue r
-            WHERE r.state = 0 AND r.scheduled_at >= :floor AND r.scheduled_at <= :ceiling
+            WHERE r.state = scheduler_queue_pending() AND r.scheduled_at >= :floor AND r.scheduled_at <= :ceiling
               AND r.tenant_id > d.tenant_id
             ORDER BY r.tenant_id LIMIT 1)
     FROM due_tenants d
@@ -1181,7 +1181,7 @@ fair AS (
     FROM due_tenants d
     CROSS JOIN LATERAL (
         SELECT r.id, r.scheduled_at, r.priority, r.due_at FROM run_queue r
-        WHERE r.tenant_id = d.tenant_id AND r.state = 0 AND r.due_at <= now()
+        WHERE r.tenant_id = d.tenant_id AND r.state = scheduler_queue_pending() AND r.due_at <= now()
           AND r.priority >= :min_priority AND r.priority <= :max_priority
           AND r.scheduled_at >= :floor AND r.scheduled_at <= :ceiling
         ORDER BY r.priority, r.due_at
@@ -1196,7 +1196,7 @@ fair_locked AS (
     -- re-check of the state makes a row another engine took in the meantime simply not match.
     SELECT r.id, r.scheduled_at FROM run_queue r
     JOIN fair f ON r.id = f.id AND r.scheduled_at = f.scheduled_at
-    WHERE r.state = 0 AND r.due_at <= now()
+    WHERE r.state = scheduler_queue_pending() AND r.due_at <= now()
       AND r.priority >= :min_priority AND r.priority <= :max_priority
       AND r.scheduled_at >= :floor AND r.scheduled_at <= :ceiling
     FOR UPDATE OF r SKIP LOCKED
@@ -1277,7 +1277,7 @@ hinted AS (
 crowded AS (
     SELECT EXISTS (SELECT 1 FROM hinted GROUP BY tenant_id HAVING count(*) > :per_tenant_cap)
         OR EXISTS (SELECT 1 FROM run_queue r
-                   WHERE r.state = 0 AND r.due_at <= now()
+                   WHERE r.state = scheduler_queue_pending() AND r.due_at <= now()
                      AND r.priority < (SELECT max(priority) FROM hinted)
                      AND r.scheduled_at >= :floor AND r.scheduled_at <= :ceiling
                      AND r.id <> ALL(CAST(:ids AS uuid[]))) AS yes
@@ -1332,7 +1332,7 @@ RETURNING r.id;
 -- the claim's ceiling reaches it. Its partial index is empty unless runs are pulled forward.
 -- Both read run_queue, which holds exactly the unfinished runs (migration 0017).
 SELECT COALESCE(min(scheduled_at), now()) AS floor, now() AS db_now,
-       (SELECT max(scheduled_at) FROM run_queue WHERE state IN (0, 3) AND due_at < scheduled_at)
+       (SELECT max(scheduled_at) FROM run_queue WHERE state IN (scheduler_queue_pending(), scheduler_queue_held()) AND due_at < scheduled_at)
            AS pulled_forward
 FROM run_queue;
 
@@ -1344,11 +1344,11 @@ FROM run_queue;
 -- partition bounds here, a pulled-forward run's scheduled_at among them; run_queue is one table.)
 SELECT COALESCE(extract(epoch FROM now() - min(o.due_at)), 0) AS oldest_age,
        (SELECT count(*) FROM (
-            SELECT 1 FROM run_queue WHERE state = 0 AND due_at <= now() LIMIT :limit) AS d) AS runs
+            SELECT 1 FROM run_queue WHERE state = scheduler_queue_pending() AND due_at <= now() LIMIT :limit) AS d) AS runs
 FROM generate_series(0, 9) AS p(priority)
 CROSS JOIN LATERAL (
     SELECT min(due_at) AS due_at FROM run_queue
-    WHERE state = 0 AND priority = p.priority AND due_at <= now()
+    WHERE state = scheduler_queue_pending() AND priority = p.priority AND due_at <= now()
 ) AS o;
 
 -- ─────────────────────────────────── reaper ─────────────────────────────────
@@ -1361,7 +1361,7 @@ CROSS JOIN LATERAL (
 -- the work and the stale starts (issue 14).
 WITH expired AS (
     SELECT id, scheduled_at FROM run_queue
-    WHERE state = 1 AND lease_expires_at < now()
+    WHERE state = scheduler_queue_dispatched() AND lease_expires_at < now()
       AND COALESCE(dispatched_at, '-infinity') < COALESCE(CAST(:claimed_before AS timestamptz), 'infinity')
     ORDER BY lease_expires_at
     LIMIT :limit
@@ -1387,7 +1387,7 @@ RETURNING r.id, r.scheduled_at, r.due_at;
 -- history as `lost`), then retry with backoff or fail. A late result from that worker no longer matches status 'running' at this epoch.
 WITH expired AS (
     SELECT id, scheduled_at FROM run_queue
-    WHERE state = 2 AND lease_expires_at < now()
+    WHERE state = scheduler_queue_running() AND lease_expires_at < now()
     ORDER BY lease_expires_at
     LIMIT :limit
 ),
