@@ -8,6 +8,9 @@ plans: `state = scheduler_queue_pending()` is `state = 0` to it, and the partial
 stays a smallint: a row of the queue is rewritten at every transition of its run, and two bytes with
 no lookup is why.
 
+scheduler_epoch_fence(ids, scheduled_ats, epochs) names the rows of a batch's epoch fence, which six
+statements spelled out as the same unnest of three casts; it is inlined, so their plans are unchanged.
+
 scheduler_queue_state and scheduler_failure_streak are redefined to say the names; what they
 compute is unchanged.
 
@@ -32,6 +35,12 @@ CREATE FUNCTION scheduler_queue_running() RETURNS integer
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT 2 $$;
 CREATE FUNCTION scheduler_queue_held() RETURNS integer
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT 3 $$;
+
+CREATE FUNCTION scheduler_epoch_fence(ids uuid[], scheduled_ats timestamptz[], epochs bigint[])
+RETURNS TABLE (id uuid, scheduled_at timestamptz, epoch bigint)
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT * FROM unnest(ids, scheduled_ats, epochs)
+$$;
 
 CREATE OR REPLACE FUNCTION scheduler_queue_state(status text, held text) RETURNS smallint
 LANGUAGE sql IMMUTABLE AS $$
@@ -136,6 +145,7 @@ DROP FUNCTION scheduler_queue_pending();
 DROP FUNCTION scheduler_queue_dispatched();
 DROP FUNCTION scheduler_queue_running();
 DROP FUNCTION scheduler_queue_held();
+DROP FUNCTION scheduler_epoch_fence(uuid[], timestamptz[], bigint[]);
 """
 
 

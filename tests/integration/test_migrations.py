@@ -54,6 +54,7 @@ FUNCTIONS = {
     "scheduler_queue_dispatched",
     "scheduler_queue_running",
     "scheduler_queue_held",
+    "scheduler_epoch_fence",
     "scheduler_start_deadline",
     "scheduler_failure_streak",
     "scheduler_counts_failures",

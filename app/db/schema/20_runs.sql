@@ -101,3 +101,13 @@ CREATE FUNCTION scheduler_start_deadline(attempt integer, expires_at timestamptz
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
     SELECT CASE WHEN $1 = 0 THEN $2 END
 $$;
+
+-- The runs a batch names with the epoch it holds, as rows (id, scheduled_at, epoch), for the epoch
+-- fence: a statement joins them to job_runs on all three, so a run whose epoch moved on (re-claimed,
+-- rescued) matches nothing. A SQL function of one SELECT, neither strict nor volatile: the planner
+-- inlines it, and the plan is that of the unnest it holds.
+CREATE FUNCTION scheduler_epoch_fence(ids uuid[], scheduled_ats timestamptz[], epochs bigint[])
+RETURNS TABLE (id uuid, scheduled_at timestamptz, epoch bigint)
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT * FROM unnest(ids, scheduled_ats, epochs)
+$$;

@@ -1303,8 +1303,7 @@ WHERE id = ANY(CAST(:ids AS uuid[])) AND status = 'pending' AND held IS NULL AND
 -- A publish that failed or timed out: back to pending at once, nothing marked sent that was not acked.
 -- The epoch stays bumped, so a message that did reach the stream after all is stale on arrival.
 UPDATE job_runs r SET status = 'pending', lease_owner = NULL, lease_expires_at = NULL, dispatched_at = NULL
-FROM unnest(CAST(:ids AS uuid[]), CAST(:scheduled_ats AS timestamptz[]), CAST(:epochs AS bigint[]))
-     AS m(id, scheduled_at, epoch)
+FROM scheduler_epoch_fence(:ids, :scheduled_ats, :epochs) AS m
 WHERE r.id = m.id AND r.scheduled_at = m.scheduled_at AND r.epoch = m.epoch AND r.status = 'dispatched'
   AND r.scheduled_at >= :lo AND r.scheduled_at <= :hi
 RETURNING r.id, r.scheduled_at, r.due_at;
@@ -1475,8 +1474,7 @@ WITH paused AS (
 expired AS (
     UPDATE job_runs r SET status = 'expired', finished_at = now(), last_error = :expired_error,
         lease_owner = NULL, lease_expires_at = NULL
-    FROM unnest(CAST(:ids AS uuid[]), CAST(:scheduled_ats AS timestamptz[]), CAST(:epochs AS bigint[]))
-         AS m(id, scheduled_at, epoch)
+    FROM scheduler_epoch_fence(:ids, :scheduled_ats, :epochs) AS m
     WHERE EXISTS (SELECT 1 FROM run_queue WHERE expires_at <= now())
       AND r.id = m.id AND r.scheduled_at = m.scheduled_at AND r.epoch = m.epoch AND r.status = 'dispatched'
       AND r.scheduled_at >= :lo AND r.scheduled_at <= :hi
@@ -1485,8 +1483,7 @@ expired AS (
 ),
 refused AS (
     UPDATE job_runs r SET status = 'pending', lease_owner = NULL, lease_expires_at = NULL, dispatched_at = NULL
-    FROM unnest(CAST(:ids AS uuid[]), CAST(:scheduled_ats AS timestamptz[]), CAST(:epochs AS bigint[]))
-         AS m(id, scheduled_at, epoch)
+    FROM scheduler_epoch_fence(:ids, :scheduled_ats, :epochs) AS m
     WHERE EXISTS (SELECT 1 FROM paused)
       AND r.id = m.id AND r.scheduled_at = m.scheduled_at AND r.epoch = m.epoch AND r.status = 'dispatched'
       AND r.scheduled_at >= :lo AND r.scheduled_at <= :hi
@@ -1521,8 +1518,7 @@ SELECT id, NULL, true FROM expired;
 -- their dispatch lease is renewed while they wait, so it never lapses into a re-claim under a new
 -- epoch, a new message, and the same wait again.
 UPDATE job_runs r SET lease_expires_at = now() + make_interval(secs => :lease_seconds)
-FROM unnest(CAST(:ids AS uuid[]), CAST(:scheduled_ats AS timestamptz[]), CAST(:epochs AS bigint[]))
-     AS m(id, scheduled_at, epoch)
+FROM scheduler_epoch_fence(:ids, :scheduled_ats, :epochs) AS m
 WHERE r.id = m.id AND r.scheduled_at = m.scheduled_at AND r.epoch = m.epoch AND r.status = 'dispatched'
   AND r.scheduled_at >= :lo AND r.scheduled_at <= :hi
 RETURNING r.id;
@@ -1531,8 +1527,7 @@ RETURNING r.id;
 -- fires: job_runs_flow_control, job_runs_queue_changed
 -- Extends the leases of everything this worker is running, in one statement per beat.
 UPDATE job_runs r SET lease_expires_at = now() + make_interval(secs => :lease_seconds)
-FROM unnest(CAST(:ids AS uuid[]), CAST(:scheduled_ats AS timestamptz[]), CAST(:epochs AS bigint[]))
-     AS m(id, scheduled_at, epoch)
+FROM scheduler_epoch_fence(:ids, :scheduled_ats, :epochs) AS m
 WHERE r.id = m.id AND r.scheduled_at = m.scheduled_at AND r.epoch = m.epoch AND r.status = 'running'
   AND r.scheduled_at >= :lo AND r.scheduled_at <= :hi
 RETURNING r.id;
@@ -1542,8 +1537,7 @@ RETURNING r.id;
 -- stops them (app/worker/cancels.py), when the cancel's notice over NATS did not reach it. Read only
 -- for the runs a heartbeat missed, so never on the default path.
 SELECT r.id FROM job_runs r
-JOIN unnest(CAST(:ids AS uuid[]), CAST(:scheduled_ats AS timestamptz[]), CAST(:epochs AS bigint[]))
-     AS m(id, scheduled_at, epoch)
+JOIN scheduler_epoch_fence(:ids, :scheduled_ats, :epochs) AS m
   ON r.id = m.id AND r.scheduled_at = m.scheduled_at AND r.epoch = m.epoch
 WHERE r.status = 'cancelled' AND r.scheduled_at >= :lo AND r.scheduled_at <= :hi;
 
