@@ -9,7 +9,9 @@ stays a smallint: a row of the queue is rewritten at every transition of its run
 no lookup is why.
 
 scheduler_epoch_fence(ids, scheduled_ats, epochs) names the rows of a batch's epoch fence, which six
-statements spelled out as the same unnest of three casts; it is inlined, so their plans are unchanged.
+statements spelled out as the same unnest of three casts, and scheduler_slot_keys(tenant_ids, jobs,
+keys) the keys of a keeper's pass, which four statements spelled out; both are inlined, so the plans
+are unchanged.
 
 scheduler_queue_state and scheduler_failure_streak are redefined to say the names; what they
 compute is unchanged.
@@ -40,6 +42,12 @@ CREATE FUNCTION scheduler_epoch_fence(ids uuid[], scheduled_ats timestamptz[], e
 RETURNS TABLE (id uuid, scheduled_at timestamptz, epoch bigint)
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
     SELECT * FROM unnest(ids, scheduled_ats, epochs)
+$$;
+
+CREATE FUNCTION scheduler_slot_keys(tenant_ids text[], jobs text[], keys text[])
+RETURNS TABLE (tenant_id text, job text, key text)
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT * FROM unnest(tenant_ids, jobs, keys)
 $$;
 
 CREATE OR REPLACE FUNCTION scheduler_queue_state(status text, held text) RETURNS smallint
@@ -146,6 +154,7 @@ DROP FUNCTION scheduler_queue_dispatched();
 DROP FUNCTION scheduler_queue_running();
 DROP FUNCTION scheduler_queue_held();
 DROP FUNCTION scheduler_epoch_fence(uuid[], timestamptz[], bigint[]);
+DROP FUNCTION scheduler_slot_keys(text[], text[], text[]);
 """
 
 

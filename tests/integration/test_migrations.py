@@ -55,6 +55,7 @@ FUNCTIONS = {
     "scheduler_queue_running",
     "scheduler_queue_held",
     "scheduler_epoch_fence",
+    "scheduler_slot_keys",
     "scheduler_start_deadline",
     "scheduler_failure_streak",
     "scheduler_counts_failures",

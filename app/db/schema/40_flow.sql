@@ -42,6 +42,15 @@ CREATE TABLE rate_limit_starts (
 CREATE INDEX rate_limit_starts_key ON rate_limit_starts (tenant_id, job, key, started_at);
 
 
+-- The keys a keeper's pass names, as rows (tenant_id, job, key): a slot's or a window's key of a job,
+-- or a tenant's slot (job '' and key ''). A SQL function of one SELECT, neither strict nor volatile:
+-- the planner inlines it, and the plan is that of the unnest it holds.
+CREATE FUNCTION scheduler_slot_keys(tenant_ids text[], jobs text[], keys text[])
+RETURNS TABLE (tenant_id text, job text, key text)
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT * FROM unnest(tenant_ids, jobs, keys)
+$$;
+
 -- The key of a run: the payload field the job's concurrency (or rate_limit) names ('' when absent),
 -- or the job's one key when it names none. Long values are hashed so an index entry stays small.
 CREATE FUNCTION scheduler_concurrency_key(concurrency jsonb, payload jsonb) RETURNS text

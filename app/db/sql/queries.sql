@@ -257,7 +257,7 @@ SELECT tenant_id, job, concurrency_key AS key FROM keys LIMIT :limit;
 -- The keys' rows, and the tenant slot's row (tenant_id, '', '') of each of their tenants that has a
 -- max_in_flight (migration 0014).
 INSERT INTO concurrency_slots (tenant_id, job, key)
-SELECT * FROM unnest(CAST(:tenant_ids AS text[]), CAST(:jobs AS text[]), CAST(:keys AS text[]))
+SELECT * FROM scheduler_slot_keys(:tenant_ids, :jobs, :keys)
 UNION
 SELECT t.id, '', '' FROM tenants t WHERE t.id = ANY(CAST(:tenant_ids AS text[])) AND t.max_in_flight IS NOT NULL
 ON CONFLICT DO NOTHING;
@@ -270,7 +270,7 @@ ON CONFLICT DO NOTHING;
 -- keeper cannot deadlock; the rows are still taken in one order (a tenant's slot row first).
 SELECT s.tenant_id, s.job, s.key FROM concurrency_slots s
 WHERE ((s.tenant_id, s.job, s.key) IN (
-          SELECT * FROM unnest(CAST(:tenant_ids AS text[]), CAST(:jobs AS text[]), CAST(:keys AS text[])))
+          SELECT * FROM scheduler_slot_keys(:tenant_ids, :jobs, :keys))
        AND (s.next_at IS NULL OR s.next_at <= now()))
    OR (s.job = '' AND s.key = '' AND s.tenant_id IN (
           SELECT t.id FROM tenants t WHERE t.id = ANY(CAST(:tenant_ids AS text[])) AND t.max_in_flight IS NOT NULL))
@@ -294,7 +294,7 @@ WITH room AS (
                     SELECT count(*) FROM concurrency_holders h
                     WHERE h.tenant_id = k.tenant_id AND h.job = k.job AND h.key = k.key)) END AS free,
            scheduler_tenant_room(t.id, t.max_in_flight, CAST(:locked_tenants AS text[])) AS tenant_free
-    FROM unnest(CAST(:tenant_ids AS text[]), CAST(:jobs AS text[]), CAST(:keys AS text[])) AS k(tenant_id, job, key)
+    FROM scheduler_slot_keys(:tenant_ids, :jobs, :keys) AS k
     JOIN jobs j ON j.tenant_id = k.tenant_id AND j.name = k.job
     JOIN tenants t ON t.id = k.tenant_id
 ),
@@ -350,7 +350,7 @@ WITH room AS (
                 ELSE greatest(0, CAST(j.rate_limit->>'limit' AS int) - w.counted) END AS free,
            scheduler_tenant_room(t.id, t.max_in_flight, CAST(:locked_tenants AS text[])) AS tenant_free,
            w.oldest_start
-    FROM unnest(CAST(:tenant_ids AS text[]), CAST(:jobs AS text[]), CAST(:keys AS text[])) AS k(tenant_id, job, key)
+    FROM scheduler_slot_keys(:tenant_ids, :jobs, :keys) AS k
     JOIN jobs j ON j.tenant_id = k.tenant_id AND j.name = k.job
     JOIN tenants t ON t.id = k.tenant_id
     CROSS JOIN LATERAL (
