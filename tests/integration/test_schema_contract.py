@@ -7,10 +7,11 @@ import uuid
 from collections.abc import AsyncIterator
 
 import asyncpg
+import pytest
 import pytest_asyncio
 
 from app.db.catalog import differences, load_schema, snapshot
-from app.db.schema_dump import compare, migrated
+from app.db.schema_dump import compare, main, migrated
 from stack import databases
 from tests.support import Services, drop_database, with_database
 
@@ -59,3 +60,19 @@ async def test_a_changed_function_is_named_with_its_file(schema_database: str) -
         == "function scheduler_start_deadline(attempt integer, expires_at timestamp with time zone)"
     )
     assert "update app/db/schema/20_runs.sql" in difference.describe()
+
+
+async def test_schema_dump_prints_an_objects_text(
+    schema_database: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status = await main(
+        ["--database-url", schema_database, "scheduler_queue_state", "run_queue", "nothing_such"]
+    )
+    out = capsys.readouterr().out
+    assert "CREATE OR REPLACE FUNCTION public.scheduler_queue_state(status text, held text)" in out
+    assert "scheduler_queue_held()" in out
+    assert (
+        "    state smallint not null" in out
+        and "CONSTRAINT run_queue_pkey PRIMARY KEY (id, scheduled_at)" in out
+    )
+    assert "-- no function, trigger, index or table nothing_such" in out and status == 1
