@@ -5,7 +5,9 @@
 -- the two, object by object, through the catalogs. A migration that adds or redefines an object
 -- changes its text here too (`python -m app.db.schema_dump --server URL NAME` prints it as the
 -- migrations leave it; `--check` runs the comparison). Each object is written once, as it is now,
--- with the reason it is so.
+-- with the reason it is so; a function's body is compared without its comments, so the reasons
+-- here may say more than a migration's. Nothing loads these files into a deployed database: the
+-- migrations make and change it (`scheduler migrate`).
 --
 -- Columns are listed in the order the table holds them (a migration appends): `SELECT *` and
 -- `INSERT ... SELECT *` between a partition and its parent depend on it.

@@ -104,7 +104,7 @@ RETURNS TABLE (paused boolean, max_in_flight integer, paused_jobs text[])
 LANGUAGE plpgsql VOLATILE ROWS 1 AS $$
 BEGIN
     PERFORM pg_advisory_xact_lock_shared(scheduler_tenant_flow_key($1));
-    -- The paused jobs from jobs_paused (migration 0012): none on the default path.
+    -- The paused jobs, read from the index jobs_paused: none on the default path.
     RETURN QUERY SELECT t.paused, t.max_in_flight,
                         ARRAY(SELECT j.name FROM jobs j WHERE j.tenant_id = $1 AND j.paused)
                  FROM tenants t WHERE t.id = $1;
