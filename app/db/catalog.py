@@ -24,7 +24,7 @@ SCHEMA_DIR = Path(__file__).resolve().parent / "schema"
 IGNORED_TABLES = ("alembic_version",)
 
 # Each block yields (kind, name, definition) rows; a name is unique within its kind.
-_QUERIES = parse(resources.files("app.db").joinpath("sql/catalog.sql").read_text())
+_QUERIES = parse(resources.files("app.db").joinpath("catalog.sql").read_text())
 
 # A dollar-quoted string, a quoted literal or identifier, or a comment: the tokens a body's
 # normalisation must not look inside (a "--" in a string is no comment).
