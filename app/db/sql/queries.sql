@@ -1,6 +1,13 @@
 -- Every runtime statement of the scheduler, as named blocks: `-- name: <stem>`, a comment saying
 -- why, then the SQL. Binds are named (`:tenant_id`); app/db/queries.py compiles them to asyncpg's
 -- positional form once, at import. Repositories run them by name; nothing else builds SQL.
+-- The tables, functions and triggers they run against are app/db/schema/.
+--
+-- A statement that writes job_runs names, under its name, the triggers its writes may fire
+-- (`-- fires: ...`, from app/db/schema/: the run_queue triggers keep the queue, job_runs_flow_control
+-- can rewrite due_at and held behind the statement, job_runs_record_callback writes the outbox,
+-- job_runs_failure_streak may pause the job). tests/unit/test_query_fires.py checks each line;
+-- `python -m tests.query_triggers` rewrites them all from the schema.
 
 -- ───────────────────────────── tenants and keys ─────────────────────────────
 
@@ -160,6 +167,7 @@ LIMIT :limit;
 DELETE FROM jobs WHERE tenant_id = :tenant_id AND name = :name RETURNING name;
 
 -- name: cancel_pending_runs_of_job
+-- fires: job_runs_flow_control, job_runs_queue_changed, job_runs_record_callback
 -- Deleting a job cancels what has not been handed out yet; dispatched runs are cancelled too, and a
 -- worker that receives one acks and skips it (its start transition finds no 'dispatched' row).
 UPDATE job_runs SET status = 'cancelled', finished_at = now(), lease_owner = NULL, lease_expires_at = NULL
@@ -184,6 +192,7 @@ RETURNING schedule, timezone;
 UPDATE tenants SET paused = :paused WHERE id = :id RETURNING id;
 
 -- name: hold_paused_runs
+-- fires: job_runs_flow_control, job_runs_queue_changed
 -- Pausing holds every pending run of the job (:name) or of the whole tenant (:name null), those
 -- waiting for a concurrency slot or holding one included (the trigger frees the slot).
 UPDATE job_runs
@@ -199,6 +208,7 @@ UNION ALL
 SELECT id, NULL FROM tenants WHERE paused;
 
 -- name: rehold_paused_runs
+-- fires: job_runs_flow_control, job_runs_queue_changed
 -- The keeper's catch-up for one paused scope: a run pending and unheld all the same (every statement
 -- of the service holds it as it makes it pending, migration 0018; an operator's own UPDATE does not)
 -- is held too. One scope per statement, the tenant given as a value, so the plan is
@@ -206,7 +216,7 @@ SELECT id, NULL FROM tenants WHERE paused;
 -- already held (joined to the paused set instead, the planner hashed every pending run of every
 -- tenant, each pass: 16k buffers per pass on a 20k drain). The runs are then found by id within
 -- their days, as the claim finds them.
-WITH q AS (SELECT id, scheduled_at FROM run_queue WHERE tenant_id = :tenant_id AND state = 0)
+WITH q AS (SELECT id, scheduled_at FROM run_queue WHERE tenant_id = :tenant_id AND state = scheduler_queue_pending())
 UPDATE job_runs SET held = 'paused', held_due_at = due_at, due_at = 'infinity'
 WHERE id = ANY(ARRAY(SELECT id FROM q)) AND scheduled_at = ANY(ARRAY(SELECT scheduled_at FROM q))
   AND scheduled_at >= (SELECT min(scheduled_at) FROM q) AND scheduled_at <= (SELECT max(scheduled_at) FROM q)
@@ -215,6 +225,7 @@ WHERE id = ANY(ARRAY(SELECT id FROM q)) AND scheduled_at = ANY(ARRAY(SELECT sche
 RETURNING id;
 
 -- name: release_paused_runs
+-- fires: job_runs_flow_control, job_runs_queue_changed
 -- Resume: each held run becomes due when it would have been, so those already due are claimed at
 -- once, oldest first; a run of a limited job waits for a slot, or its window's room, instead. Not
 -- while the other of its job and tenant is still paused.
@@ -249,7 +260,7 @@ SELECT tenant_id, job, concurrency_key AS key FROM keys LIMIT :limit;
 -- The keys' rows, and the tenant slot's row (tenant_id, '', '') of each of their tenants that has a
 -- max_in_flight (migration 0014).
 INSERT INTO concurrency_slots (tenant_id, job, key)
-SELECT * FROM unnest(CAST(:tenant_ids AS text[]), CAST(:jobs AS text[]), CAST(:keys AS text[]))
+SELECT * FROM scheduler_slot_keys(:tenant_ids, :jobs, :keys)
 UNION
 SELECT t.id, '', '' FROM tenants t WHERE t.id = ANY(CAST(:tenant_ids AS text[])) AND t.max_in_flight IS NOT NULL
 ON CONFLICT DO NOTHING;
@@ -262,7 +273,7 @@ ON CONFLICT DO NOTHING;
 -- keeper cannot deadlock; the rows are still taken in one order (a tenant's slot row first).
 SELECT s.tenant_id, s.job, s.key FROM concurrency_slots s
 WHERE ((s.tenant_id, s.job, s.key) IN (
-          SELECT * FROM unnest(CAST(:tenant_ids AS text[]), CAST(:jobs AS text[]), CAST(:keys AS text[])))
+          SELECT * FROM scheduler_slot_keys(:tenant_ids, :jobs, :keys))
        AND (s.next_at IS NULL OR s.next_at <= now()))
    OR (s.job = '' AND s.key = '' AND s.tenant_id IN (
           SELECT t.id FROM tenants t WHERE t.id = ANY(CAST(:tenant_ids AS text[])) AND t.max_in_flight IS NOT NULL))
@@ -270,6 +281,7 @@ ORDER BY s.tenant_id, s.job, s.key
 FOR UPDATE OF s SKIP LOCKED;
 
 -- name: grant_concurrency_slots
+-- fires: job_runs_flow_control, job_runs_queue_changed
 -- Under the keys' locks (lock_concurrency_slots, earlier in the transaction, so this statement's
 -- snapshot sees every slot granted or freed before): a run becomes due only with every slot that
 -- applies, its key's and its tenant's, both taken here. Each key offers up to `limit - holders` of
@@ -285,7 +297,7 @@ WITH room AS (
                     SELECT count(*) FROM concurrency_holders h
                     WHERE h.tenant_id = k.tenant_id AND h.job = k.job AND h.key = k.key)) END AS free,
            scheduler_tenant_room(t.id, t.max_in_flight, CAST(:locked_tenants AS text[])) AS tenant_free
-    FROM unnest(CAST(:tenant_ids AS text[]), CAST(:jobs AS text[]), CAST(:keys AS text[])) AS k(tenant_id, job, key)
+    FROM scheduler_slot_keys(:tenant_ids, :jobs, :keys) AS k
     JOIN jobs j ON j.tenant_id = k.tenant_id AND j.name = k.job
     JOIN tenants t ON t.id = k.tenant_id
 ),
@@ -321,6 +333,7 @@ holders AS (
 SELECT id, scheduled_at, due_at FROM granted;
 
 -- name: grant_rate_limited_runs
+-- fires: job_runs_flow_control, job_runs_queue_changed
 -- Under the keys' locks, as grant_concurrency_slots: each key gets up to `limit - counted` of its
 -- oldest waiting runs, which become due at once. Counted (migration 0013): the key's runs granted
 -- and not started yet (each may start at any moment) and those started within the last period, so
@@ -340,7 +353,7 @@ WITH room AS (
                 ELSE greatest(0, CAST(j.rate_limit->>'limit' AS int) - w.counted) END AS free,
            scheduler_tenant_room(t.id, t.max_in_flight, CAST(:locked_tenants AS text[])) AS tenant_free,
            w.oldest_start
-    FROM unnest(CAST(:tenant_ids AS text[]), CAST(:jobs AS text[]), CAST(:keys AS text[])) AS k(tenant_id, job, key)
+    FROM scheduler_slot_keys(:tenant_ids, :jobs, :keys) AS k
     JOIN jobs j ON j.tenant_id = k.tenant_id AND j.name = k.job
     JOIN tenants t ON t.id = k.tenant_id
     CROSS JOIN LATERAL (
@@ -479,6 +492,7 @@ WHERE t.id = :id AND before.id = t.id
 RETURNING t.id, before.max_in_flight AS previous;
 
 -- name: subject_runs_to_tenant_limit
+-- fires: job_runs_flow_control, job_runs_queue_changed
 -- A tenant becomes limited: in one statement, each of its pending runs not already waiting is
 -- held for a slot (one due or granted gives its job slot back: the trigger frees it), and each
 -- dispatched or running run takes the tenant's slot it holds until its attempt ends. Every live
@@ -525,6 +539,7 @@ SELECT now();
 -- ─────────────────────────────────── runs ───────────────────────────────────
 
 -- name: insert_runs
+-- fires: job_runs_queue_added, job_runs_record_tags
 -- One statement for one run or a batch of 1000: the ids are minted first (their leading 48 bits are
 -- scheduled_at, so the id names the partition), the job's settings are snapshot onto each run (its
 -- priority unless the run brings its own), and the input's ordinal comes back so the caller can answer
@@ -715,6 +730,7 @@ SELECT EXISTS (SELECT 1 FROM jobs WHERE tenant_id = :tenant_id AND name = ANY(CA
                                     AND ("unique" IS NOT NULL OR debounce IS NOT NULL));
 
 -- name: debounce_runs
+-- fires: job_runs_flow_control, job_runs_queue_changed
 -- Later submissions of debounced keys fold into the runs holding them (:ids, one submission each):
 -- each replaces its run's payload (null: the job's) and makes it due its period after the
 -- submission's scheduled_at (default now), never past the key's latest_due_at. The caller holds
@@ -785,7 +801,7 @@ LIMIT 1;
 -- Unheld pending runs are counted from run_queue_tenant_due; held runs count too, from the held
 -- index, one descent per reason.
 SELECT LEAST(:limit, (SELECT count(*) FROM (
-            SELECT 1 FROM run_queue WHERE tenant_id = :tenant_id AND state = 0
+            SELECT 1 FROM run_queue WHERE tenant_id = :tenant_id AND state = scheduler_queue_pending()
             LIMIT :limit) AS p)
      + (SELECT count(*) FROM (
             SELECT 1 FROM job_runs
@@ -845,6 +861,7 @@ ORDER BY t.scheduled_at DESC, t.run_id DESC
 LIMIT :limit;
 
 -- name: cancel_run
+-- fires: job_runs_flow_control, job_runs_queue_changed, job_runs_record_callback
 -- A run that has not ended is cancelled: pending, dispatched (its message is skipped on arrival: its
 -- start finds no 'dispatched' row) or running. A running run's attempt is closed in its history as
 -- `cancelled` by this statement, and its worker, told by the caller over NATS or by its next
@@ -907,7 +924,7 @@ SELECT o.id, r.tenant_id, r.job, o.due_at, now() - o.due_at AS waiting
 FROM generate_series(0, 9) AS p(priority)
 CROSS JOIN LATERAL (
     SELECT id, scheduled_at, due_at FROM run_queue
-    WHERE state = 0 AND priority = p.priority AND due_at <= now()
+    WHERE state = scheduler_queue_pending() AND priority = p.priority AND due_at <= now()
       AND (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id)
     ORDER BY due_at
     LIMIT 1
@@ -964,7 +981,7 @@ SELECT r.held, r.due, r.tenant_id, extract(epoch FROM now() - r.due) AS late_sec
             LIMIT :limit) AS w) AS key_waiting_before,
        (SELECT count(*) FROM (
             SELECT 1 FROM run_queue o
-            WHERE o.state = 0 AND o.tenant_id = r.tenant_id AND o.due_at <= now()
+            WHERE o.state = scheduler_queue_pending() AND o.tenant_id = r.tenant_id AND o.due_at <= now()
               AND o.id <> r.id
               AND (o.priority < r.priority OR (o.priority = r.priority AND o.due_at <= r.due))
             LIMIT :limit) AS a) AS due_before
@@ -1009,6 +1026,7 @@ ORDER BY t.scheduled_at DESC, t.run_id DESC
 LIMIT :limit;
 
 -- name: cancel_runs
+-- fires: job_runs_flow_control, job_runs_queue_changed, job_runs_record_callback
 -- A bulk cancel's chunk: like cancel_run (running runs included, their attempt closed as
 -- `cancelled`), fenced on the status, scoped to the tenant. Rows the claim (or a worker's start,
 -- heartbeat or finish) holds at this instant are skipped, not waited for: waiting in the opposite
@@ -1030,6 +1048,7 @@ WHERE r.id = l.id AND r.scheduled_at = l.scheduled_at AND r.scheduled_at >= :lo 
 RETURNING r.id, r.epoch, l.status AS was;
 
 -- name: retry_runs
+-- fires: job_runs_flow_control, job_runs_queue_changed
 -- failed | cancelled | expired -> pending, due now, under a new epoch: a worker still finishing an
 -- old attempt holds the old epoch, so its outcome matches nothing and is discarded. One statement for
 -- one run (POST /runs/{id}/retry) or a bulk chunk. max_attempts becomes :max_attempts (which must
@@ -1080,6 +1099,7 @@ SELECT * FROM retried
 WHERE (SELECT count(*) FROM notified) >= 0;  -- evaluated once, so the NOTIFY is sent
 
 -- name: reschedule_run
+-- fires: job_runs_flow_control, job_runs_queue_changed
 -- A pending run's due_at moves, earlier (a past time means now) or later; scheduled_at, its id and
 -- its partition stay. Fenced on 'pending': once claimed it is the worker's, and this matches nothing.
 -- A run now due before its scheduled_at is found by the claim through run_queue_pulled_forward; the
@@ -1100,6 +1120,7 @@ WHERE (SELECT count(*) FROM notified) >= 0;
 -- ──────────────────────────── claim and dispatch ────────────────────────────
 
 -- name: claim_due_runs
+-- fires: job_runs_flow_control, job_runs_queue_changed
 -- The claim. It selects what the plain ranked form (stack/reference.py) selects, without ranking the
 -- whole due set, whose cost grows with the backlog. Runs are found in run_queue, the narrow table of
 -- live runs (migration 0017), and claimed in job_runs. Order: most urgent first (priority 0 before 9),
@@ -1134,7 +1155,7 @@ oldest AS (
     -- engine holds are skipped. run_queue_due is keyed (priority, due_at), so this is an index walk
     -- that stops after `batch_size` rows.
     SELECT id, scheduled_at, tenant_id, priority, due_at FROM run_queue
-    WHERE state = 0 AND due_at <= now()
+    WHERE state = scheduler_queue_pending() AND due_at <= now()
       AND priority >= :min_priority AND priority <= :max_priority
       AND scheduled_at >= :floor AND scheduled_at <= :ceiling
     ORDER BY priority, due_at
@@ -1148,11 +1169,11 @@ crowded AS (
 due_tenants AS (
     -- A loose index scan of run_queue_tenant_due: one probe per tenant with pending runs.
     (SELECT tenant_id FROM run_queue
-     WHERE state = 0 AND scheduled_at >= :floor AND scheduled_at <= :ceiling
+     WHERE state = scheduler_queue_pending() AND scheduled_at >= :floor AND scheduled_at <= :ceiling
      ORDER BY tenant_id LIMIT 1)
     UNION ALL
     SELECT (SELECT r.tenant_id FROM run_queue r
-            WHERE r.state = 0 AND r.scheduled_at >= :floor AND r.scheduled_at <= :ceiling
+            WHERE r.state = scheduler_queue_pending() AND r.scheduled_at >= :floor AND r.scheduled_at <= :ceiling
               AND r.tenant_id > d.tenant_id
             ORDER BY r.tenant_id LIMIT 1)
     FROM due_tenants d
@@ -1164,7 +1185,7 @@ fair AS (
     FROM due_tenants d
     CROSS JOIN LATERAL (
         SELECT r.id, r.scheduled_at, r.priority, r.due_at FROM run_queue r
-        WHERE r.tenant_id = d.tenant_id AND r.state = 0 AND r.due_at <= now()
+        WHERE r.tenant_id = d.tenant_id AND r.state = scheduler_queue_pending() AND r.due_at <= now()
           AND r.priority >= :min_priority AND r.priority <= :max_priority
           AND r.scheduled_at >= :floor AND r.scheduled_at <= :ceiling
         ORDER BY r.priority, r.due_at
@@ -1179,7 +1200,7 @@ fair_locked AS (
     -- re-check of the state makes a row another engine took in the meantime simply not match.
     SELECT r.id, r.scheduled_at FROM run_queue r
     JOIN fair f ON r.id = f.id AND r.scheduled_at = f.scheduled_at
-    WHERE r.state = 0 AND r.due_at <= now()
+    WHERE r.state = scheduler_queue_pending() AND r.due_at <= now()
       AND r.priority >= :min_priority AND r.priority <= :max_priority
       AND r.scheduled_at >= :floor AND r.scheduled_at <= :ceiling
     FOR UPDATE OF r SKIP LOCKED
@@ -1233,6 +1254,7 @@ RETURNING r.id, r.scheduled_at, r.tenant_id, r.job, r.payload::text AS payload_j
           r.priority, r.traceparent, extract(epoch FROM now() - r.due_at) AS lag;
 
 -- name: claim_hinted_runs
+-- fires: job_runs_flow_control, job_runs_queue_changed
 -- The hot-index path: claim exactly the ids Redis suggested, under the same predicates as the scan.
 -- An id that is no longer pending and due (a stale hint) matches nothing and is dropped. Like the
 -- scan's fast path, it claims nothing when one tenant holds more than `cap` of the hinted runs: the
@@ -1259,7 +1281,7 @@ hinted AS (
 crowded AS (
     SELECT EXISTS (SELECT 1 FROM hinted GROUP BY tenant_id HAVING count(*) > :per_tenant_cap)
         OR EXISTS (SELECT 1 FROM run_queue r
-                   WHERE r.state = 0 AND r.due_at <= now()
+                   WHERE r.state = scheduler_queue_pending() AND r.due_at <= now()
                      AND r.priority < (SELECT max(priority) FROM hinted)
                      AND r.scheduled_at >= :floor AND r.scheduled_at <= :ceiling
                      AND r.id <> ALL(CAST(:ids AS uuid[]))) AS yes
@@ -1281,16 +1303,17 @@ SELECT id, due_at FROM job_runs
 WHERE id = ANY(CAST(:ids AS uuid[])) AND status = 'pending' AND held IS NULL AND scheduled_at >= :lo AND scheduled_at < :hi;
 
 -- name: release_unpublished_runs
+-- fires: job_runs_flow_control, job_runs_queue_changed
 -- A publish that failed or timed out: back to pending at once, nothing marked sent that was not acked.
 -- The epoch stays bumped, so a message that did reach the stream after all is stale on arrival.
 UPDATE job_runs r SET status = 'pending', lease_owner = NULL, lease_expires_at = NULL, dispatched_at = NULL
-FROM unnest(CAST(:ids AS uuid[]), CAST(:scheduled_ats AS timestamptz[]), CAST(:epochs AS bigint[]))
-     AS m(id, scheduled_at, epoch)
+FROM scheduler_epoch_fence(:ids, :scheduled_ats, :epochs) AS m
 WHERE r.id = m.id AND r.scheduled_at = m.scheduled_at AND r.epoch = m.epoch AND r.status = 'dispatched'
   AND r.scheduled_at >= :lo AND r.scheduled_at <= :hi
 RETURNING r.id, r.scheduled_at, r.due_at;
 
 -- name: fail_unbuildable_runs
+-- fires: job_runs_failure_streak, job_runs_flow_control, job_runs_queue_changed, job_runs_record_callback
 -- Claimed runs whose message cannot be built (a payload nested deeper than the message encoding
 -- allows, a value that does not decode): each fails alone, now, with the reason. Left dispatched, it
 -- killed the engine that claimed it and, after the lease, the next one. Fenced on the claim's epoch;
@@ -1312,7 +1335,7 @@ RETURNING r.id;
 -- the claim's ceiling reaches it. Its partial index is empty unless runs are pulled forward.
 -- Both read run_queue, which holds exactly the unfinished runs (migration 0017).
 SELECT COALESCE(min(scheduled_at), now()) AS floor, now() AS db_now,
-       (SELECT max(scheduled_at) FROM run_queue WHERE state IN (0, 3) AND due_at < scheduled_at)
+       (SELECT max(scheduled_at) FROM run_queue WHERE state IN (scheduler_queue_pending(), scheduler_queue_held()) AND due_at < scheduled_at)
            AS pulled_forward
 FROM run_queue;
 
@@ -1324,23 +1347,24 @@ FROM run_queue;
 -- partition bounds here, a pulled-forward run's scheduled_at among them; run_queue is one table.)
 SELECT COALESCE(extract(epoch FROM now() - min(o.due_at)), 0) AS oldest_age,
        (SELECT count(*) FROM (
-            SELECT 1 FROM run_queue WHERE state = 0 AND due_at <= now() LIMIT :limit) AS d) AS runs
+            SELECT 1 FROM run_queue WHERE state = scheduler_queue_pending() AND due_at <= now() LIMIT :limit) AS d) AS runs
 FROM generate_series(0, 9) AS p(priority)
 CROSS JOIN LATERAL (
     SELECT min(due_at) AS due_at FROM run_queue
-    WHERE state = 0 AND priority = p.priority AND due_at <= now()
+    WHERE state = scheduler_queue_pending() AND priority = p.priority AND due_at <= now()
 ) AS o;
 
 -- ─────────────────────────────────── reaper ─────────────────────────────────
 
 -- name: reap_dispatched_runs
+-- fires: job_runs_flow_control, job_runs_queue_changed
 -- A dispatched run whose lease lapsed never started: back to pending, no attempt consumed. Only if
 -- it was claimed before :claimed_before (null: no bound), the time from which a message may still
 -- wait in the stream: a run queued behind slow workers is not lost, and re-sending it only doubled
 -- the work and the stale starts (issue 14).
 WITH expired AS (
     SELECT id, scheduled_at FROM run_queue
-    WHERE state = 1 AND lease_expires_at < now()
+    WHERE state = scheduler_queue_dispatched() AND lease_expires_at < now()
       AND COALESCE(dispatched_at, '-infinity') < COALESCE(CAST(:claimed_before AS timestamptz), 'infinity')
     ORDER BY lease_expires_at
     LIMIT :limit
@@ -1361,11 +1385,12 @@ WHERE r.id = e.id AND r.scheduled_at = e.scheduled_at
 RETURNING r.id, r.scheduled_at, r.due_at;
 
 -- name: reap_running_runs
+-- fires: job_runs_failure_streak, job_runs_flow_control, job_runs_queue_changed, job_runs_record_callback
 -- A running run whose heartbeat lapsed lost its worker: the attempt is consumed (appended to the
 -- history as `lost`), then retry with backoff or fail. A late result from that worker no longer matches status 'running' at this epoch.
 WITH expired AS (
     SELECT id, scheduled_at FROM run_queue
-    WHERE state = 2 AND lease_expires_at < now()
+    WHERE state = scheduler_queue_running() AND lease_expires_at < now()
     ORDER BY lease_expires_at
     LIMIT :limit
 ),
@@ -1396,6 +1421,7 @@ WHERE r.id = e.id AND r.scheduled_at = e.scheduled_at
 RETURNING r.id, r.scheduled_at, r.due_at, r.status;
 
 -- name: expire_runs
+-- fires: job_runs_flow_control, job_runs_queue_changed, job_runs_record_callback
 -- The engines' sweep (app/engine/expiry.py): runs not started by their deadline end 'expired', no
 -- attempt consumed, whether pending, held (paused, waiting for a slot or a window) or dispatched (a
 -- worker that receives one acks and drops it: its start finds no 'dispatched' row). Found through
@@ -1426,6 +1452,7 @@ RETURNING r.id;
 -- ─────────────────────────────────── worker ─────────────────────────────────
 
 -- name: start_runs
+-- fires: job_runs_failure_streak, job_runs_flow_control, job_runs_queue_changed, job_runs_record_callback
 -- dispatched -> running, fenced: only the delivery whose epoch matches starts, and only once. Rows
 -- not returned were duplicates, stale epochs or cancelled (or expired already); refused and expired
 -- ones come back with no attempt. The worker acks and drops them all.
@@ -1451,8 +1478,7 @@ WITH paused AS (
 expired AS (
     UPDATE job_runs r SET status = 'expired', finished_at = now(), last_error = :expired_error,
         lease_owner = NULL, lease_expires_at = NULL
-    FROM unnest(CAST(:ids AS uuid[]), CAST(:scheduled_ats AS timestamptz[]), CAST(:epochs AS bigint[]))
-         AS m(id, scheduled_at, epoch)
+    FROM scheduler_epoch_fence(:ids, :scheduled_ats, :epochs) AS m
     WHERE EXISTS (SELECT 1 FROM run_queue WHERE expires_at <= now())
       AND r.id = m.id AND r.scheduled_at = m.scheduled_at AND r.epoch = m.epoch AND r.status = 'dispatched'
       AND r.scheduled_at >= :lo AND r.scheduled_at <= :hi
@@ -1461,8 +1487,7 @@ expired AS (
 ),
 refused AS (
     UPDATE job_runs r SET status = 'pending', lease_owner = NULL, lease_expires_at = NULL, dispatched_at = NULL
-    FROM unnest(CAST(:ids AS uuid[]), CAST(:scheduled_ats AS timestamptz[]), CAST(:epochs AS bigint[]))
-         AS m(id, scheduled_at, epoch)
+    FROM scheduler_epoch_fence(:ids, :scheduled_ats, :epochs) AS m
     WHERE EXISTS (SELECT 1 FROM paused)
       AND r.id = m.id AND r.scheduled_at = m.scheduled_at AND r.epoch = m.epoch AND r.status = 'dispatched'
       AND r.scheduled_at >= :lo AND r.scheduled_at <= :hi
@@ -1492,21 +1517,21 @@ UNION ALL
 SELECT id, NULL, true FROM expired;
 
 -- name: renew_dispatch_leases
+-- fires: job_runs_flow_control, job_runs_queue_changed
 -- Runs a worker holds back (their tenant is over its share of the worker's slots) stay dispatched:
 -- their dispatch lease is renewed while they wait, so it never lapses into a re-claim under a new
 -- epoch, a new message, and the same wait again.
 UPDATE job_runs r SET lease_expires_at = now() + make_interval(secs => :lease_seconds)
-FROM unnest(CAST(:ids AS uuid[]), CAST(:scheduled_ats AS timestamptz[]), CAST(:epochs AS bigint[]))
-     AS m(id, scheduled_at, epoch)
+FROM scheduler_epoch_fence(:ids, :scheduled_ats, :epochs) AS m
 WHERE r.id = m.id AND r.scheduled_at = m.scheduled_at AND r.epoch = m.epoch AND r.status = 'dispatched'
   AND r.scheduled_at >= :lo AND r.scheduled_at <= :hi
 RETURNING r.id;
 
 -- name: heartbeat_runs
+-- fires: job_runs_flow_control, job_runs_queue_changed
 -- Extends the leases of everything this worker is running, in one statement per beat.
 UPDATE job_runs r SET lease_expires_at = now() + make_interval(secs => :lease_seconds)
-FROM unnest(CAST(:ids AS uuid[]), CAST(:scheduled_ats AS timestamptz[]), CAST(:epochs AS bigint[]))
-     AS m(id, scheduled_at, epoch)
+FROM scheduler_epoch_fence(:ids, :scheduled_ats, :epochs) AS m
 WHERE r.id = m.id AND r.scheduled_at = m.scheduled_at AND r.epoch = m.epoch AND r.status = 'running'
   AND r.scheduled_at >= :lo AND r.scheduled_at <= :hi
 RETURNING r.id;
@@ -1516,12 +1541,12 @@ RETURNING r.id;
 -- stops them (app/worker/cancels.py), when the cancel's notice over NATS did not reach it. Read only
 -- for the runs a heartbeat missed, so never on the default path.
 SELECT r.id FROM job_runs r
-JOIN unnest(CAST(:ids AS uuid[]), CAST(:scheduled_ats AS timestamptz[]), CAST(:epochs AS bigint[]))
-     AS m(id, scheduled_at, epoch)
+JOIN scheduler_epoch_fence(:ids, :scheduled_ats, :epochs) AS m
   ON r.id = m.id AND r.scheduled_at = m.scheduled_at AND r.epoch = m.epoch
 WHERE r.status = 'cancelled' AND r.scheduled_at >= :lo AND r.scheduled_at <= :hi;
 
 -- name: finish_runs
+-- fires: job_runs_failure_streak, job_runs_flow_control, job_runs_queue_changed, job_runs_record_callback
 -- Records a group of outcomes in one statement: success, retry with jittered exponential backoff
 -- (due_at moves, scheduled_at never does, so the run stays in its partition) or failure. Fenced like
 -- start_runs: a result whose run was rescued meanwhile matches nothing and is discarded. The same
@@ -1621,6 +1646,7 @@ LIMIT :limit
 FOR UPDATE SKIP LOCKED;
 
 -- name: insert_cron_runs
+-- fires: job_runs_queue_added, job_runs_record_tags
 -- The occurrences (oldest first) as runs, held like a submitted run (insert_runs) when the tenant or
 -- job is paused or limited; the tenant and its paused jobs read under its flow lock, as there. An
 -- occurrence whose run exists already is a no-op (the unique (tenant_id, job, scheduled_at) index):
