@@ -87,7 +87,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 settings,
                 runtime.pool,
                 AdmissionControl(settings.tenant_max_pending),
-                runtime.hot_index,
                 stop_running=notices,
             )
             state.checks = app.state.checks

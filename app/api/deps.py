@@ -12,7 +12,7 @@ from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from app.config import Settings
-from app.domain import Hints, OnPending, StopRunning, no_stop_notice, on_pending
+from app.domain import StopRunning, no_stop_notice
 from app.errors import Unavailable
 from app.services.admission import AdmissionControl
 from app.services.auth import KeyCache, Principal, authenticate
@@ -26,16 +26,11 @@ class State:
     settings: Settings
     pool: asyncpg.Pool
     admission: AdmissionControl
-    hot_index: Hints | None = None  # the Redis hot index (app.bus.hot_index), when it is on
     # Tells the workers to stop runs a cancel took out of running (app.bus.cancels.CancelNotices).
     stop_running: StopRunning = no_stop_notice
     keys: KeyCache = field(default_factory=KeyCache)
     wakeups: WakeUps = field(default_factory=WakeUps)
     checks: dict[str, object] = field(default_factory=dict)  # readiness probes by name
-
-    @property
-    def on_pending(self) -> OnPending:
-        return on_pending(self.hot_index)
 
 
 # A request that reaches a process still connecting (app.runtime) waits this long, then gets a 503.

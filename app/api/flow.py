@@ -20,7 +20,7 @@ TenantIdPath = Annotated[str, Path(pattern=TENANT_ID_PATTERN)]
 
 async def _job(tenant_id: str, name: str, paused: bool, state: StateDep, principal: PrincipalDep) -> Job:
     principal.require_tenant(tenant_id)
-    job = await flow_service.set_job_paused(state.pool, tenant_id, name, paused, state.on_pending)
+    job = await flow_service.set_job_paused(state.pool, tenant_id, name, paused)
     return job_out(job)
 
 
@@ -43,7 +43,7 @@ async def resume_job(
 
 async def _tenant(tenant_id: str, paused: bool, state: StateDep, principal: PrincipalDep) -> TenantPause:
     principal.require_admin()
-    await flow_service.set_tenant_paused(state.pool, tenant_id, paused, state.on_pending)
+    await flow_service.set_tenant_paused(state.pool, tenant_id, paused)
     return TenantPause(id=tenant_id, paused=paused)
 
 

@@ -53,7 +53,6 @@ async def put_job(state: State, tenant_id: str, name: str, body: JobPut) -> tupl
         max_payload_bytes=state.settings.max_payload_bytes,
         max_payload_depth=state.settings.max_payload_depth,
         max_jobs=state.settings.tenant_max_jobs,
-        on_pending=state.on_pending,
     )
 
 
@@ -107,7 +106,5 @@ async def backfill_job(
     ahead, behind = state.settings.max_schedule_ahead_days, state.settings.max_schedule_behind_days
     check_schedule_window(body.start, ahead_days=ahead, behind_days=behind, field="from")
     check_schedule_window(body.end, ahead_days=ahead, behind_days=behind, field="to")
-    done = await backfill_service.backfill(
-        state.pool, state.admission, state.on_pending, tenant_id, name, body.start, body.end
-    )
+    done = await backfill_service.backfill(state.pool, state.admission, tenant_id, name, body.start, body.end)
     return json_response({"runs": done.runs, "existing": done.existing})

@@ -9,10 +9,11 @@ from datetime import datetime, timedelta
 
 import asyncpg
 
+from app import events
 from app.db import cron as cron_repo
 from app.db import runs as run_repo
 from app.db import wakeups
-from app.domain import OnPending, RunRecord, run_record
+from app.domain import RunRecord, run_record
 from app.errors import Conflict, InvalidInput, NotFound
 from app.services import cron
 from app.services.admission import AdmissionControl
@@ -32,7 +33,6 @@ class Backfilled:
 async def backfill(
     pool: asyncpg.Pool,
     admission: AdmissionControl,
-    on_pending: OnPending,
     tenant_id: str,
     name: str,
     start: datetime,
@@ -76,5 +76,5 @@ async def backfill(
         due = [r["scheduled_at"] for r in claimable if r["due_at"] <= r["created_at"]]
         if due:
             await wakeups.notify_runs_due(conn, min(due))
-    await on_pending(claimable)
+    await events.runs_pending(claimable)
     return Backfilled([run_record(r) for r in runs], len(rows) - len(made))

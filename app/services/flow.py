@@ -14,11 +14,12 @@ from datetime import datetime
 
 import asyncpg
 
+from app import events
 from app.db import cron as cron_repo
 from app.db import flow as flow_repo
 from app.db import jobs as job_repo
 from app.db import wakeups
-from app.domain import JobRecord, OnPending, job_record, no_hint
+from app.domain import JobRecord, job_record
 from app.errors import NotFound
 from app.services import cron
 
@@ -41,9 +42,7 @@ async def apply_pause(
     return released
 
 
-async def set_job_paused(
-    pool: asyncpg.Pool, tenant_id: str, name: str, paused: bool, on_pending: OnPending = no_hint
-) -> JobRecord:
+async def set_job_paused(pool: asyncpg.Pool, tenant_id: str, name: str, paused: bool) -> JobRecord:
     async with pool.acquire() as conn:
         async with conn.transaction():
             job = await flow_repo.set_job_paused(conn, tenant_id, name, paused)
@@ -56,19 +55,17 @@ async def set_job_paused(
                 await cron_repo.set_next_fire(conn, tenant_id, name, next_fire_at)
             released = await apply_pause(conn, tenant_id, name, paused)
         row = await job_repo.get_job(conn, tenant_id, name)
-    await on_pending(released)
+    await events.runs_pending(released)
     assert row is not None
     return job_record(row)
 
 
-async def set_tenant_paused(
-    pool: asyncpg.Pool, tenant_id: str, paused: bool, on_pending: OnPending = no_hint
-) -> None:
+async def set_tenant_paused(pool: asyncpg.Pool, tenant_id: str, paused: bool) -> None:
     async with pool.acquire() as conn, conn.transaction():
         if not await flow_repo.set_tenant_paused(conn, tenant_id, paused):
             raise NotFound(f"tenant {tenant_id!r} not found", field="tenant_id")
         released = await apply_pause(conn, tenant_id, None, paused)
-    await on_pending(released)
+    await events.runs_pending(released)
 
 
 @dataclass(frozen=True)

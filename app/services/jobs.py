@@ -7,10 +7,11 @@ from typing import Any
 
 import asyncpg
 
+from app import events
 from app.db import flow as flow_repo
 from app.db import jobs as job_repo
 from app.db import tenants as tenant_repo
-from app.domain import JobRecord, OnPending, job_record, no_hint
+from app.domain import JobRecord, job_record
 from app.errors import InvalidInput, NotFound
 from app.services import cron
 from app.services.callbacks import validate_callback
@@ -29,7 +30,6 @@ async def put_job(
     max_payload_bytes: int,
     max_payload_depth: int,
     max_jobs: int,
-    on_pending: OnPending = no_hint,
 ) -> tuple[JobRecord, bool]:
     """Upsert a job; returns (job, created). Changing the schedule recomputes next_fire_at."""
     # An unknown tenant is 404 before the body is judged (and its target's host resolved).
@@ -83,7 +83,7 @@ async def put_job(
         # Its limits take effect at once: a key waiting for its window looks again (a raised or
         # removed rate limit may give room sooner than the old one said).
         await flow_repo.wake_flow_keys(conn, tenant_id, name)
-    await on_pending(released)
+    await events.runs_pending(released)
     return job_record(row), bool(row["inserted"])
 
 

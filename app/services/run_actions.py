@@ -24,10 +24,11 @@ from uuid import UUID
 
 import asyncpg
 
+from app import events
 from app.db import runs as run_repo
 from app.db.run_ids import bounds_of
 from app.db.runs import TimeRange
-from app.domain import CANCELLABLE, RETRYABLE, OnPending, RunStatus, StopRunning
+from app.domain import CANCELLABLE, RETRYABLE, RunStatus, StopRunning
 from app.errors import OverQuota
 from app.services.admission import AdmissionControl
 from app.services.runs import admitted
@@ -73,7 +74,6 @@ class Outcome:
 async def act_on_runs(
     pool: asyncpg.Pool,
     admission: AdmissionControl,
-    on_pending: OnPending,
     stop_running: StopRunning,
     tenant_id: str,
     action: Action,
@@ -91,9 +91,7 @@ async def act_on_runs(
         keys = [r["id"] for r in chunk if r["status"] in sources]
         if keys:
             try:
-                changed, done = await _apply(
-                    pool, admission, on_pending, stop_running, tenant_id, action, keys
-                )
+                changed, done = await _apply(pool, admission, stop_running, tenant_id, action, keys)
             except OverQuota:
                 if outcome.changed == 0:
                     raise
@@ -147,7 +145,6 @@ async def _match(
 async def _apply(
     pool: asyncpg.Pool,
     admission: AdmissionControl,
-    on_pending: OnPending,
     stop_running: StopRunning,
     tenant_id: str,
     action: Action,
@@ -155,7 +152,7 @@ async def _apply(
 ) -> tuple[int, bool]:
     """(runs changed, whether the chunk is done: no run of it is still locked in a source state)."""
     if action == "retry":
-        return await _retry(pool, admission, on_pending, tenant_id, keys), True
+        return await _retry(pool, admission, tenant_id, keys), True
     changed, left = 0, keys
     for attempt in range(LOCKED_RETRIES + 1):
         if attempt:
@@ -181,12 +178,10 @@ async def _apply(
     return changed, not left
 
 
-async def _retry(
-    pool: asyncpg.Pool, admission: AdmissionControl, on_pending: OnPending, tenant_id: str, keys: list[UUID]
-) -> int:
+async def _retry(pool: asyncpg.Pool, admission: AdmissionControl, tenant_id: str, keys: list[UUID]) -> int:
     async with pool.acquire() as conn, admitted(admission, tenant_id, conn, len(keys)):
         rows = await run_repo.retry_runs(conn, tenant_id, keys)
     metrics.runs_retried_total.labels("bulk").inc(len(rows))
     metrics.bulk_run_changes_total.labels("retry").inc(len(rows))
-    await on_pending(rows)
+    await events.runs_pending(rows)
     return len(rows)

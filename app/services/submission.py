@@ -9,9 +9,10 @@ from uuid import UUID
 
 import asyncpg
 
+from app import events
 from app.db import dedupe as dedupe_repo
 from app.db import runs as run_repo
-from app.domain import MAX_TAGS, OnPending, RunRecord, no_hint, run_record
+from app.domain import MAX_TAGS, RunRecord, run_record
 from app.errors import Conflict, InvalidInput, OverQuota
 from app.services import dedupe
 from app.services.admission import AdmissionControl, Ticket
@@ -58,10 +59,9 @@ async def submit(
     requests: list[RunRequest],
     traceparent: str | None,
     wakeups: WakeUps | None = None,
-    on_pending: OnPending = no_hint,
 ) -> list[Submitted]:
-    """Runs the requests in one transaction; once committed, the created runs are handed to
-    `on_pending` (the hot index's hint). `traceparent` is what the caller sent, if anything."""
+    """Runs the requests in one transaction; once committed, the runs made pending are published
+    (app.events). `traceparent` is what the caller sent, if anything."""
     notify = wakeups.due(r.scheduled_at for r in requests) if wakeups is not None else True
     traceparent = submitter_traceparent(traceparent)
     keyed = any(r.idempotency_key is not None for r in requests)
@@ -74,7 +74,9 @@ async def submit(
                     conn, ticket, tenant_id, requests, traceparent, notify, keyed or ruled, ruled
                 )
             ticket.committed(sum(s.created for s in submitted))
-            await on_pending([s.run for s in submitted if s.created or s.deduplicated_by == "debounce"])
+            await events.runs_pending(
+                [s.run for s in submitted if s.created or s.deduplicated_by == "debounce"]
+            )
             for rule in ("unique", "debounce"):
                 answered = sum(s.deduplicated_by == rule for s in submitted)
                 if answered:

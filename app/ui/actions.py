@@ -52,9 +52,7 @@ async def cancel_run(run_id: UUID, state: StateDep, session: SessionDep, form: F
 @router.post("/runs/{run_id}/retry")
 async def retry_run(run_id: UUID, state: StateDep, session: SessionDep, form: FormDep) -> Response:
     """A failed, cancelled or expired run back to pending, due now: what POST /runs/{id}/retry does."""
-    await run_service.retry_run(
-        state.pool, state.admission, state.on_pending, run_id, session.principal.tenant_id, None
-    )
+    await run_service.retry_run(state.pool, state.admission, run_id, session.principal.tenant_id, None)
     return RedirectResponse(f"/ui/runs/{run_id}", status_code=303)
 
 
@@ -71,7 +69,6 @@ async def reschedule_run(
             raise InvalidInput("give the new due time", field="due_at")
         await run_service.reschedule_run(
             state.pool,
-            state.on_pending,
             run_id,
             session.principal.tenant_id,
             due_at,
@@ -86,9 +83,7 @@ async def _pause_job(
     name: str, paused: bool, state: StateDep, session: SessionDep, form: dict[str, str]
 ) -> Response:
     tenant = _tenant_of(form)
-    await flow_service.set_job_paused(
-        state.pool, scoped_tenant(session, tenant), name, paused, state.on_pending
-    )
+    await flow_service.set_job_paused(state.pool, scoped_tenant(session, tenant), name, paused)
     return RedirectResponse(f"/ui/jobs{_query(tenant)}", status_code=303)
 
 
@@ -106,7 +101,7 @@ async def resume_job(name: JobName, state: StateDep, session: SessionDep, form: 
 
 async def _pause_tenant(tenant_id: str, paused: bool, state: StateDep, session: SessionDep) -> Response:
     session.principal.require_admin()  # as the API's: a tenant session gets 404
-    await flow_service.set_tenant_paused(state.pool, tenant_id, paused, state.on_pending)
+    await flow_service.set_tenant_paused(state.pool, tenant_id, paused)
     return RedirectResponse("/ui/admin", status_code=303)
 
 
@@ -140,7 +135,6 @@ async def act_on_failures(state: StateDep, session: SessionDep, form: FormDep) -
     outcome = await action_service.act_on_runs(
         state.pool,
         state.admission,
-        state.on_pending,
         state.stop_running,
         record["tenant_id"],
         action,
@@ -173,7 +167,6 @@ async def trigger_job(
         [RunRequest(name, None, None, None, "")],
         request.headers.get("traceparent"),
         state.wakeups,
-        state.on_pending,
     )
     return RedirectResponse(f"/ui/runs/{submitted.run['id']}", status_code=303)
 
