@@ -56,7 +56,7 @@ async def supervise(
 
 
 async def first_of(
-    events: Collection[asyncio.Event], timeout: float, tasks: Collection[asyncio.Future[Any]] = ()
+    events: Collection[asyncio.Event], timeout: float | None, tasks: Collection[asyncio.Future[Any]] = ()
 ) -> None:
     """Wait until any of the events is set or any of the tasks is done, or the timeout passes."""
     waiters = [asyncio.ensure_future(e.wait()) for e in events]

@@ -95,7 +95,6 @@ class ApiProcess:
             settings,
             runtime.pool,
             AdmissionControl(settings.tenant_max_pending),
-            runtime.hot_index,
             stop_running=self.notices,
         )
         app.state.scheduler = state

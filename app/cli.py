@@ -75,7 +75,7 @@ async def _process(settings: Settings, role: str, stop: asyncio.Event) -> None:
         else:
             from app.worker.consumer import Worker
 
-            await Worker(settings, runtime.pool, runtime.nc, runtime.hot_index).run(stop)
+            await Worker(settings, runtime.pool, runtime.nc).run(stop)
     finally:
         stop.set()
         await ops

@@ -207,6 +207,6 @@ async def prepare_database(url: str) -> None:
     await asyncio.to_thread(migrate, url)
     pool = await create_pool(url, max_size=2)
     try:
-        await PartitionMaintenance(Settings(database_url=url), pool).run_once()
+        await PartitionMaintenance(Settings(database_url=url), pool).step()
     finally:
         await pool.close()

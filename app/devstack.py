@@ -197,16 +197,17 @@ async def _serve(settings: Settings, data: Path, host: str, port: int) -> None:
             raise SystemExit(f"scheduler dev: the API did not start on {host}:{port}")
         await asyncio.sleep(0.05)
 
-    # The worker's own runtime, as `scheduler worker` builds it (its gauges on the API's /metrics).
+    # The worker's own runtime, as `scheduler worker` builds it (its gauges on the API's /metrics),
+    # but for the hot index: the API's runtime has one, subscribed for this whole process.
     expose_worker_metrics(settings.worker_concurrency)
-    runtime = Runtime(settings, "scheduler-dev-worker")
+    runtime = Runtime(settings, "scheduler-dev-worker", hot_index=False)
     if not await runtime.connect(stop):  # Ctrl-C while connecting
         server.should_exit = True
         await asyncio.gather(api, return_exceptions=True)
         await runtime.close()
         return
     assert runtime.pool is not None and runtime.nc is not None
-    worker = asyncio.create_task(Worker(settings, runtime.pool, runtime.nc, runtime.hot_index).run(stop))
+    worker = asyncio.create_task(Worker(settings, runtime.pool, runtime.nc).run(stop))
     base = f"http://{host}:{port}"
     try:
         key = await _demo_key(settings, base, data / "demo_key")

@@ -249,12 +249,6 @@ def job_record(row: Any) -> JobRecord:
     return record
 
 
-class OnPending(Protocol):
-    """Called with rows (id, due_at) of runs that just became pending, after their commit."""
-
-    async def __call__(self, runs: Iterable[Any], /) -> None: ...
-
-
 class StopRunning(Protocol):
     """Called with rows (id, epoch) of runs a cancel took out of `running`, after its commit: tells
     the workers to stop those attempts (app.bus.cancels). Best effort: a worker not told finds out
@@ -265,23 +259,3 @@ class StopRunning(Protocol):
 
 async def no_stop_notice(runs: Iterable[Any], /) -> None:
     return None
-
-
-class Hints(Protocol):
-    """Where pending runs are hinted (the Redis hot index, app.bus.hot_index.HotIndex)."""
-
-    async def add(self, runs: Iterable[Any]) -> None: ...
-
-    async def close(self) -> None: ...
-
-
-async def no_hint(runs: Iterable[Any], /) -> None:
-    return None
-
-
-def on_pending(hints: Hints | None) -> OnPending:
-    """The one place that decides what "runs became pending" does: hint them when the hot index is
-    on (SCHEDULER_HOT_INDEX=redis), nothing when it is off. Every site where a run becomes pending
-    (submission, cron, the reaper, the dispatcher's release, a worker's retry) calls what this
-    returns."""
-    return no_hint if hints is None else hints.add

@@ -19,6 +19,7 @@ from typing import TypeVar
 import asyncpg
 from nats.aio.client import Client as NATS
 
+from app import events
 from app.bus.hot_index import HotIndex
 from app.bus.jetstream import close as close_nats
 from app.bus.jetstream import connect as connect_nats
@@ -63,7 +64,7 @@ async def until_connected(connect: Callable[[], Awaitable[T]], what: str, stop: 
 
 
 def hot_index_of(settings: Settings) -> HotIndex | None:
-    """The Redis hot index when it is on; None otherwise (every user then scans Postgres alone)."""
+    """The Redis hot index when it is on; None otherwise (the claim then scans Postgres alone)."""
     if settings.hot_index == "redis" and settings.redis_url:
         return HotIndex(settings.redis_url, f"{settings.stream}:due")
     return None
@@ -84,6 +85,7 @@ class Runtime:
         min_size: int = 2,
         max_size: int = 10,
         session_state: bool = True,
+        hot_index: bool = True,
     ):
         assert settings.database_url and (settings.nats_url or not nats)
         self.settings = settings
@@ -97,7 +99,10 @@ class Runtime:
         self.session_state = session_state
         self.pool: asyncpg.Pool | None = None
         self.nc: NATS | None = None
-        self.hot_index = hot_index_of(settings)
+        # When on, the hot index hears of every run this process makes pending (app.events), and
+        # the engine's claim reads it (app.engine.claims).
+        self.hot_index = hot_index_of(settings) if hot_index else None
+        self._unsubscribe = events.subscribe(self.hot_index.add) if self.hot_index is not None else None
         self.more_pools: list[asyncpg.Pool] = []
 
     async def connect(self, stop: asyncio.Event) -> bool:
@@ -161,6 +166,9 @@ class Runtime:
         return {"postgres": postgres, "nats": nats} if needs_nats else {"postgres": postgres}
 
     async def close(self) -> None:
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+            self._unsubscribe = None
         if self.hot_index is not None:
             await self.hot_index.close()
         if self.nc is not None:

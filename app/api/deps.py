@@ -15,7 +15,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from app.api.scopes import ADMIN, ANY_SESSION, needed
 from app.config import Settings
-from app.domain import Hints, OnPending, StopRunning, no_stop_notice, on_pending
+from app.domain import StopRunning, no_stop_notice
 from app.errors import Forbidden, Unavailable
 from app.services import runs as run_service
 from app.services.admission import AdmissionControl
@@ -31,15 +31,10 @@ class State:
     settings: Settings
     pool: asyncpg.Pool
     admission: AdmissionControl
-    hot_index: Hints | None = None  # the Redis hot index (app.bus.hot_index), when it is on
     # Tells the workers to stop runs a cancel took out of running (app.bus.cancels.CancelNotices).
     stop_running: StopRunning = no_stop_notice
     keys: KeyCache = field(default_factory=KeyCache)
     wakeups: WakeUps = field(default_factory=WakeUps)
-
-    @property
-    def on_pending(self) -> OnPending:
-        return on_pending(self.hot_index)
 
 
 # A request that reaches a process still connecting (app.runtime) waits this long, then gets a 503.

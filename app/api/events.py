@@ -56,7 +56,6 @@ async def publish_event(
         idempotency_key,
         request.headers.get("traceparent"),
         state.wakeups,
-        state.on_pending,
     )
     created = any(s.created for s in submitted)
     return json_response({"runs": [s.run for s in submitted]}, 201 if created else 200)

@@ -23,9 +23,7 @@ async def _job(
     tenant_id: str, name: str, paused: bool, state: StateDep, principal: PrincipalDep, audit: AuditDep
 ) -> Job:
     principal.require_tenant(tenant_id)
-    job = await flow_service.set_job_paused(
-        state.pool, tenant_id, name, paused, state.on_pending, audit=audit
-    )
+    job = await flow_service.set_job_paused(state.pool, tenant_id, name, paused, audit=audit)
     return job_out(job)
 
 
@@ -50,7 +48,7 @@ async def _tenant(
     tenant_id: str, paused: bool, state: StateDep, principal: PrincipalDep, audit: AuditDep
 ) -> TenantPause:
     principal.require_admin()
-    await flow_service.set_tenant_paused(state.pool, tenant_id, paused, state.on_pending, audit=audit)
+    await flow_service.set_tenant_paused(state.pool, tenant_id, paused, audit=audit)
     return TenantPause(id=tenant_id, paused=paused)
 
 

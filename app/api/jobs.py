@@ -57,7 +57,6 @@ async def put_job(
         max_payload_bytes=state.settings.max_payload_bytes,
         max_payload_depth=state.settings.max_payload_depth,
         max_jobs=state.settings.tenant_max_jobs,
-        on_pending=state.on_pending,
         audit=audit,
     )
 
@@ -118,6 +117,6 @@ async def backfill_job(
     check_schedule_window(body.start, ahead_days=ahead, behind_days=behind, field="from")
     check_schedule_window(body.end, ahead_days=ahead, behind_days=behind, field="to")
     done = await backfill_service.backfill(
-        state.pool, state.admission, state.on_pending, tenant_id, name, body.start, body.end, audit=audit
+        state.pool, state.admission, tenant_id, name, body.start, body.end, audit=audit
     )
     return json_response({"runs": done.runs, "existing": done.existing})

@@ -45,7 +45,6 @@ async def act_on_runs(
     outcome = await action_service.act_on_runs(
         state.pool,
         state.admission,
-        state.on_pending,
         state.stop_running,
         tenant_id,
         body.action,

@@ -132,7 +132,6 @@ async def _submit(
         requests,
         request.headers.get("traceparent"),
         state.wakeups,
-        state.on_pending,
         group,
     )
 
@@ -266,7 +265,6 @@ async def retry_run(
         await run_service.retry_run(
             state.pool,
             state.admission,
-            state.on_pending,
             run_id,
             principal.tenant_id,
             body.max_attempts if body is not None else None,
@@ -285,7 +283,6 @@ async def reschedule_run(
     return json_response(
         await run_service.reschedule_run(
             state.pool,
-            state.on_pending,
             run_id,
             principal.tenant_id,
             body.due_at,

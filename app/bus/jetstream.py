@@ -123,7 +123,7 @@ def consumer_config(lane: Lane, settings: Settings) -> ConsumerConfig:
         ack_wait=settings.ack_wait_seconds,
         # Redelivery is never given up on: the database's epoch fence drops what is stale. A worker
         # that holds a tenant back over its share naks with a delay, and every nak counts as a
-        # delivery: a limit here would drop a patient tenant's runs (app/worker/consumer.py).
+        # delivery: a limit here would drop a patient tenant's runs (app/worker/intake.py).
         max_deliver=-1,
         max_ack_pending=max(20_000, settings.worker_concurrency * 4),
         filter_subject=lane.subjects,

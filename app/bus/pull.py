@@ -18,7 +18,7 @@ from app.bus.jetstream import Lane
 class PullConsumer:
     """Pulls from one lane's durable consumer with the plain pull protocol: a request for up to N
     messages (lingering until `expires`) answered to a private inbox whose callback queues them.
-    A worker runs one per lane, each in its own fetch loop (app/worker/consumer.py).
+    A worker runs one per lane, each in its own fetch loop (app/worker/intake.py).
 
     nats-py's PullSubscription.fetch waits for every single message with a fresh task, a uuid4 and
     asyncio.wait_for: 27% of the worker's CPU (measured with py-spy while draining 20k noop runs).

@@ -1,6 +1,9 @@
 """Which claim an engine makes for its next batch: the hot index's hinted claim while the index
 serves, else the scan of the due runs (app/db/sql: claim_due_runs), within a band of priorities.
 
+This is the one place the claim meets the Redis hot index (app/bus/hot_index.py, off by default),
+through `Hints`; the index learns of pending runs from the domain event (app/events.py).
+
 The scan is the truth; the index only saves it work. With the index on, the scan still runs once a
 second: runs whose hint was lost (Redis down or wiped when they were submitted) would otherwise wait
 until the index ran dry.
@@ -9,14 +12,15 @@ until the index ran dry.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
+from typing import Any, Protocol
 from uuid import UUID
 
 import asyncpg
 
-from app.bus.hot_index import HotIndex
 from app.config import Settings
 from app.db import transitions
-from app.domain import LEAST_URGENT, on_pending
+from app.domain import LEAST_URGENT
 from app.engine.floor import ClaimBounds
 from app.telemetry import metrics
 
@@ -25,12 +29,21 @@ Priorities = tuple[int, int]  # the most and the least urgent priority a claim t
 EVERY_PRIORITY: Priorities = (0, LEAST_URGENT)
 
 
+class Hints(Protocol):
+    """Due run ids held outside Postgres (app.bus.hot_index.HotIndex): a hint, never the truth."""
+
+    async def pop_due(self, now: float, limit: int) -> list[UUID] | None: ...
+
+    async def discard(self, run_ids: Iterable[Any]) -> None: ...
+
+    async def add(self, runs: Iterable[Any]) -> None: ...
+
+
 class Claims:
-    def __init__(self, settings: Settings, bounds: ClaimBounds, hot_index: HotIndex | None = None):
+    def __init__(self, settings: Settings, bounds: ClaimBounds, hints: Hints | None = None):
         self.settings = settings
         self.bounds = bounds
-        self.hot_index = hot_index
-        self.on_pending = on_pending(hot_index)
+        self.hints = hints
         self.last_scan = 0.0
 
     async def claim(
@@ -41,7 +54,7 @@ class Claims:
         # may take an urgent run too (it is sent to the urgent lane all the same).
         every_priority = priorities[1] == LEAST_URGENT
         if (
-            self.hot_index is not None
+            self.hints is not None
             and every_priority
             and time.monotonic() - self.last_scan < SCAN_EVERY_SECONDS
         ):
@@ -53,18 +66,18 @@ class Claims:
         started = time.perf_counter()
         rows = await claim_scan(conn, self.settings, self.bounds, priorities)
         metrics.claim_duration_seconds.labels("scan").observe(time.perf_counter() - started)
-        if self.hot_index is not None:
-            await self.hot_index.discard(r["id"] for r in rows)
+        if self.hints is not None:
+            await self.hints.discard(r["id"] for r in rows)
         return rows
 
     async def _claim_hinted(self, conn: asyncpg.Connection) -> list[asyncpg.Record] | None:
         """The hot path. None sends the caller to the scan: the index is empty, wiped or unreachable,
         one tenant crowds the hinted batch (the scan's fair path then applies the cap), or a more
         urgent due run was not hinted (the scan takes it first)."""
-        assert self.hot_index is not None
+        assert self.hints is not None
         s = self.settings
         started = time.perf_counter()
-        ids = await self.hot_index.pop_due(time.time(), s.batch_size)
+        ids = await self.hints.pop_due(time.time(), s.batch_size)
         if not ids:
             metrics.hot_index_events_total.labels("empty" if ids is not None else "fallback").inc()
             return None
@@ -77,7 +90,7 @@ class Claims:
         taken = {r["id"] for r in rows}
         still_pending = await transitions.pending_among(conn, [i for i in ids if i not in taken])
         metrics.hot_index_events_total.labels("stale").inc(len(ids) - len(rows) - len(still_pending))
-        await self.on_pending(still_pending)
+        await self.hints.add(still_pending)
         if not rows:  # all stale, or one tenant crowds the batch: the scan decides this turn
             return None
         return rows

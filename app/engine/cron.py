@@ -9,18 +9,17 @@ then); a job's jitter moves each occurrence's run by the occurrence's own offset
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from datetime import timedelta
 
 import asyncpg
 
+from app import events
+from app.background import Periodic
 from app.config import Settings
 from app.db import cron as cron_repo
 from app.db import runs as run_repo
 from app.db import wakeups
-from app.domain import Hints, on_pending
-from app.engine.loop import every
 from app.services import cron
 from app.telemetry import metrics
 
@@ -30,20 +29,15 @@ OCCURRENCES_PER_JOB = 1000
 _TICK = timedelta(microseconds=1)  # Postgres timestamps' resolution
 
 
-class CronMaterializer:
-    def __init__(
-        self,
-        settings: Settings,
-        pool: asyncpg.Pool,
-        hot_index: Hints | None = None,
-        tick_seconds: float = 1.0,
-    ):
+class CronMaterializer(Periodic):
+    name = "cron"
+
+    def __init__(self, settings: Settings, pool: asyncpg.Pool, tick_seconds: float = 1.0):
         self.settings = settings
         self.pool = pool
-        self.on_pending = on_pending(hot_index)
-        self.tick_seconds = tick_seconds
+        self.interval = tick_seconds
 
-    async def materialize_once(self) -> int:
+    async def step(self) -> int:
         horizon = timedelta(seconds=self.settings.cron_horizon_seconds)
         catchup = timedelta(seconds=self.settings.cron_catchup_seconds)
         quota = self.settings.tenant_max_pending
@@ -106,10 +100,7 @@ class CronMaterializer:
                 due_now = [r["scheduled_at"] for r in inserted if r["scheduled_at"] <= now]
                 if due_now:
                     await wakeups.notify_runs_due(conn, min(due_now))
-        await self.on_pending(hints)
+        await events.runs_pending(hints)
         if inserted_total:
             metrics.cron_runs_materialized_total.inc(inserted_total)
         return inserted_total
-
-    async def run(self, stop: asyncio.Event) -> None:
-        await every(stop, self.tick_seconds, self.materialize_once, "cron")

@@ -7,15 +7,14 @@ stopped, so every row is looked at in turn however many are in use."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
 
 import asyncpg
 
+from app.background import Led
 from app.config import Settings
 from app.db import locks
 from app.db.dedupe import DedupeKey, sweep_dedupe_keys
-from app.engine.loop import every
 from app.telemetry import metrics
 
 log = logging.getLogger(__name__)
@@ -25,31 +24,26 @@ ROWS_PER_STATEMENT = 1000
 STATEMENTS_PER_PASS = 100
 
 
-class DedupeKeySweeper:
+class DedupeKeySweeper(Led[int]):
+    name = "dedupe_keys"
+    leader = locks.DEDUPE_SWEEP_LOCK_KEY
+
     def __init__(self, settings: Settings, pool: asyncpg.Pool):
         self.settings = settings
         self.pool = pool
+        self.interval = settings.maintenance_interval_seconds
         self._after = FIRST
 
-    async def sweep_once(self) -> int:
-        """One pass; how many keys went (0 also when another engine holds the lock)."""
+    async def lead(self, conn: asyncpg.Connection) -> int:
+        """One pass; how many keys went."""
         swept = 0
-        async with self.pool.acquire() as conn:
-            if not await locks.try_advisory_lock(conn, locks.DEDUPE_SWEEP_LOCK_KEY):
-                return 0
-            try:
-                for _ in range(STATEMENTS_PER_PASS):
-                    n, after = await sweep_dedupe_keys(conn, self._after, ROWS_PER_STATEMENT)
-                    swept += n
-                    self._after = after or FIRST
-                    if after is None:
-                        break
-            finally:
-                await locks.advisory_unlock(conn, locks.DEDUPE_SWEEP_LOCK_KEY)
+        for _ in range(STATEMENTS_PER_PASS):
+            n, after = await sweep_dedupe_keys(conn, self._after, ROWS_PER_STATEMENT)
+            swept += n
+            self._after = after or FIRST
+            if after is None:
+                break
         metrics.dedupe_keys_swept_total.inc(swept)
         if swept:
             log.info("swept %d unique and debounce keys that held nothing", swept)
         return swept
-
-    async def run(self, stop: asyncio.Event) -> None:
-        await every(stop, self.settings.maintenance_interval_seconds, self.sweep_once, "dedupe_keys")

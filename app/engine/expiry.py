@@ -7,32 +7,34 @@ touches in time: runs still pending or held, and runs whose message waits in the
 the partial index run_queue_expiring (migration 0019), which holds only the runs with a deadline
 still to meet, so a pass costs one index probe when nothing is due to expire, however many runs are
 waiting. Every SCHEDULER_EXPIRE_INTERVAL_SECONDS (1 s): a run is seen expired at most about that
-long after its deadline (plus the jitter of every(), ±20 %). Any number of engines sweep at once:
+long after its deadline (plus the jitter of its interval, ±20 %). Any number of engines sweep at once:
 the runs are taken with SKIP LOCKED (app/db/sql/queries.sql: expire_runs), so they split the work.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 
 import asyncpg
 
+from app.background import Periodic
 from app.config import Settings
 from app.db import transitions
-from app.engine.loop import every
 from app.telemetry import metrics
 
 log = logging.getLogger(__name__)
 BATCH = 1000
 
 
-class RunExpiry:
+class RunExpiry(Periodic):
+    name = "expiry"
+
     def __init__(self, settings: Settings, pool: asyncpg.Pool):
         self.settings = settings
         self.pool = pool
+        self.interval = settings.expire_interval_seconds
 
-    async def expire_once(self) -> int:
+    async def step(self) -> int:
         """Ends every run past its deadline, a batch per statement, until one ends none (a batch cut
         short by another engine's locks goes on: the other sweep has taken those); how many."""
         expired = 0
@@ -43,6 +45,3 @@ class RunExpiry:
         if expired:
             log.info("expired %d runs not started by their deadline", expired)
         return expired
-
-    async def run(self, stop: asyncio.Event) -> None:
-        await every(stop, self.settings.expire_interval_seconds, self.expire_once, "expiry")

@@ -15,14 +15,13 @@ longer ago than RETENTION_DAYS is deleted, as its runs' days are.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 
 import asyncpg
 
+from app.background import AGAIN, Periodic, Wait
 from app.config import Settings
 from app.db import groups as group_repo
-from app.engine.loop import every
 from app.errors import Conflict, InvalidInput, OverQuota
 from app.services.admission import AdmissionControl
 from app.services.groups import completion_payload
@@ -36,11 +35,18 @@ DEFER_SECONDS = 5.0
 PRUNE_BATCH = 10_000
 
 
-class GroupFirer:
+class GroupFirer(Periodic):
+    name = "groups"
+
     def __init__(self, settings: Settings, pool: asyncpg.Pool):
         self.settings = settings
         self.pool = pool
+        self.interval = POLL_SECONDS
         self.admission = AdmissionControl(settings.tenant_max_pending)
+
+    async def step(self) -> Wait | None:
+        """A batch of the groups owed; a full one means more are: the next step at once."""
+        return AGAIN if await self.fire_once() == BATCH else None
 
     async def fire_once(self) -> int:
         """Fires the completed groups still owed (a batch); how many were fired or deferred."""
@@ -75,17 +81,18 @@ class GroupFirer:
             await group_repo.fire_group(conn, group["id"], made.run["id"], None)
         log.info("group %s completed and fired", group["id"])
 
-    async def prune_once(self) -> int:
-        """Deletes groups fired longer ago than the runs' history is kept (RETENTION_DAYS); how many."""
+
+class GroupPruner(Periodic):
+    """Deletes groups fired longer ago than the runs' history is kept (RETENTION_DAYS)."""
+
+    name = "groups_prune"
+
+    def __init__(self, settings: Settings, pool: asyncpg.Pool):
+        self.settings = settings
+        self.pool = pool
+        self.interval = settings.maintenance_interval_seconds
+
+    async def step(self) -> int:
+        """A batch of them; how many."""
         async with self.pool.acquire() as conn:
             return await group_repo.delete_old_groups(conn, self.settings.retention_days, PRUNE_BATCH)
-
-    async def run(self, stop: asyncio.Event) -> None:
-        await asyncio.gather(
-            every(stop, POLL_SECONDS, self._drain, "groups"),
-            every(stop, self.settings.maintenance_interval_seconds, self.prune_once, "groups_prune"),
-        )
-
-    async def _drain(self) -> None:
-        while await self.fire_once() == BATCH:
-            pass

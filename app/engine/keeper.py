@@ -20,17 +20,17 @@ the sweep each left a row behind for good.
 
 from __future__ import annotations
 
-import asyncio
 import time
 
 import asyncpg
 
+from app import events
+from app.background import Periodic
 from app.config import Settings
 from app.db import flow as flow_repo
 from app.db import wakeups
 from app.db.flow import Key
-from app.domain import HeldReason, Hints, on_pending
-from app.engine.loop import every
+from app.domain import HeldReason
 from app.telemetry import metrics
 
 # Keys granted per pass; a pass that reaches it continues from there on the next one, so every key
@@ -50,11 +50,13 @@ GRANTED = {
 }
 
 
-class FlowKeeper:
-    def __init__(self, settings: Settings, pool: asyncpg.Pool, hot_index: Hints | None = None):
+class FlowKeeper(Periodic):
+    name = "keeper"
+
+    def __init__(self, settings: Settings, pool: asyncpg.Pool):
         self.settings = settings
         self.pool = pool
-        self.on_pending = on_pending(hot_index)
+        self.interval = settings.keeper_interval_seconds
         self._after = dict.fromkeys(WAITING, FIRST)
         self._binds: dict[HeldReason, dict[str, object]] = {
             HeldReason.CONCURRENCY: {},
@@ -63,7 +65,7 @@ class FlowKeeper:
         self._swept_at = time.monotonic()  # the first sweep a minute after start
         self._sweep_after = FIRST
 
-    async def run_once(self) -> int:
+    async def step(self) -> int:
         """One pass; returns how many runs were granted a slot or room."""
         granted: list[asyncpg.Record] = []
         async with self.pool.acquire() as conn:
@@ -77,7 +79,7 @@ class FlowKeeper:
             if granted:
                 await wakeups.notify_runs_due(conn, min(r["scheduled_at"] for r in granted))
         metrics.runs_reheld_total.inc(reheld)
-        await self.on_pending(granted)
+        await events.runs_pending(granted)
         if time.monotonic() - self._swept_at >= SWEEP_EVERY_SECONDS:
             await self.sweep()
         return len(granted)
@@ -98,6 +100,3 @@ class FlowKeeper:
                 self._sweep_after = after or FIRST
                 if after is None:
                     break
-
-    async def run(self, stop: asyncio.Event) -> None:
-        await every(stop, self.settings.keeper_interval_seconds, self.run_once, "keeper")

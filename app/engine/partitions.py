@@ -27,12 +27,12 @@ from datetime import UTC, date, timedelta
 
 import asyncpg
 
+from app.background import Led, Periodic
 from app.config import Settings
 from app.db import dependencies as dependencies_repo
 from app.db import jobs as job_repo
 from app.db import locks
 from app.db import partitions as repo
-from app.engine.loop import every
 from app.telemetry import metrics
 
 log = logging.getLogger(__name__)
@@ -46,7 +46,13 @@ DDL_TRIES = 5
 TRANSIENT = (asyncpg.LockNotAvailableError, asyncpg.DeadlockDetectedError, asyncpg.CheckViolationError)
 
 
-class PartitionMaintenance:
+Report = dict[str, list[str]]
+
+
+class PartitionMaintenance(Led[Report]):
+    name = "partitions"
+    leader = locks.PARTITIONS_LOCK_KEY
+
     def __init__(
         self,
         settings: Settings,
@@ -57,6 +63,7 @@ class PartitionMaintenance:
     ):
         self.settings = settings
         self.pool = pool
+        self.interval = settings.maintenance_interval_seconds
         self.lock_timeout = f"{round(lock_timeout_seconds * 1000)}ms"
         self.ddl_tries = ddl_tries
 
@@ -76,19 +83,9 @@ class PartitionMaintenance:
         log.warning("partition %s: gave up after %d tries; next pass will retry", what, self.ddl_tries)
         return None
 
-    async def run_once(self) -> dict[str, list[str]]:
-        """One pass; returns what it did, by day, for logs and tests. Does nothing if not leader."""
-        report: dict[str, list[str]] = {"created": [], "kept": [], "dropped": [], "tags": [], "audit": []}
-        async with self.pool.acquire() as conn:
-            if not await locks.try_advisory_lock(conn, locks.PARTITIONS_LOCK_KEY):
-                return report
-            try:
-                await self._pass(conn, report)
-            finally:
-                await locks.advisory_unlock(conn, locks.PARTITIONS_LOCK_KEY)
-        return report
-
-    async def _pass(self, conn: asyncpg.Connection, report: dict[str, list[str]]) -> None:
+    async def lead(self, conn: asyncpg.Connection) -> Report:
+        """One pass; returns what it did, by day, for logs and tests."""
+        report: Report = {"created": [], "kept": [], "dropped": [], "tags": [], "audit": []}
         today = (await job_repo.db_now(conn)).astimezone(UTC).date()
         wanted = [today + timedelta(days=n) for n in range(-1, self.settings.premake_days + 1)]
         # Past days with rows stranded in DEFAULT get their partition too (the rows move with it).
@@ -124,8 +121,9 @@ class PartitionMaintenance:
         await self._audit_days(conn, report, today, wanted[0])
         metrics.partitions_total.set(len(await repo.list_day_partitions(conn)))
         metrics.default_partition_rows.set(await repo.count_default_rows(conn))
+        return report
 
-    async def _follow_with_tags(self, conn: asyncpg.Connection, report: dict[str, list[str]]) -> None:
+    async def _follow_with_tags(self, conn: asyncpg.Connection, report: Report) -> None:
         """Makes run_tags' day for every day of job_runs, moving the day's tags stranded in DEFAULT
         into it, and drops run_tags' days whose runs' day is gone."""
         days = set(await repo.list_day_partitions(conn))
@@ -155,10 +153,18 @@ class PartitionMaintenance:
                 report["audit"].append(f"{day}: {result}")
                 log.info("audit partition %s: %s", day, result)
 
-    async def run(self, stop: asyncio.Event) -> None:
-        await every(stop, self.settings.maintenance_interval_seconds, self.run_once, "partitions")
 
-    async def analyze_once(self) -> list[str]:
+class PartitionStatistics(Periodic):
+    """Keeps busy partitions' planner statistics fresh (every engine, no leader)."""
+
+    name = "statistics"
+
+    def __init__(self, settings: Settings, pool: asyncpg.Pool):
+        self.settings = settings
+        self.pool = pool
+        self.interval = settings.analyze_interval_seconds
+
+    async def step(self) -> list[str]:
         """ANALYZE the partitions whose rows changed enough since their statistics were taken.
         Autovacuum does it once a minute at best, and a claim planned on a day's statistics from
         before its backlog arrived reads the whole backlog per claim (migration 0003 has the figures)."""
@@ -168,9 +174,6 @@ class PartitionMaintenance:
             log.debug("analyzed %s", name)
         metrics.partitions_analyzed_total.inc(len(analyzed))
         return analyzed
-
-    async def keep_statistics(self, stop: asyncio.Event) -> None:
-        await every(stop, self.settings.analyze_interval_seconds, self.analyze_once, "statistics")
 
 
 def _reason(exc: Exception) -> str:

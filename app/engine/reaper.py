@@ -21,19 +21,19 @@ the runs held back by flow control)."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from datetime import UTC, datetime, timedelta
 
 import asyncpg
 from nats.aio.client import Client as NATS
 
+from app import events
+from app.background import Periodic
 from app.config import Settings
 from app.db import flow as flow_repo
 from app.db import transitions
-from app.domain import Hints, RunStatus, on_pending
+from app.domain import RunStatus
 from app.engine.backlog import oldest_waiting_since
-from app.engine.loop import every
 from app.telemetry import metrics
 
 log = logging.getLogger(__name__)
@@ -46,21 +46,17 @@ CLOCK_SKEW_SECONDS = 2.0
 NOTHING = datetime.min.replace(tzinfo=UTC)  # "reap no dispatched run": JetStream could not be asked
 
 
-class Reaper:
-    def __init__(
-        self,
-        settings: Settings,
-        pool: asyncpg.Pool,
-        hot_index: Hints | None = None,
-        nc: NATS | None = None,
-    ):
+class Reaper(Periodic):
+    name = "reaper"
+
+    def __init__(self, settings: Settings, pool: asyncpg.Pool, nc: NATS | None = None):
         self.settings = settings
         self.pool = pool
-        self.on_pending = on_pending(hot_index)
+        self.interval = settings.reap_interval_seconds
         self.nc = nc  # None: no JetStream to ask (tests of the lease alone), every lapsed lease is reaped
         self._watermark: datetime | None = NOTHING  # the previous pass's; nothing is judged on the first
 
-    async def reap_once(self) -> int:
+    async def step(self) -> int:
         claimed_before = await self._claimed_before()
         rescued = 0
         async with self.pool.acquire() as conn:
@@ -68,7 +64,7 @@ class Reaper:
                 rows = await transitions.reap_dispatched_runs(conn, BATCH, claimed_before)
                 metrics.runs_reaped_total.labels(RunStatus.DISPATCHED, RunStatus.PENDING).inc(len(rows))
                 rescued += len(rows)
-                await self.on_pending(rows)
+                await events.runs_pending(rows)
                 if len(rows) < BATCH:
                     break
             while True:
@@ -76,7 +72,7 @@ class Reaper:
                 for row in rows:
                     metrics.runs_reaped_total.labels(RunStatus.RUNNING, row["status"]).inc()
                 rescued += len(rows)
-                await self.on_pending([r for r in rows if r["status"] == RunStatus.PENDING])
+                await events.runs_pending([r for r in rows if r["status"] == RunStatus.PENDING])
                 if len(rows) < BATCH:
                     break
             oldest_age, due_runs = await transitions.due_backlog(conn, DUE_BACKLOG_LIMIT)
@@ -108,9 +104,6 @@ class Reaper:
         s = self.settings
         retrying = min(s.publish_retry_seconds, s.dispatch_lease_seconds / 2)
         return s.publish_timeout_seconds + retrying + CLOCK_SKEW_SECONDS
-
-    async def run(self, stop: asyncio.Event) -> None:
-        await every(stop, self.settings.reap_interval_seconds, self.reap_once, "reaper")
 
 
 def _earliest(a: datetime | None, b: datetime | None) -> datetime | None:

@@ -12,10 +12,10 @@ from typing import Any
 
 import asyncpg
 
+from app.background import sleep_or_stop
 from app.db import wakeups
 from app.db.errors import DB_ERRORS
 from app.engine.floor import ClaimBounds
-from app.engine.loop import sleep_or_stop
 
 log = logging.getLogger(__name__)
 

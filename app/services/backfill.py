@@ -9,10 +9,11 @@ from datetime import datetime, timedelta
 
 import asyncpg
 
+from app import events
 from app.db import cron as cron_repo
 from app.db import runs as run_repo
 from app.db import wakeups
-from app.domain import OnPending, RunRecord, run_record
+from app.domain import RunRecord, run_record
 from app.errors import Conflict, InvalidInput, NotFound
 from app.services import audit as audit_log
 from app.services import cron
@@ -34,7 +35,6 @@ class Backfilled:
 async def backfill(
     pool: asyncpg.Pool,
     admission: AdmissionControl,
-    on_pending: OnPending,
     tenant_id: str,
     name: str,
     start: datetime,
@@ -86,5 +86,5 @@ async def backfill(
             await wakeups.notify_runs_due(conn, min(due))
         counts = {"runs": len(made), "existing": len(rows) - len(made)}
         await audit_log.record(conn, audit, tenant_id, "job.backfilled", f"job:{name}", {**asked, **counts})
-    await on_pending(claimable)
+    await events.runs_pending(claimable)
     return Backfilled([run_record(r) for r in runs], len(rows) - len(made))

@@ -13,7 +13,6 @@ from typing import Any
 import asyncpg
 
 from app.db import groups as group_repo
-from app.domain import OnPending, no_hint
 from app.services.admission import AdmissionControl
 from app.services.run_requests import RunRequest
 from app.services.submission import Submitted, submit
@@ -36,7 +35,6 @@ async def publish(
     idempotency_key: str | None,
     traceparent: str | None,
     wakeups: WakeUps | None = None,
-    on_pending: OnPending = no_hint,
 ) -> list[Submitted]:
     """The runs the event made (or, replayed, made before), in job name order; none when no job
     subscribes. `payload` None: each job's own."""
@@ -48,4 +46,4 @@ async def publish(
         RunRequest(job, None, payload, None if idempotency_key is None else f"{idempotency_key}:{job}", "")
         for job in jobs
     ]
-    return await submit(pool, admission, tenant_id, requests, traceparent, wakeups, on_pending)
+    return await submit(pool, admission, tenant_id, requests, traceparent, wakeups)

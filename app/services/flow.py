@@ -14,11 +14,12 @@ from datetime import datetime
 
 import asyncpg
 
+from app import events
 from app.db import cron as cron_repo
 from app.db import flow as flow_repo
 from app.db import jobs as job_repo
 from app.db import wakeups
-from app.domain import JobRecord, OnPending, job_record, no_hint
+from app.domain import JobRecord, job_record
 from app.errors import NotFound
 from app.services import audit as audit_log
 from app.services import cron
@@ -48,7 +49,6 @@ async def set_job_paused(
     tenant_id: str,
     name: str,
     paused: bool,
-    on_pending: OnPending = no_hint,
     *,
     audit: AuditContext,
 ) -> JobRecord:
@@ -66,14 +66,12 @@ async def set_job_paused(
             action = "job.paused" if paused else "job.resumed"
             await audit_log.record(conn, audit, tenant_id, action, f"job:{name}", {"released": len(released)})
         row = await job_repo.get_job(conn, tenant_id, name)
-    await on_pending(released)
+    await events.runs_pending(released)
     assert row is not None
     return job_record(row)
 
 
-async def set_tenant_paused(
-    pool: asyncpg.Pool, tenant_id: str, paused: bool, on_pending: OnPending = no_hint, *, audit: AuditContext
-) -> None:
+async def set_tenant_paused(pool: asyncpg.Pool, tenant_id: str, paused: bool, *, audit: AuditContext) -> None:
     async with pool.acquire() as conn, conn.transaction():
         if not await flow_repo.set_tenant_paused(conn, tenant_id, paused):
             raise NotFound(f"tenant {tenant_id!r} not found", field="tenant_id")
@@ -82,7 +80,7 @@ async def set_tenant_paused(
         await audit_log.record(
             conn, audit, tenant_id, action, f"tenant:{tenant_id}", {"released": len(released)}
         )
-    await on_pending(released)
+    await events.runs_pending(released)
 
 
 @dataclass(frozen=True)

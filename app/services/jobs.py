@@ -7,10 +7,11 @@ from typing import Any
 
 import asyncpg
 
+from app import events
 from app.db import flow as flow_repo
 from app.db import jobs as job_repo
 from app.db import tenants as tenant_repo
-from app.domain import JobRecord, OnPending, job_record, no_hint
+from app.domain import JobRecord, job_record
 from app.errors import InvalidInput, NotFound
 from app.services import audit as audit_log
 from app.services import cron
@@ -31,7 +32,6 @@ async def put_job(
     max_payload_bytes: int,
     max_payload_depth: int,
     max_jobs: int,
-    on_pending: OnPending = no_hint,
     audit: AuditContext,
 ) -> tuple[JobRecord, bool]:
     """Upsert a job; returns (job, created). Changing the schedule recomputes next_fire_at."""
@@ -89,7 +89,7 @@ async def put_job(
         await audit_log.record(
             conn, audit, tenant_id, "job.put", f"job:{name}", {"created": bool(row["inserted"])}
         )
-    await on_pending(released)
+    await events.runs_pending(released)
     return job_record(row), bool(row["inserted"])
 
 

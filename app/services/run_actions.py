@@ -26,10 +26,11 @@ from uuid import UUID
 
 import asyncpg
 
+from app import events
 from app.db import runs as run_repo
 from app.db.run_ids import bounds_of, possible
 from app.db.runs import TimeRange
-from app.domain import CANCELLABLE, RETRYABLE, OnPending, RunStatus, StopRunning
+from app.domain import CANCELLABLE, RETRYABLE, RunStatus, StopRunning
 from app.errors import InvalidInput, OverQuota
 from app.services.admission import AdmissionControl
 from app.services.audit import AuditContext, BulkEvent, bulk_filter
@@ -85,7 +86,6 @@ class Outcome:
 async def act_on_runs(
     pool: asyncpg.Pool,
     admission: AdmissionControl,
-    on_pending: OnPending,
     stop_running: StopRunning,
     tenant_id: str,
     action: Action,
@@ -104,9 +104,7 @@ async def act_on_runs(
     event = BulkEvent(
         audit, tenant_id, "runs.bulk_cancelled" if action == "cancel" else "runs.bulk_retried", detail
     )
-    outcome = await _act(
-        pool, admission, on_pending, stop_running, tenant_id, action, runs, limit, cursor, event
-    )
+    outcome = await _act(pool, admission, stop_running, tenant_id, action, runs, limit, cursor, event)
     await event.finish(pool, outcome.matched)
     return outcome
 
@@ -114,7 +112,6 @@ async def act_on_runs(
 async def _act(
     pool: asyncpg.Pool,
     admission: AdmissionControl,
-    on_pending: OnPending,
     stop_running: StopRunning,
     tenant_id: str,
     action: Action,
@@ -135,7 +132,6 @@ async def _act(
                 changed, done = await _apply(
                     pool,
                     admission,
-                    on_pending,
                     stop_running,
                     tenant_id,
                     action,
@@ -196,7 +192,6 @@ async def _match(
 async def _apply(
     pool: asyncpg.Pool,
     admission: AdmissionControl,
-    on_pending: OnPending,
     stop_running: StopRunning,
     tenant_id: str,
     action: Action,
@@ -207,7 +202,7 @@ async def _apply(
     """(runs changed, whether the chunk is done: no run of it is still locked in a source state).
     `matched`: the runs looked at so far, this chunk's included."""
     if action == "retry":
-        return await _retry(pool, admission, on_pending, tenant_id, keys, event, matched), True
+        return await _retry(pool, admission, tenant_id, keys, event, matched), True
     changed, left = 0, keys
     for attempt in range(LOCKED_RETRIES + 1):
         if attempt:
@@ -238,7 +233,6 @@ async def _apply(
 async def _retry(
     pool: asyncpg.Pool,
     admission: AdmissionControl,
-    on_pending: OnPending,
     tenant_id: str,
     keys: list[UUID],
     event: BulkEvent,
@@ -250,5 +244,5 @@ async def _retry(
             await event.changed(conn, len(rows), matched)
     metrics.runs_retried_total.labels("bulk").inc(len(rows))
     metrics.bulk_run_changes_total.labels("retry").inc(len(rows))
-    await on_pending(rows)
+    await events.runs_pending(rows)
     return len(rows)

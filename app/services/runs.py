@@ -12,9 +12,10 @@ from uuid import UUID
 
 import asyncpg
 
+from app import events
 from app.db import runs as run_repo
 from app.db.runs import TimeRange
-from app.domain import MAX_ATTEMPTS, RETRYABLE, OnPending, RunRecord, RunStatus, StopRunning, run_record
+from app.domain import MAX_ATTEMPTS, RETRYABLE, RunRecord, RunStatus, StopRunning, run_record
 from app.errors import Conflict, InvalidInput, NotFound
 from app.services import audit as audit_log
 from app.services.admission import AdmissionControl
@@ -127,7 +128,6 @@ async def admitted(
 async def retry_run(
     pool: asyncpg.Pool,
     admission: AdmissionControl,
-    on_pending: OnPending,
     run_id: UUID,
     tenant_id: str | None,
     max_attempts: int | None,
@@ -146,7 +146,7 @@ async def retry_run(
             await audit_log.record(conn, audit, rows[0]["tenant_id"], "run.retried", f"run:{run_id}", detail)
     if rows:
         metrics.runs_retried_total.labels("run").inc()
-        await on_pending(rows)
+        await events.runs_pending(rows)
         return run_record(rows[0])
     latest = await get_run(pool, run_id, tenant_id)  # NotFound if it is not the tenant's
     if latest["status"] in RETRYABLE and latest["attempt"] >= MAX_ATTEMPTS:
@@ -168,7 +168,6 @@ async def retry_run(
 
 async def reschedule_run(
     pool: asyncpg.Pool,
-    on_pending: OnPending,
     run_id: UUID,
     tenant_id: str | None,
     due_at: datetime,
@@ -193,7 +192,7 @@ async def reschedule_run(
             )
     if row is not None:
         metrics.runs_rescheduled_total.inc()
-        await on_pending([row])
+        await events.runs_pending([row])
         return run_record(row)
     latest = await get_run(pool, run_id, tenant_id)  # NotFound if it is not the tenant's
     raise Conflict(

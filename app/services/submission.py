@@ -9,9 +9,10 @@ from uuid import UUID
 
 import asyncpg
 
+from app import events
 from app.db import dedupe as dedupe_repo
 from app.db import runs as run_repo
-from app.domain import MAX_TAGS, OnPending, RunRecord, no_hint, run_record
+from app.domain import MAX_TAGS, RunRecord, run_record
 from app.errors import Conflict, InvalidInput, OverQuota
 from app.services import audit as audit_log
 from app.services import dedupe, dependencies, groups
@@ -60,12 +61,11 @@ async def submit(
     requests: list[RunRequest],
     traceparent: str | None,
     wakeups: WakeUps | None = None,
-    on_pending: OnPending = no_hint,
     group: GroupPlan | None = None,
     audit: audit_log.AuditContext | None = None,
 ) -> list[Submitted]:
-    """Runs the requests in one transaction; once committed, the created runs are handed to
-    `on_pending` (the hot index's hint). `traceparent`: the caller's. The runs created go into
+    """Runs the requests in one transaction; once committed, the runs made pending are published
+    (app.events). `traceparent`: the caller's. The runs created go into
     `group` (app.services.groups), in the same transaction. `audit`: a dashboard trigger's."""
     notify = wakeups.due(r.scheduled_at for r in requests) if wakeups is not None else True
     traceparent = submitter_traceparent(traceparent)
@@ -89,7 +89,9 @@ async def submit(
                     audit,
                 )
             ticket.committed(sum(s.created for s in submitted))
-            await on_pending([s.run for s in submitted if s.created or s.deduplicated_by == "debounce"])
+            await events.runs_pending(
+                [s.run for s in submitted if s.created or s.deduplicated_by == "debounce"]
+            )
             for rule in ("unique", "debounce"):
                 answered = sum(s.deduplicated_by == rule for s in submitted)
                 if answered:

@@ -258,8 +258,9 @@ def expose_worker_metrics(concurrency: int, registry: CollectorRegistry = REGIST
 
 unexpected_errors_total = Counter(
     "scheduler_unexpected_errors_total",
-    "Unexpected exceptions a loop survived (logged with their traceback), by loop.",
-    ["loop"],
+    "Unexpected exceptions a background service survived (logged with their traceback), by service "
+    "(app/background.py).",
+    ["service"],
 )
 runs_unbuildable_total = Counter(
     "scheduler_runs_unbuildable_total", "Claimed runs failed because their message could not be built."

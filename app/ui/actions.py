@@ -60,7 +60,7 @@ async def retry_run(
 ) -> Response:
     """A failed, cancelled or expired run back to pending, due now: what POST /runs/{id}/retry does."""
     await run_service.retry_run(
-        state.pool, state.admission, state.on_pending, run_id, session.principal.tenant_id, None, audit=audit
+        state.pool, state.admission, run_id, session.principal.tenant_id, None, audit=audit
     )
     return RedirectResponse(f"/ui/runs/{run_id}", status_code=303)
 
@@ -78,7 +78,6 @@ async def reschedule_run(
             raise InvalidInput("give the new due time", field="due_at")
         await run_service.reschedule_run(
             state.pool,
-            state.on_pending,
             run_id,
             session.principal.tenant_id,
             due_at,
@@ -94,9 +93,7 @@ async def _pause_job(
     name: str, paused: bool, state: StateDep, session: SessionDep, form: dict[str, str], audit: AuditContext
 ) -> Response:
     tenant = _tenant_of(form)
-    await flow_service.set_job_paused(
-        state.pool, scoped_tenant(session, tenant), name, paused, state.on_pending, audit=audit
-    )
+    await flow_service.set_job_paused(state.pool, scoped_tenant(session, tenant), name, paused, audit=audit)
     return RedirectResponse(f"/ui/jobs{_query(tenant)}", status_code=303)
 
 
@@ -120,7 +117,7 @@ async def _pause_tenant(
     tenant_id: str, paused: bool, state: StateDep, session: SessionDep, audit: AuditContext
 ) -> Response:
     session.principal.require_admin()  # as the API's: a tenant session gets 404
-    await flow_service.set_tenant_paused(state.pool, tenant_id, paused, state.on_pending, audit=audit)
+    await flow_service.set_tenant_paused(state.pool, tenant_id, paused, audit=audit)
     return RedirectResponse("/ui/admin", status_code=303)
 
 
@@ -158,7 +155,6 @@ async def act_on_failures(state: StateDep, session: SessionDep, form: FormDep, a
     outcome = await action_service.act_on_runs(
         state.pool,
         state.admission,
-        state.on_pending,
         state.stop_running,
         record["tenant_id"],
         action,
@@ -192,7 +188,6 @@ async def trigger_job(
         [RunRequest(name, None, None, None, "")],
         request.headers.get("traceparent"),
         state.wakeups,
-        state.on_pending,
         audit=audit,
     )
     return RedirectResponse(f"/ui/runs/{submitted.run['id']}", status_code=303)

@@ -26,6 +26,7 @@ from typing import Any
 import asyncpg
 import httpx
 
+from app.background import AGAIN, Periodic, Wait
 from app.config import Settings
 from app.db import callbacks as callback_repo
 from app.db.errors import DB_ERRORS
@@ -46,11 +47,20 @@ class CallbackFailed(Exception):
     """This attempt failed for a reason worth retrying (the answer, the network, the timeout)."""
 
 
-class CallbackDeliverer:
+class CallbackDeliverer(Periodic):
+    """A service (app/background.py): claims what it has room for every CALLBACK_POLL_SECONDS, at
+    once when a delivery ends, and again at once while claims fill its room. At stop, the deliveries
+    in flight are cut: their claims lapse and another deliverer takes them."""
+
+    name = "callbacks"
+    jitter = 0.0
+    wake: asyncio.Event
+
     def __init__(self, settings: Settings, pool: asyncpg.Pool, signing_keys: SigningKeys):
         self.settings = settings
         self.pool = pool
         self.signing_keys = signing_keys
+        self.interval = settings.callback_poll_seconds
         # A claim outlives its attempt (bounded by the timeout) with room to record the outcome; one
         # whose outcome comes later still is delivered again, never recorded twice (the fence).
         self.lease_seconds = 2 * settings.callback_timeout_seconds + 1
@@ -60,7 +70,7 @@ class CallbackDeliverer:
         )
         self.busy: Counter[str] = Counter()  # tenant -> deliveries in flight
         self.tasks: set[asyncio.Task[None]] = set()
-        self._freed = asyncio.Event()
+        self.wake = asyncio.Event()  # a delivery ended: room for another
 
     async def close(self) -> None:
         for task in self.tasks:
@@ -68,20 +78,15 @@ class CallbackDeliverer:
         await asyncio.gather(*self.tasks, return_exceptions=True)
         await self.http.aclose()
 
-    async def run(self) -> None:
-        while True:
-            try:
-                claimed = await self.run_once()
-            except DB_ERRORS as exc:
-                log.warning("claiming callbacks: %s", exc)
-                claimed = 0
-            if claimed == 0 or len(self.tasks) >= self.settings.callback_concurrency:
-                self._freed.clear()
-                try:
-                    async with asyncio.timeout(self.settings.callback_poll_seconds):
-                        await self._freed.wait()
-                except TimeoutError:
-                    pass
+    async def run(self, stop: asyncio.Event) -> None:
+        try:
+            await super().run(stop)
+        finally:
+            await self.close()
+
+    async def step(self) -> Wait | None:
+        claimed = await self.run_once()
+        return AGAIN if claimed and len(self.tasks) < self.settings.callback_concurrency else None
 
     async def run_once(self) -> int:
         """Claims what this deliverer has room for and starts delivering it; how many."""
@@ -109,7 +114,7 @@ class CallbackDeliverer:
         self.busy[tenant] -= 1
         if self.busy[tenant] <= 0:
             del self.busy[tenant]
-        self._freed.set()
+        self.wake.set()
 
     async def deliver(self, row: asyncpg.Record) -> None:
         s = self.settings

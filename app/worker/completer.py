@@ -1,6 +1,7 @@
 """Completing runs: heartbeats while they run (and while they are held back), then their outcomes
 in a group commit (one statement records many, then their messages are acked,
-so a run's message is acked only after its outcome is durable).
+so a run's message is acked only after its outcome is durable). Three services (app/background.py):
+the completer, the heartbeat (leases in Postgres) and the in-progress acks (messages in JetStream).
 
 A batch that fails for a reason retrying cannot fix is split in halves until the rows at fault are
 alone; the others commit. Retrying the whole batch every second, one run whose error Postgres
@@ -15,40 +16,62 @@ from collections.abc import Awaitable, Callable
 
 import asyncpg
 
+from app import events
+from app.aio import first_of
+from app.background import Periodic
 from app.config import Settings
 from app.db import transitions
 from app.db.errors import DB_ERRORS, is_transient
 from app.db.transitions import Fence
-from app.domain import Hints, RunStatus, on_pending
+from app.domain import RunStatus
 from app.telemetry import metrics
 from app.worker.delivery import Delivery, quietly
 
 log = logging.getLogger(__name__)
 FLUSH_MAX = 500
 FLUSH_DELAY = 0.002  # seconds an outcome may wait for company in the group commit
+FINAL_FLUSH_SECONDS = 2.0  # at shutdown, outcomes get at least this long to be recorded
 # In-progress acks sent per ack_wait: a live worker's message is redelivered only once three in a
 # row are late or lost (its event loop stalled for three quarters of ack_wait).
 IN_PROGRESS_PER_ACK_WAIT = 4
 
 
-class Completer:
-    def __init__(self, settings: Settings, pool: asyncpg.Pool, hot_index: Hints | None):
+class Completer(Periodic):
+    """Records outcomes as they come (`add` wakes it), at least once a second what a failed step
+    left. At stop the write in flight is cut (it is fenced: written again, it changes nothing) and
+    what is left gets until `finish_by`, and at least FINAL_FLUSH_SECONDS, to be recorded."""
+
+    name = "completer"
+    interval = 1.0
+    jitter = 0.0
+    wake: asyncio.Event
+
+    def __init__(self, settings: Settings, pool: asyncpg.Pool):
         self.settings = settings
         self.pool = pool
-        self.on_pending = on_pending(hot_index)
         self.unrecorded: list[Delivery] = []  # outcomes not yet durable, oldest first
-        self._wake = asyncio.Event()
+        self.wake = asyncio.Event()
+        self.finish_by = 0.0  # monotonic; set by the worker's intake as it stops
 
     def add(self, d: Delivery) -> None:
         self.unrecorded.append(d)
-        self._wake.set()
+        self.wake.set()
 
-    async def run(self) -> None:
-        while True:
-            await self._wake.wait()
+    async def step(self) -> None:
+        if self.unrecorded:
             await asyncio.sleep(FLUSH_DELAY)
-            self._wake.clear()
             await self.flush()
+
+    async def run(self, stop: asyncio.Event) -> None:
+        committing = asyncio.create_task(super().run(stop))
+        try:
+            await first_of((stop,), None, tasks=(committing,))
+        finally:
+            committing.cancel()
+            await asyncio.gather(committing, return_exceptions=True)
+        if not stop.is_set():
+            committing.result()  # it ended on its own: what it raised (a part that died)
+        await self.flush(deadline=max(self.finish_by, time.monotonic() + FINAL_FLUSH_SECONDS))
 
     async def flush(self, deadline: float | None = None) -> bool:
         """Record every outcome, waiting out transient errors (until `deadline`, if one is given).
@@ -110,59 +133,7 @@ class Completer:
             metrics.stale_results_total.labels("finish").inc(stale)
         for d in batch:
             await quietly(d.msg.ack())
-        await self.on_pending([r for r in rows if r["status"] == RunStatus.PENDING])
-
-    # ── heartbeats ──
-
-    async def keep_messages(self, holding: Callable[[], list[Delivery]]) -> None:
-        """Keeps JetStream from redelivering the messages this worker holds and has not answered:
-        their runs held back, starting, executing, or with outcomes not yet recorded. An in-progress
-        ack restarts a message's ack timer, so ACK_WAIT_SECONDS can be short: what a killed worker
-        held goes to another worker at most that long after the kill. A loop of its own, not the
-        lease heartbeat's: at this pace that one's writes would multiply; this one only publishes."""
-        interval = self.settings.ack_wait_seconds / IN_PROGRESS_PER_ACK_WAIT
-        while True:
-            await asyncio.sleep(interval)
-            # One in_progress a message, however many of its runs are held.
-            for part in {d.msg.message: d.msg for d in holding() + self.unrecorded}.values():
-                await quietly(part.in_progress())
-
-    async def heartbeat(
-        self,
-        executing: Callable[[], list[Delivery]],
-        held: Callable[[], list[Delivery]],
-        missed: Callable[[list[Delivery]], Awaitable[None]],
-    ) -> None:
-        """Keeps both leases: running runs' (heartbeat_runs) and held-back runs' dispatch lease.
-        Outcomes not yet recorded are still `running` in Postgres: they beat too, or a slow write
-        would get them reaped and executed again. The runs the beat no longer found running go to
-        `missed` (the cancels' fallback: app/worker/cancels.py)."""
-        s = self.settings
-        interval = min(s.lease_seconds, s.dispatch_lease_seconds) / 3
-        while True:
-            await asyncio.sleep(interval)
-            alive, waiting = executing() + list(self.unrecorded), held()
-            metrics.runs_held_back.set(len(waiting))
-            await self.renew(waiting)
-            if not alive:
-                continue
-            try:
-                async with self.pool.acquire() as conn:
-                    sent = time.monotonic()
-                    kept = await transitions.heartbeat_runs(
-                        conn, Fence([d.fence() for d in alive]), s.lease_seconds
-                    )
-                gone = []
-                for d in alive:
-                    if d.run.run_id in kept:
-                        d.lease_until = sent + s.lease_seconds
-                    else:
-                        gone.append(d)
-            except DB_ERRORS as exc:
-                log.warning("heartbeat: %s", exc)
-                continue
-            if gone:
-                await missed(gone)
+        await events.runs_pending([r for r in rows if r["status"] == RunStatus.PENDING])
 
     async def renew(self, held: list[Delivery]) -> None:
         if not held:
@@ -174,3 +145,65 @@ class Completer:
                 )
         except DB_ERRORS as exc:
             log.warning("renewing %d dispatch leases: %s", len(held), exc)
+
+
+class Heartbeat(Periodic):
+    """Keeps both leases: running runs' (heartbeat_runs) and held-back runs' dispatch lease.
+    Outcomes not yet recorded are still `running` in Postgres: they beat too, or a slow write would
+    get them reaped and executed again. The runs the beat no longer found running go to `missed`
+    (the cancels' fallback: app/worker/cancels.py)."""
+
+    name = "heartbeat"
+    jitter = 0.0
+
+    def __init__(
+        self,
+        completer: Completer,
+        executing: Callable[[], list[Delivery]],
+        held: Callable[[], list[Delivery]],
+        missed: Callable[[list[Delivery]], Awaitable[None]],
+    ):
+        self.completer = completer
+        self.executing, self.held, self.missed = executing, held, missed
+        s = completer.settings
+        self.interval = min(s.lease_seconds, s.dispatch_lease_seconds) / 3
+
+    async def step(self) -> None:
+        s, pool = self.completer.settings, self.completer.pool
+        alive, waiting = self.executing() + list(self.completer.unrecorded), self.held()
+        metrics.runs_held_back.set(len(waiting))
+        await self.completer.renew(waiting)
+        if not alive:
+            return
+        async with pool.acquire() as conn:
+            sent = time.monotonic()
+            kept = await transitions.heartbeat_runs(conn, Fence([d.fence() for d in alive]), s.lease_seconds)
+        gone = []
+        for d in alive:
+            if d.run.run_id in kept:
+                d.lease_until = sent + s.lease_seconds
+            else:
+                gone.append(d)
+        if gone:
+            await self.missed(gone)
+
+
+class InProgress(Periodic):
+    """Keeps JetStream from redelivering the messages this worker holds and has not answered: their
+    runs held back, starting, executing, or with outcomes not yet recorded. An in-progress ack
+    restarts a message's ack timer, so ACK_WAIT_SECONDS can be short: what a killed worker held goes
+    to another worker at most that long after the kill. A service of its own, not the heartbeat's:
+    at this pace that one's writes would multiply; this one only publishes."""
+
+    name = "in progress"
+    jitter = 0.0
+
+    def __init__(self, completer: Completer, holding: Callable[[], list[Delivery]]):
+        self.completer = completer
+        self.holding = holding
+        self.interval = completer.settings.ack_wait_seconds / IN_PROGRESS_PER_ACK_WAIT
+
+    async def step(self) -> None:
+        # One in_progress a message, however many of its runs are held.
+        for part in {d.msg.message: d.msg for d in self.holding() + self.completer.unrecorded}.values():
+            await quietly(part.in_progress())

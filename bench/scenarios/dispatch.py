@@ -2,14 +2,15 @@
 against the same Postgres and NATS, each from a fresh identical backlog onto a stream of its own:
 
   sync baseline   claim a batch, then `await js.publish` each message (one round trip per message);
-  sequential      Dispatcher.dispatch_once in a loop (claim -> pipelined publish -> settle, no overlap);
+  sequential      stack.dispatch.dispatch_once in a loop (claim -> pipelined publish -> settle, no overlap);
   overlapped      the real loop, Dispatcher.run(stop), done when every run was acked;
   raw             publish_async of the very same messages with no database at all.
 
 All four run in each round (in rotating order, against drift on a noisy machine); the median
 round of each is reported, every round listed.
 
-Phase shares come from Dispatcher.phase_seconds (busy seconds per phase / wall seconds); in the
+Phase shares come from scheduler_dispatch_phase_seconds_total (stack.dispatch: busy seconds per
+phase / wall seconds); in the
 overlapped loop phases overlap, so they can add up to more than 100%."""
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from bench.progress import tqdm
 from bench.report import Report
 from bench.scenarios._common import begin, shared_host, sized
 from bench.stack import Bench, delete_stream, stream_runs
+from stack.dispatch import dispatch_once, phase_seconds, phase_seconds_since
 
 NAME = "dispatch"
 HELP = "engine-only drain in-process: sync publish baseline vs dispatch_once loop vs overlapped run() vs raw"
@@ -103,13 +105,13 @@ class Variants:
         s, js = await self.fresh()
         async with self.pool.acquire() as conn:
             rows = await workload.fetch(conn, "backlog_as_claimed")
-        Dispatcher(s, self.pool, self.nc).outgoing(rows[:100])  # warm-up: first spans, lazy imports
+        Dispatcher(s, self.pool, self.nc).batches.outgoing(rows[:100])  # warm-up: first spans, lazy imports
         t0 = time.perf_counter()
         for row in rows:  # each run's entry alone, to tell its cost from the rest of the message
             RunMessage.from_claimed(row).entry()
         encode = time.perf_counter() - t0
         t0 = time.perf_counter()
-        built = Dispatcher(s, self.pool, self.nc).outgoing(rows)
+        built = Dispatcher(s, self.pool, self.nc).batches.outgoing(rows)
         build = time.perf_counter() - t0
         t0 = time.perf_counter()
         futures = [await js.publish_async(m.subject, m.payload, headers=m.headers) for m in built.messages]
@@ -141,7 +143,7 @@ class Variants:
                 phases["claim"] += c1 - c0
                 if not rows:
                     break
-                for m in d.outgoing(rows).messages:
+                for m in d.batches.outgoing(rows).messages:
                     await js.publish(m.subject, m.payload, headers=m.headers)
                 phases["publish"] += time.perf_counter() - c1
                 done += len(rows)
@@ -154,20 +156,22 @@ class Variants:
         s, _ = await self.fresh()
         d = Dispatcher(s, self.pool, self.nc)
         done = 0
+        phases_before = phase_seconds()
         with tqdm(total=self.n, desc="sequential dispatch_once", unit="run", leave=False) as bar:
             t0 = time.perf_counter()
-            while claimed := await d.dispatch_once():
+            while claimed := await dispatch_once(d):
                 done += claimed
                 bar.update(claimed)
             elapsed = time.perf_counter() - t0
         await self.check(s, report, "sequential")
-        return {"runs": done, "seconds": elapsed, "phases": dict(d.phase_seconds)}
+        return {"runs": done, "seconds": elapsed, "phases": phase_seconds_since(phases_before)}
 
     async def overlapped(self, report: Report) -> dict[str, Any]:
         s, _ = await self.fresh()
         d = Dispatcher(s, self.pool, self.nc)
         stop = asyncio.Event()
         published_before = published_runs()
+        phases_before = phase_seconds()
         t0 = time.perf_counter()
         task = asyncio.create_task(d.run(stop))
         try:
@@ -181,7 +185,7 @@ class Variants:
         finally:
             stop.set()
             await task
-        phases = dict(d.phase_seconds)
+        phases = phase_seconds_since(phases_before)
         await self.check(s, report, "overlapped")
         return {"runs": self.n, "seconds": t_done - t0, "phases": phases}
 
@@ -269,7 +273,7 @@ def _figures(report: Report, per: dict[str, list[dict[str, Any]]]) -> None:
         - build["encode_us_per_run"],
     }
     report.table(
-        "CPU cost of building one run's message (Dispatcher.outgoing), in this process",
+        "CPU cost of building one run's message (Batches.outgoing), in this process",
         ["part", "us per run", f"x {n_built:,} runs = s", "% of overlapped wall"],
         [[k, us, us * n_built / 1e6, us * n_built / 1e6 / overlapped_s * 100] for k, us in parts.items()],
     )

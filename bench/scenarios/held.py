@@ -90,7 +90,7 @@ async def _drain(
 
     async def keep() -> None:
         while not stop.is_set():
-            await keeper.run_once()
+            await keeper.step()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), keeper.settings.keeper_interval_seconds)
 

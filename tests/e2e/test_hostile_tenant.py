@@ -108,7 +108,7 @@ async def test_sigterm_is_honoured_while_outcomes_cannot_be_recorded(
     assert done["status"] == "succeeded"
 
 
-FINAL_FLUSH_MARGIN = 5.0  # the final flush's own 2 s (consumer.FINAL_FLUSH_SECONDS) and process exit
+FINAL_FLUSH_MARGIN = 5.0  # the final flush's own 2 s (completer.FINAL_FLUSH_SECONDS) and process exit
 
 
 async def test_huge_answers_keep_the_worker_memory_flat(stack: dict) -> None:

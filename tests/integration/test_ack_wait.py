@@ -15,6 +15,7 @@ from app.bus.jetstream import ensure_consumer, lanes
 from app.config import Settings
 from app.engine.dispatcher import Dispatcher
 from app.worker.consumer import Worker
+from stack.dispatch import dispatch_once
 from stack.eventually import eventually
 from tests import factories
 from tests.integration.test_engine_faults import statuses
@@ -40,7 +41,7 @@ async def test_a_live_worker_holding_runs_past_several_ack_waits_gets_nothing_re
     await ensure_consumer(js, s)
     running = asyncio.create_task(Worker(s, pool, nc).run(stop))
     try:
-        assert await Dispatcher(s, pool, nc).dispatch_once() == RUNS
+        assert await dispatch_once(Dispatcher(s, pool, nc)) == RUNS
         await eventually(lambda: statuses(pool), until=lambda c: c == {"succeeded": RUNS}, timeout=30)
         await nc.flush()
         info = await js.consumer_info(lane.stream, lane.consumer)

@@ -85,7 +85,7 @@ async def test_cron_occurrences_over_the_quota_are_skipped_and_counted(
     quota = settings.model_copy(update={"tenant_max_pending": 5, "cron_horizon_seconds": 180})
     skipped_before = metrics.cron_occurrences_skipped_total.labels("quota")._value.get()
 
-    inserted = await CronMaterializer(quota, pool).materialize_once()
+    inserted = await CronMaterializer(quota, pool).step()
 
     assert await pending(pool, "acme") == 5
     calm_runs = await pending(pool, "calm")
@@ -114,7 +114,7 @@ async def test_a_key_holds_while_its_run_is_unfinished_and_goes_after_the_grace(
     # 25 hours later, as far as the keys' floor is concerned (keys used to expire after 24 h).
     await pool.execute("UPDATE idempotency_keys SET expires_at = now() - interval '1 hour'")
     await pool.execute("DELETE FROM job_runs WHERE id = $1", gone["id"])  # its day was dropped
-    await IdempotencyKeyPruner(settings, pool).prune_once()
+    await IdempotencyKeyPruner(settings, pool).step()
 
     again = await api.post("/tenants/acme/runs", json=body, headers=tenant["auth"])
     assert again.status_code == 200 and again.json()["id"] == first["id"], again.text
@@ -123,11 +123,11 @@ async def test_a_key_holds_while_its_run_is_unfinished_and_goes_after_the_grace(
 
     # Finished, but within the grace period: kept.
     await pool.execute("UPDATE job_runs SET status = 'succeeded', finished_at = now() - interval '1 hour'")
-    await IdempotencyKeyPruner(settings, pool).prune_once()
+    await IdempotencyKeyPruner(settings, pool).step()
     assert await pool.fetchval("SELECT count(*) FROM idempotency_keys") == 1
     # Finished longer than the grace period ago: deleted.
     await pool.execute("UPDATE job_runs SET finished_at = now() - interval '25 hours'")
-    await IdempotencyKeyPruner(settings, pool).prune_once()
+    await IdempotencyKeyPruner(settings, pool).step()
     assert await pool.fetchval("SELECT count(*) FROM idempotency_keys") == 0
 
 

@@ -225,7 +225,7 @@ async def test_days_are_made_ahead_and_dropped_past_retention(settings: Settings
             datetime.combine(day, datetime.min.time(), UTC) + timedelta(hours=12),
         )
     maintenance = PartitionMaintenance(settings.model_copy(update={"audit_retention_days": 90}), pool)
-    report = await maintenance.run_once()
+    report = await maintenance.step()
     assert f"{old}: dropped" in report["audit"] and f"{stranded}: created, moved 1" in report["audit"]
     parts = {
         r["relname"]
@@ -241,7 +241,7 @@ async def test_days_are_made_ahead_and_dropped_past_retention(settings: Settings
     assert f"audit_events_p{kept:%Y%m%d}" in parts and f"audit_events_p{old:%Y%m%d}" not in parts
     assert await pool.fetchval("SELECT count(*) FROM audit_events_default") == 0
     assert await pool.fetchval("SELECT count(*) FROM audit_events") == 2
-    assert (await maintenance.run_once())["audit"] == []  # idempotent
+    assert (await maintenance.step())["audit"] == []  # idempotent
 
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "audit.md"

@@ -83,7 +83,7 @@ async def test_a_backfill_finds_the_runs_the_schedule_made_jitter_included(
     auth = tenant["auth"]
     await put_job(api, "acme", "spread", auth, schedule=EVERY_5, jitter_seconds=600)
     s = settings.model_copy(update={"cron_horizon_seconds": 1800})
-    await CronMaterializer(s, pool).materialize_once()
+    await CronMaterializer(s, pool).step()
     made = await cron_runs(pool, "spread")
     now = made[0]["created_at"]
     occurrences = grid(now, now + timedelta(minutes=30), closed=False)

@@ -15,7 +15,6 @@ import httpx
 
 from app.config import Settings
 from app.db import transitions
-from app.domain import no_hint
 from app.engine.claims import claim_scan
 from app.engine.floor import ClaimBounds
 from app.engine.keeper import FlowKeeper
@@ -51,7 +50,7 @@ async def test_a_cancelled_running_run_ends_its_attempt_frees_its_slot_and_ignor
     await put_job(api, "acme", "one", auth, concurrency={"limit": 1}, max_attempts=3)
     first, second = [await submit_run(api, "acme", auth, job="one") for _ in range(2)]
     keeper = FlowKeeper(settings, pool)
-    assert await keeper.run_once() == 1
+    assert await keeper.step() == 1
     [running] = await start_all(pool, settings)
     assert str(running["id"]) == first["id"]
     before = cancelled_while_running((await api.get("/metrics")).text, "run")
@@ -76,7 +75,7 @@ async def test_a_cancelled_running_run_ends_its_attempt_frees_its_slot_and_ignor
     assert (
         await pool.fetchval("SELECT count(*) FROM concurrency_holders WHERE run_id = $1", running["id"]) == 0
     )
-    assert await keeper.run_once() == 1
+    assert await keeper.step() == 1
     assert (await api.get(f"/runs/{second['id']}", headers=auth)).json()["held"] is None
 
     # The cut-off worker: its heartbeat keeps nothing, its late success is fenced out, and the
@@ -145,7 +144,6 @@ async def test_a_bulk_cancel_takes_running_runs_and_names_them_for_their_workers
     outcome = await act_on_runs(
         pool,
         AdmissionControl(100),
-        no_hint,
         stop_running,
         "acme",
         "cancel",

@@ -82,7 +82,7 @@ async def materialize(
 ) -> tuple[int, list[asyncpg.Record], datetime]:
     """One materializer tick; returns (inserted, the job's runs, the tick's database clock)."""
     before = await db_now(pool)
-    inserted = await CronMaterializer(settings, pool).materialize_once()
+    inserted = await CronMaterializer(settings, pool).step()
     after = await db_now(pool)
     runs = await cron_runs(pool, job)
     assert runs, "nothing was materialized"
@@ -197,9 +197,9 @@ async def test_materializing_twice_inserts_nothing_twice(
     _, runs, now = await materialize(s, pool, "twice")
     assert [r["scheduled_at"] for r in runs] == grid(down_since, now + HORIZON)
 
-    assert await CronMaterializer(s, pool).materialize_once() == 0  # next fire is past the horizon
+    assert await CronMaterializer(s, pool).step() == 0  # next fire is past the horizon
     await go_down(pool, "twice")  # as if the job's next fire were reset: the same occurrences again
-    again = await CronMaterializer(s, pool).materialize_once()
+    again = await CronMaterializer(s, pool).step()
     after = await cron_runs(pool, "twice")
     assert again == len(after) - len(runs)  # only an occurrence that came due in between, if any
     assert len({r["scheduled_at"] for r in after}) == len(after)
@@ -222,7 +222,7 @@ async def test_two_engines_materializing_concurrently_never_duplicate(
         before = await db_now(pool)
         for _ in range(15):
             outages.add(await go_down(pool, *jobs))
-            inserted += sum(await asyncio.gather(*(e.materialize_once() for e in engines)))
+            inserted += sum(await asyncio.gather(*(e.step() for e in engines)))
         after = await db_now(pool)
     finally:
         for p in pools:
@@ -252,7 +252,7 @@ async def test_a_horizon_longer_than_one_tick_can_insert_is_completed_by_later_t
     await put_job(api, "acme", "minutely", tenant["auth"], schedule="* * * * *")
     engine = CronMaterializer(s, pool)
     before = await db_now(pool)
-    ticks = [await engine.materialize_once() for _ in range(3)]
+    ticks = [await engine.step() for _ in range(3)]
     after = await db_now(pool)
 
     assert ticks[0] == cron_engine.OCCURRENCES_PER_JOB and ticks[1] > 0
@@ -271,7 +271,7 @@ async def test_paused_jobs_are_not_materialized_resume_recomputes_delete_cancels
     job = await put_job(api, "acme", "p", tenant["auth"], schedule=EVERY_5, paused=True)
     assert job["next_fire_at"] is None
     await go_down(pool, "p")  # even with a stale next fire in the past, paused means paused
-    assert await CronMaterializer(s, pool).materialize_once() == 0
+    assert await CronMaterializer(s, pool).step() == 0
     assert await cron_runs(pool, "p") == []
 
     before = await db_now(pool)
@@ -287,7 +287,7 @@ async def test_paused_jobs_are_not_materialized_resume_recomputes_delete_cancels
     assert r.status_code == 204, r.text
     runs = await cron_runs(pool, "p")
     assert runs and all(r["status"] == "cancelled" and r["finished_at"] is not None for r in runs)
-    assert await CronMaterializer(s, pool).materialize_once() == 0
+    assert await CronMaterializer(s, pool).step() == 0
     assert len(await cron_runs(pool, "p")) == len(runs)
 
 

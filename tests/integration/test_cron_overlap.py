@@ -77,7 +77,7 @@ async def set_status(pool: asyncpg.Pool, run: asyncpg.Record, status: str) -> No
 async def tick(s: Settings, pool: asyncpg.Pool) -> tuple[int, float]:
     """One materializer tick: (runs inserted, occurrences dropped for overlap)."""
     before = overlapped()
-    inserted = await CronMaterializer(s, pool).materialize_once()
+    inserted = await CronMaterializer(s, pool).step()
     return inserted, overlapped() - before
 
 
@@ -190,7 +190,7 @@ async def test_two_engines_never_both_make_a_skip_jobs_occurrence(
                 since + round * FIVE_MINUTES,
                 jobs,
             )
-            await asyncio.gather(*(e.materialize_once() for e in engines))
+            await asyncio.gather(*(e.step() for e in engines))
     finally:
         for p in pools:
             await p.close()

@@ -157,7 +157,7 @@ async def test_a_run_granted_its_concurrency_slot_is_on_its_way(
     assert first["held"] == "concurrency"
     waiting = (await submit(api, auth, payload={"doc": 1, "v": 2}, scheduled_at=since)).json()
     assert waiting["id"] == first["id"] and waiting["held"] == "concurrency"  # still waiting: folded
-    assert await FlowKeeper(settings, pool).run_once() == 1
+    assert await FlowKeeper(settings, pool).step() == 1
     granted = await submit(api, auth, payload={"doc": 1, "v": 3})
     assert granted.status_code == 201 and granted.json()["id"] != first["id"]
     kept = (await api.get(f"/runs/{first['id']}", headers=auth)).json()

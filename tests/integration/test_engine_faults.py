@@ -18,6 +18,7 @@ from app.config import Settings
 from app.dev import EmbeddedNats
 from app.engine.dispatcher import Dispatcher
 from app.engine.reaper import Reaper
+from stack.dispatch import dispatch_once
 from stack.eventually import eventually
 from tests import factories
 from tests.support import stream_runs
@@ -111,8 +112,8 @@ async def test_engine_killed_between_claim_and_publish(settings: Settings, pool:
     js = nc.jetstream()
     await ensure_stream(js, settings)
     await asyncio.sleep(1.2)  # the claim lease lapses
-    assert await Reaper(settings, pool).reap_once() == 1
-    assert await Dispatcher(settings, pool, nc).dispatch_once() == 1
+    assert await Reaper(settings, pool).step() == 1
+    assert await dispatch_once(Dispatcher(settings, pool, nc)) == 1
     await nc.close()
     async with pool.acquire() as conn:
         row = await conn.fetchrow("SELECT status, epoch, attempt FROM job_runs")
@@ -138,7 +139,7 @@ async def test_reaper_rescues_lapsed_leases(settings: Settings, pool: asyncpg.Po
             "UPDATE job_runs SET status = 'running', epoch = 1, attempt = 1, lease_expires_at = now() - interval '1 s' "
             "WHERE tenant_id = 'c'"
         )
-    assert await Reaper(settings, pool).reap_once() == 6
+    assert await Reaper(settings, pool).step() == 6
     async with pool.acquire() as conn:
         rows = {r["tenant_id"]: r for r in await conn.fetch("SELECT DISTINCT ON (tenant_id) * FROM job_runs")}
     assert (rows["a"]["status"], rows["a"]["attempt"]) == ("pending", 0)
@@ -148,7 +149,7 @@ async def test_reaper_rescues_lapsed_leases(settings: Settings, pool: asyncpg.Po
         and rows["c"]["attempt"] == 1
         and rows["c"]["due_at"] > rows["c"]["scheduled_at"]
     )
-    assert await Reaper(settings, pool).reap_once() == 0
+    assert await Reaper(settings, pool).step() == 0
 
 
 async def test_a_due_run_wakes_an_idle_engine(settings: Settings, pool: asyncpg.Pool, api, tenant) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Sequence
 from pathlib import Path
 
 import asyncpg
@@ -14,7 +15,9 @@ import nats
 
 from app.bus.jetstream import ensure_stream
 from app.config import Settings
-from app.engine.dispatcher import Built, Dispatcher
+from app.engine.dispatcher import Dispatcher
+from app.engine.messages import Built
+from app.telemetry import metrics
 from stack.eventually import eventually
 from tests import factories
 from tests.integration.test_engine_faults import statuses
@@ -82,16 +85,19 @@ async def test_a_poison_payload_fails_alone_and_the_batch_is_published(
     assert published == {str(r["id"]) for r in [*good, *more_good]}
 
 
-class BuggyDispatcher(Dispatcher):
-    """Raises from its first batch, as an engine bug or unforeseen data would."""
+def buggy(dispatcher: Dispatcher) -> Dispatcher:
+    """Its first batch raises, as an engine bug or unforeseen data would."""
+    build = dispatcher.batches.outgoing
 
-    failed = False
-
-    def outgoing(self, claimed) -> Built:  # type: ignore[no-untyped-def]
-        if not self.failed:
-            self.failed = True
+    def outgoing(claimed: Sequence[asyncpg.Record]) -> Built:
+        if not dispatcher.failed:  # type: ignore[attr-defined]
+            dispatcher.failed = True  # type: ignore[attr-defined]
             raise RuntimeError("an unforeseen bug")
-        return super().outgoing(claimed)
+        return build(claimed)
+
+    dispatcher.failed = False  # type: ignore[attr-defined]
+    dispatcher.batches.outgoing = outgoing  # type: ignore[method-assign]
+    return dispatcher
 
 
 async def test_an_unexpected_error_in_one_batch_does_not_end_the_loop(
@@ -102,7 +108,9 @@ async def test_an_unexpected_error_in_one_batch_does_not_end_the_loop(
         await factories.runs(conn, 5, tenant_id="first")
     nc = await nats.connect(s.nats_url)
     stop = asyncio.Event()
-    dispatcher = BuggyDispatcher(s, pool, nc)
+    dispatcher = buggy(Dispatcher(s, pool, nc))
+    counted = metrics.unexpected_errors_total.labels("dispatch")
+    before = counted._value.get()
     loop = asyncio.create_task(dispatcher.run(stop))
     try:
         await ensure_stream(nc.jetstream(), s)
@@ -111,6 +119,7 @@ async def test_an_unexpected_error_in_one_batch_does_not_end_the_loop(
             later = await factories.runs(conn, 3, tenant_id="later")
         await eventually(lambda: statuses(pool), until=lambda c: c == {"dispatched": 8}, timeout=5)
         assert not loop.done(), f"the dispatcher died: {loop.exception()!r}"
+        assert counted._value.get() == before + 1  # seen: logged with its traceback and counted
     finally:
         stop.set()
         with contextlib.suppress(Exception):

@@ -62,7 +62,7 @@ async def start_then_die(pool: asyncpg.Pool, settings: Settings, claimed: asyncp
         await conn.execute(
             "UPDATE job_runs SET lease_expires_at = now() - interval '1s' WHERE id = $1", claimed["id"]
         )
-    assert await Reaper(settings, pool).reap_once() == 1
+    assert await Reaper(settings, pool).step() == 1
     return old
 
 
@@ -114,7 +114,7 @@ async def test_the_reaper_frees_a_slot_once_and_a_late_old_epoch_finish_frees_no
     await put_job(api, "acme", "one", auth, concurrency={"limit": 1}, backoff_seconds=0)
     first, second = [await submit_run(api, "acme", auth, job="one") for _ in range(2)]
     keeper = FlowKeeper(settings, pool)
-    assert await keeper.run_once() == 1 and await keeper.run_once() == 0  # one slot, one key
+    assert await keeper.step() == 1 and await keeper.step() == 0  # one slot, one key
     async with pool.acquire() as conn:
         [claimed] = await claim_scan(conn, settings, ClaimBounds())
     assert str(claimed["id"]) == first["id"]
@@ -123,7 +123,7 @@ async def test_the_reaper_frees_a_slot_once_and_a_late_old_epoch_finish_frees_no
     first_now = dict((await api.get(f"/runs/{first['id']}", headers=auth)).json())
     assert first_now["status"] == "pending" and first_now["held"] == "concurrency"
     # The freed slot goes to one waiting run (the oldest due: `second`, or the rescued `first`).
-    assert await keeper.run_once() == 1
+    assert await keeper.step() == 1
     holders = await pool.fetch("SELECT run_id FROM concurrency_holders")
     assert len(holders) == 1
     async with pool.acquire() as conn:
@@ -131,7 +131,7 @@ async def test_the_reaper_frees_a_slot_once_and_a_late_old_epoch_finish_frees_no
         # and frees nothing: the slot now held by another grant stays held.
         assert await transitions.finish_runs(conn, old, [Outcome(True, outcome="succeeded")]) == []
     assert await pool.fetch("SELECT run_id FROM concurrency_holders") == holders
-    assert await keeper.run_once() == 0
+    assert await keeper.step() == 0
     assert str(holders[0]["run_id"]) in {first["id"], second["id"]}
 
 
@@ -142,16 +142,16 @@ async def test_cancel_frees_the_slot_and_a_paused_job_gives_its_slots_back(
     await put_job(api, "acme", "one", auth, concurrency={"limit": 1})
     first, second = [await submit_run(api, "acme", auth, job="one") for _ in range(2)]
     keeper = FlowKeeper(settings, pool)
-    assert await keeper.run_once() == 1
+    assert await keeper.step() == 1
     assert (await api.post(f"/runs/{first['id']}/cancel", headers=auth)).status_code == 200
-    assert await keeper.run_once() == 1  # the cancelled run's slot went to the next
+    assert await keeper.step() == 1  # the cancelled run's slot went to the next
     assert (await api.post("/tenants/acme/jobs/one/pause", headers=auth)).json()["in_flight"] == 0
     assert (await api.get(f"/runs/{second['id']}", headers=auth)).json()["held"] == "paused"
-    assert await keeper.run_once() == 0  # a paused job is granted nothing
+    assert await keeper.step() == 0  # a paused job is granted nothing
     resumed = (await api.post("/tenants/acme/jobs/one/resume", headers=auth)).json()
     assert resumed["in_flight"] == 0
     assert (await api.get(f"/runs/{second['id']}", headers=auth)).json()["held"] == "concurrency"
-    assert await keeper.run_once() == 1
+    assert await keeper.step() == 1
     assert (await api.get("/tenants/acme/jobs/one", headers=auth)).json()["in_flight"] == 1
 
 
@@ -163,7 +163,7 @@ async def test_a_finished_run_sent_back_to_pending_waits_for_a_slot_again(
     auth = tenant["auth"]
     await put_job(api, "acme", "one", auth, concurrency={"limit": 1}, max_attempts=1)
     run = await submit_run(api, "acme", auth, job="one")
-    assert await FlowKeeper(settings, pool).run_once() == 1
+    assert await FlowKeeper(settings, pool).step() == 1
     async with pool.acquire() as conn:
         [claimed] = await claim_scan(conn, settings, ClaimBounds())
         fence = Fence([(claimed["id"], claimed["scheduled_at"], claimed["epoch"])])

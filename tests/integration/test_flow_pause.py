@@ -68,7 +68,7 @@ async def test_a_run_back_to_pending_after_the_pause_is_held_by_that_statement(
     # The dispatched run comes back pending after the pause, by any statement: the flow trigger
     # holds it there (migration 0018), so the keeper finds nothing to catch up.
     await pool.execute("UPDATE job_runs SET status = 'pending' WHERE id = $1", run["id"])
-    assert await FlowKeeper(settings, pool).run_once() == 0
+    assert await FlowKeeper(settings, pool).step() == 0
     assert (await read(api, run["id"], auth))["held"] == "paused"
     assert await claim_all(pool, settings) == []
 

@@ -111,14 +111,14 @@ async def test_a_granted_run_counts_as_starting_now_until_it_starts(
     await put_job(api, "acme", "one", auth, rate_limit={"limit": 1, "period_seconds": 1})
     first, second = [await submit_run(api, "acme", auth, job="one") for _ in range(2)]
     keeper = FlowKeeper(settings, pool)
-    assert await keeper.run_once() == 1
+    assert await keeper.step() == 1
     await asyncio.sleep(1.2)  # a period after the grant; the granted run has not started
     await pool.execute("UPDATE concurrency_slots SET next_at = NULL")  # look now, not when told
-    assert await keeper.run_once() == 0
+    assert await keeper.step() == 0
     [fence] = await claim_and_start(pool, settings)
     assert str(fence.ids[0]) == first["id"]
     await pool.execute("UPDATE concurrency_slots SET next_at = NULL")
-    assert await keeper.run_once() == 0  # it started just now: the window is full for a period
+    assert await keeper.step() == 0  # it started just now: the window is full for a period
     row = await pool.fetchrow("SELECT granted_at, started_at FROM rate_limit_starts")
     assert row["started_at"] > row["granted_at"] + timedelta(seconds=1)
     # The key sleeps until the start is a period (and the margin for the request's way) old, then
@@ -126,7 +126,7 @@ async def test_a_granted_run_counts_as_starting_now_until_it_starts(
     next_at = await pool.fetchval("SELECT next_at FROM concurrency_slots")
     assert next_at == row["started_at"] + timedelta(seconds=1 + settings.rate_limit_margin_seconds)
     assert (await read(api, second["id"], auth))["held"] == "rate_limit"
-    while await keeper.run_once() == 0:
+    while await keeper.step() == 0:
         await asyncio.sleep(0.05)
     assert await pool.fetchval("SELECT now()") >= next_at
     assert (await read(api, second["id"], auth))["held"] is None
@@ -145,8 +145,8 @@ async def test_held_runs_wait_without_attempts_show_when_they_can_run_and_cancel
     other_key = await submit_run(api, "acme", auth, job="one", payload={})  # the empty key
     assert await claim_and_start(pool, settings) == []  # held runs are outside the claim's range
     keeper = FlowKeeper(settings, pool)
-    assert await keeper.run_once() == 3  # two of key "x", one of the empty key
-    assert await keeper.run_once() == 0  # the window of "x" is full: no busy re-grant
+    assert await keeper.step() == 3  # two of key "x", one of the empty key
+    assert await keeper.step() == 0  # the window of "x" is full: no busy re-grant
     async with pool.acquire() as conn:
         assert (await flow_repo.count_held_runs(conn, 100))["rate_limit"] == 2
     started = await claim_and_start(pool, settings)
@@ -176,7 +176,7 @@ async def test_a_retry_waits_for_the_window_again(
     await put_job(api, "acme", "one", auth, rate_limit={"limit": 1, "period_seconds": 60}, backoff_seconds=0)
     run = await submit_run(api, "acme", auth, job="one")
     keeper = FlowKeeper(settings, pool)
-    assert await keeper.run_once() == 1
+    assert await keeper.step() == 1
     [fence] = await claim_and_start(pool, settings)
     async with pool.acquire() as conn:
         [retried] = await transitions.finish_runs(conn, fence, [Outcome(False, "boom", "failed")])
@@ -184,7 +184,7 @@ async def test_a_retry_waits_for_the_window_again(
     again = await read(api, run["id"], auth)
     assert again["held"] == "rate_limit" and again["attempt"] == 1
     await pool.execute("UPDATE concurrency_slots SET next_at = NULL")
-    assert await keeper.run_once() == 0  # its first start fills the window for a minute
+    assert await keeper.step() == 0  # its first start fills the window for a minute
     assert await claim_and_start(pool, settings) == []
     assert (await read(api, run["id"], auth))["attempt"] == 1
 
@@ -196,17 +196,17 @@ async def test_pause_holds_rate_limited_runs_and_resume_gives_them_back_to_the_w
     await put_job(api, "acme", "one", auth, rate_limit={"limit": 1, "period_seconds": 60})
     first, second = [await submit_run(api, "acme", auth, job="one") for _ in range(2)]
     keeper = FlowKeeper(settings, pool)
-    assert await keeper.run_once() == 1  # `first` granted, not started
+    assert await keeper.step() == 1  # `first` granted, not started
     assert (await api.post("/tenants/acme/jobs/one/pause", headers=auth)).status_code == 200
     for run in (first, second):
         assert (await read(api, run["id"], auth))["held"] == "paused"
     # The granted run never started: it leaves the window.
     assert await pool.fetchval("SELECT count(*) FROM rate_limit_starts") == 0
-    assert await keeper.run_once() == 0 and await claim_and_start(pool, settings) == []
+    assert await keeper.step() == 0 and await claim_and_start(pool, settings) == []
     assert (await api.post("/tenants/acme/jobs/one/resume", headers=auth)).status_code == 200
     for run in (first, second):
         assert (await read(api, run["id"], auth))["held"] == "rate_limit"
-    assert await keeper.run_once() == 1
+    assert await keeper.step() == 1
     assert len(await claim_and_start(pool, settings)) == 1
 
 
@@ -217,7 +217,7 @@ async def test_removing_the_limit_releases_held_runs_and_both_limits_are_refused
     await put_job(api, "acme", "one", auth, rate_limit={"limit": 1, "period_seconds": 3600})
     runs = [await submit_run(api, "acme", auth, job="one") for _ in range(3)]
     keeper = FlowKeeper(settings, pool)
-    assert await keeper.run_once() == 1 and await keeper.run_once() == 0
+    assert await keeper.step() == 1 and await keeper.step() == 0
     both = await api.put(
         "/tenants/acme/jobs/one",
         json={
@@ -233,7 +233,7 @@ async def test_removing_the_limit_releases_held_runs_and_both_limits_are_refused
     ] == 3600
     job = await put_job(api, "acme", "one", auth)  # the limit removed: effective on the next pass
     assert job["rate_limit"] is None
-    assert await keeper.run_once() == 2
+    assert await keeper.step() == 2
     assert {(await read(api, r["id"], auth))["held"] for r in runs} == {None}
     assert len(await claim_and_start(pool, settings)) == 3
 

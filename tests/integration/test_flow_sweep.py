@@ -32,7 +32,7 @@ async def test_unused_keys_are_swept_and_keys_in_use_stay(
     for _ in range(2):  # one holds the key's slot, the other waits for it
         await submit_run(api, "acme", auth, job="per-customer", payload={"customer": "busy"})
     keeper = FlowKeeper(settings, pool)
-    assert await keeper.run_once() == 31
+    assert await keeper.step() == 31
     async with pool.acquire() as conn:
         claimed = await claim_scan(conn, settings, ClaimBounds())
         assert len(claimed) == 31
@@ -53,7 +53,7 @@ async def test_unused_keys_are_swept_and_keys_in_use_stay(
     # A swept key is limited as before: its lock row is made again when a run waits for it.
     for _ in range(2):
         await submit_run(api, "acme", auth, job="per-customer", payload={"customer": "c7"})
-    assert await keeper.run_once() == 2  # one of c7's, and busy's waiting run (its slot was freed)
+    assert await keeper.step() == 2  # one of c7's, and busy's waiting run (its slot was freed)
     assert "c7" in await slot_keys(pool)
     assert (
         await pool.fetchval(
@@ -70,7 +70,7 @@ async def test_a_key_being_granted_is_not_swept(
     await put_job(api, "acme", "per-customer", auth, concurrency={"limit": 1, "key": "payload.customer"})
     await submit_run(api, "acme", auth, job="per-customer", payload={"customer": "c1"})
     keeper = FlowKeeper(settings, pool)
-    assert await keeper.run_once() == 1
+    assert await keeper.step() == 1
     async with pool.acquire() as conn:
         [run] = await claim_scan(conn, settings, ClaimBounds())
         fence = Fence([(run["id"], run["scheduled_at"], run["epoch"])])

@@ -143,22 +143,22 @@ async def test_setting_the_limit_holds_pending_runs_and_counts_running_ones_lowe
         assert (await flow_repo.count_held_runs(conn, 100))["concurrency"] == 4
     assert await claim(pool, settings) == []
     keeper = FlowKeeper(settings, pool)
-    assert await keeper.run_once() == 1 and await keeper.run_once() == 0  # one free slot of two
+    assert await keeper.step() == 1 and await keeper.step() == 0  # one free slot of two
     [second] = await claim(pool, settings)
     assert str(second["id"]) == runs[1]["id"]  # the oldest waiting
     # Lowered below what is in flight: nothing is stopped, nothing new is granted.
     lowered = await limit(api, admin, "acme", 1)
     assert lowered["max_in_flight"] == 1 and lowered["in_flight"] == 2
-    assert await keeper.run_once() == 0
+    assert await keeper.step() == 0
     async with pool.acquire() as conn:
         fence = Fence([(first["id"], first["scheduled_at"], first["epoch"])])
         assert await transitions.start_runs(conn, fence, [False], owner="w1", lease_seconds=30)
         assert len(await transitions.finish_runs(conn, fence, [Outcome(True, outcome="succeeded")])) == 1
-    assert await keeper.run_once() == 0  # one in flight, limit one
+    assert await keeper.step() == 0  # one in flight, limit one
     # Removed: the waiting runs are released, in their order; the tenant's slot is no longer counted.
     removed = await limit(api, admin, "acme", None)
     assert removed["max_in_flight"] is None and removed["in_flight"] is None
-    assert await keeper.run_once() == 3
+    assert await keeper.step() == 3
     released = await claim(pool, settings)
     assert sorted(str(r["id"]) for r in released) == sorted(r["id"] for r in runs[2:])
     # ... due when they would have been (their order kept: the claim takes the oldest first).
@@ -180,7 +180,7 @@ async def test_a_run_holds_its_job_slot_and_its_tenant_slot_and_the_reaper_frees
     await put_job(api, "acme", "one", auth, concurrency={"limit": 2}, backoff_seconds=0)
     first, second = [await submit_run(api, "acme", auth, job="one") for _ in range(2)]
     keeper = FlowKeeper(settings, pool)
-    assert await keeper.run_once() == 1 and await keeper.run_once() == 0  # the job has room, the tenant not
+    assert await keeper.step() == 1 and await keeper.step() == 0  # the job has room, the tenant not
     holders = await pool.fetch("SELECT run_id, job FROM concurrency_holders ORDER BY job")
     assert [(str(h["run_id"]), h["job"]) for h in holders] == [(first["id"], ""), (first["id"], "one")]
     assert (await api.get("/tenants/acme/jobs/one", headers=auth)).json()["in_flight"] == 1
@@ -188,19 +188,19 @@ async def test_a_run_holds_its_job_slot_and_its_tenant_slot_and_the_reaper_frees
     old = await start_then_die(pool, settings, claimed)  # the reaper rescues the dead worker's run
     assert await pool.fetchval("SELECT count(*) FROM concurrency_holders") == 0
     assert (await read(api, first["id"], auth))["held"] == "concurrency"
-    assert await keeper.run_once() == 1
+    assert await keeper.step() == 1
     holders = await pool.fetch("SELECT run_id, job FROM concurrency_holders")
     assert len(holders) == 2 and len({h["run_id"] for h in holders}) == 1
     async with pool.acquire() as conn:
         # The dead worker's late finish matches nothing and frees nothing.
         assert await transitions.finish_runs(conn, old, [Outcome(True, outcome="succeeded")]) == []
     assert await pool.fetch("SELECT run_id, job FROM concurrency_holders") == holders
-    assert await keeper.run_once() == 0
+    assert await keeper.step() == 0
     assert str(holders[0]["run_id"]) in {first["id"], second["id"]}
     # Cancelling the granted run (not yet claimed) frees both of its slots; the other run gets them.
     granted = str(holders[0]["run_id"])
     assert (await api.post(f"/runs/{granted}/cancel", headers=auth)).status_code == 200
-    assert await keeper.run_once() == 1
+    assert await keeper.step() == 1
     assert (await api.get("/tenants/acme", headers=admin)).json()["in_flight"] == 1
 
 
@@ -308,7 +308,7 @@ async def test_a_run_that_ended_before_the_limit_waits_for_a_slot_when_retried(
     assert retried.status_code == 200, retried.text
     assert retried.json()["held"] == "concurrency" and retried.json()["status"] == "pending"
     assert await claim(pool, settings) == []
-    assert await FlowKeeper(settings, pool).run_once() == 1
+    assert await FlowKeeper(settings, pool).step() == 1
     assert [str(r["id"]) for r in await claim(pool, settings)] == [run["id"]]
 
 
@@ -323,7 +323,7 @@ async def test_a_rate_limited_run_of_a_limited_tenant_takes_the_tenant_slot_too(
     runs = [await submit_run(api, "acme", auth, job="paced") for _ in range(3)]
     assert {r["held"] for r in runs} == {"rate_limit"}
     keeper = FlowKeeper(settings, pool)
-    assert await keeper.run_once() == 1 and await keeper.run_once() == 0
+    assert await keeper.step() == 1 and await keeper.step() == 0
     assert (await api.get("/tenants/acme", headers=admin)).json()["in_flight"] == 1
     [claimed] = await claim(pool, settings)
     assert str(claimed["id"]) == runs[0]["id"]
@@ -332,7 +332,7 @@ async def test_a_rate_limited_run_of_a_limited_tenant_takes_the_tenant_slot_too(
         assert await transitions.start_runs(conn, fence, [False], owner="w1", lease_seconds=30)
         assert len(await transitions.finish_runs(conn, fence, [Outcome(True, outcome="succeeded")])) == 1
     assert await pool.fetchval(TENANT_HOLDERS, "acme") == 0
-    assert await keeper.run_once() == 1  # the window still has room: the freed tenant slot decides
+    assert await keeper.step() == 1  # the window still has room: the freed tenant slot decides
 
 
 async def test_the_dashboard_says_a_run_waits_for_its_tenants_max_in_flight(
@@ -346,7 +346,7 @@ async def test_the_dashboard_says_a_run_waits_for_its_tenants_max_in_flight(
     plain = [await submit_run(api, "acme", auth, job="hello", scheduled_at=past) for _ in range(2)]
     # Due after the plain runs, so the tenant's one slot goes to a plain run (oldest first).
     keyed = await submit_run(api, "acme", auth, job="keyed", scheduled_at=later)
-    assert await FlowKeeper(settings, pool).run_once() == 1  # the tenant's one slot
+    assert await FlowKeeper(settings, pool).step() == 1  # the tenant's one slot
     waiting = [r for r in plain if (await read(api, r["id"], auth))["held"] == "concurrency"]
     assert len(waiting) == 1
     late = await why_late(pool, uuid.UUID(str(waiting[0]["id"])), "acme", 1000)

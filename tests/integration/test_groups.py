@@ -12,7 +12,7 @@ import asyncpg
 import httpx
 
 from app.config import Settings
-from app.engine.groups import GroupFirer
+from app.engine.groups import GroupFirer, GroupPruner
 from app.services.groups import completion_payload
 from app.services.run_requests import RunRequest
 from app.services.submission import submit
@@ -329,7 +329,7 @@ async def test_groups_fired_before_the_retention_go(
         uuid.UUID(old["group_id"]),
         settings.retention_days + 1,
     )
-    assert await firer.prune_once() == 1
+    assert await GroupPruner(settings, pool).step() == 1
     assert await pool.fetchval("SELECT array_agg(name) FROM run_groups") == ["recent"]
 
 

@@ -257,7 +257,7 @@ async def test_runs_far_ahead_do_not_make_a_partition_each(
     r = await api.post("/tenants/acme/runs/batch", json={"runs": runs}, headers=tenant["auth"])
     assert r.status_code == 201, r.text
     before = await pool.fetchval("SELECT count(*) FROM pg_inherits WHERE inhparent = 'job_runs'::regclass")
-    await PartitionMaintenance(settings, pool).run_once()
+    await PartitionMaintenance(settings, pool).step()
     after = await pool.fetchval("SELECT count(*) FROM pg_inherits WHERE inhparent = 'job_runs'::regclass")
     # At most the days the calendar premakes (yesterday .. today + PREMAKE_DAYS) plus DEFAULT.
     assert after <= settings.premake_days + 3 and after - before <= 2, (before, after)

@@ -5,11 +5,13 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import asyncpg
 import nats
 
+from app import events
 from app.bus.hot_index import HotIndex
 from app.bus.jetstream import ensure_stream
 from app.config import Settings
@@ -18,7 +20,7 @@ from app.engine.dispatcher import Dispatcher
 from app.telemetry import metrics
 from stack.eventually import eventually
 from tests import factories
-from tests.support import published_runs
+from tests.support import api_client, published_runs
 
 
 def hot_settings(settings: Settings, **overrides: object) -> Settings:
@@ -165,3 +167,22 @@ async def test_redis_down_never_stops_dispatch(settings: Settings, pool: asyncpg
         claimed = await dispatcher.claims.claim(conn)
     await dead.close()
     assert len(claimed) == 50
+
+
+async def test_runs_made_pending_reach_the_index_through_the_domain_event(
+    settings: Settings, tenant: dict[str, Any]
+) -> None:
+    """No route or service hands the index anything: the API's runtime subscribes it to
+    app.events.runs_pending, which the submission publishes after its commit."""
+    s = hot_settings(settings)
+    index = await seeded_index(s, [])  # empty
+    try:
+        async with api_client(s) as hot_api:
+            r = await hot_api.post("/tenants/acme/runs", json={"job": "hello"}, headers=tenant["auth"])
+            assert r.status_code == 201, r.text
+            await eventually(lambda: index.client.zscore(index.key, r.json()["id"]), what="the run's hint")
+        before = await index.client.zcard(index.key)
+        await events.runs_pending([{"id": "not-hinted", "due_at": datetime.now(UTC)}])
+        assert await index.client.zcard(index.key) == before  # the runtime closed: unsubscribed
+    finally:
+        await index.close()

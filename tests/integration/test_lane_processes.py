@@ -13,6 +13,7 @@ from app.bus.jetstream import ensure_consumer
 from app.config import Settings
 from app.engine.dispatcher import Dispatcher
 from app.worker.consumer import Worker
+from stack.dispatch import dispatch_once
 from stack.eventually import eventually
 from tests import factories
 from tests.integration.test_engine_faults import statuses
@@ -68,7 +69,7 @@ async def test_a_worker_fetches_only_from_the_lanes_it_serves(settings: Settings
     try:
         await ensure_consumer(nc.jetstream(), settings)
         dispatcher = Dispatcher(settings, pool, nc)
-        while await dispatcher.dispatch_once():
+        while await dispatch_once(dispatcher):
             pass
         assert await statuses(pool) == {"dispatched": 220}
         urgent_only = settings.model_copy(update={"lanes": "urgent"})

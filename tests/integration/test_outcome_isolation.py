@@ -41,7 +41,7 @@ async def test_a_refused_outcome_is_isolated_and_the_rest_commit(
         msgs: list = []
         while len(msgs) < len(rows):
             msgs += await sub.fetch(len(rows) - len(msgs), timeout=2)
-        completer = Completer(settings, pool, None)
+        completer = Completer(settings, pool)
         for msg, row in zip(msgs, rows, strict=True):
             run = RunMessage(row["id"], row["scheduled_at"], row["tenant_id"], "j", 1, 1, {}, {}, 30)
             d = Delivery(Part.alone(msg), run, attempt=1)

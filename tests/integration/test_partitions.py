@@ -21,7 +21,7 @@ from app.config import Settings
 from app.db import transitions as dispatch_repo
 from app.db.connection import connect, create_pool
 from app.engine import partitions
-from app.engine.partitions import PartitionMaintenance
+from app.engine.partitions import PartitionMaintenance, PartitionStatistics
 from app.telemetry.metrics import expose_engine_metrics
 from tests import factories
 from tests.support import submit_run
@@ -94,7 +94,7 @@ async def claim(
 
 
 async def test_premakes_yesterday_through_premake_days_ahead(settings: Settings, pool: asyncpg.Pool) -> None:
-    report = await maintenance(settings, pool, premake_days=12).run_once()
+    report = await maintenance(settings, pool, premake_days=12).step()
     day = await today(pool)
     wanted = {part(day + timedelta(days=n)) for n in range(-1, 13)}
     have = await attached(pool)
@@ -103,7 +103,7 @@ async def test_premakes_yesterday_through_premake_days_ahead(settings: Settings,
     assert {r.split(":")[0] for r in report["created"]} >= {
         str(day + timedelta(days=n)) for n in range(8, 13)
     }
-    assert await maintenance(settings, pool, premake_days=12).run_once() == EMPTY_REPORT  # idempotent
+    assert await maintenance(settings, pool, premake_days=12).step() == EMPTY_REPORT  # idempotent
 
 
 async def test_rows_stranded_in_default_move_into_their_new_partition(
@@ -122,11 +122,11 @@ async def test_rows_stranded_in_default_move_into_their_new_partition(
     assert await pool.fetchval("SELECT count(*) FROM job_runs_default") == 54
 
     # Beyond the premade window the rows wait in DEFAULT: no partition per far-future day.
-    report = await maintenance(settings, pool).run_once()
+    report = await maintenance(settings, pool).step()
     assert not any(r.startswith((str(day), str(day + timedelta(days=1)))) for r in report["created"])
     assert await pool.fetchval("SELECT count(*) FROM job_runs_default") == 54
     # Once their days are premade, they move.
-    report = await maintenance(settings, pool, premake_days=21).run_once()
+    report = await maintenance(settings, pool, premake_days=21).step()
 
     assert f"{day}: created, moved 51" in report["created"]
     assert f"{day + timedelta(days=1)}: created, moved 3" in report["created"]
@@ -168,7 +168,7 @@ async def test_retention_drops_finished_days_and_keeps_a_day_with_unfinished_run
             )
     assert {part(finished), part(unfinished)} <= await attached(pool)
 
-    report = await maintenance(settings, pool, retention_days=3).run_once()
+    report = await maintenance(settings, pool, retention_days=3).step()
 
     assert report["dropped"] == [str(finished)] and report["kept"] == [str(unfinished)]
     assert await pool.fetchval("SELECT array_agg(child_id) FROM run_dependencies") == [kept_child["id"]]
@@ -198,7 +198,7 @@ async def test_retention_keeps_a_day_that_gains_an_unfinished_run_while_it_is_re
         tx = writer.transaction()
         await tx.start()
         late = await factories.runs(writer, 1, start=at_noon(old) + timedelta(hours=2))  # not committed yet
-        task = asyncio.create_task(maintenance(settings, pool, retention_days=3).run_once())
+        task = asyncio.create_task(maintenance(settings, pool, retention_days=3).step())
         await asyncio.sleep(0.3)  # maintenance looked (nothing live yet) and waits for the writer's locks
         await tx.commit()
         report = await task
@@ -219,7 +219,7 @@ async def test_a_row_that_lands_in_default_while_its_day_is_created_is_moved_on_
             async with holder.transaction():
                 # Hold the creation at its ATTACH, after it found DEFAULT empty for the day.
                 await holder.execute("LOCK TABLE ONLY job_runs IN SHARE UPDATE EXCLUSIVE MODE")
-                task = asyncio.create_task(maintenance(settings, pool, premake_days=8).run_once())
+                task = asyncio.create_task(maintenance(settings, pool, premake_days=8).step())
                 await asyncio.sleep(0.3)
                 landed = await factories.runs(writer, 1, start=at_noon(day))  # into DEFAULT, committed
             report = await task
@@ -305,7 +305,7 @@ async def test_creating_partitions_does_not_wait_for_an_open_claim_transaction(
         async with engine.transaction():
             assert len(await claim(engine, bounds=bounds)) == 10  # claimed, locks held, not committed
             with caplog.at_level(logging.INFO, logger=partitions.__name__):
-                report = await maintenance(settings, pool, premake_days=10).run_once()
+                report = await maintenance(settings, pool, premake_days=10).step()
             assert len(report["created"]) >= 3  # while the claim is still open
     finally:
         await engine.close()
@@ -325,9 +325,9 @@ async def test_maintenance_completes_while_claims_run_continuously(
 
     async with claim_traffic(settings, long=True) as traffic:
         started = clock.monotonic()
-        report = await maintenance(settings, pool, premake_days=12, retention_days=3).run_once()
+        report = await maintenance(settings, pool, premake_days=12, retention_days=3).step()
         finished = clock.monotonic()
-        creations_only = await maintenance(settings, pool, premake_days=14).run_once()
+        creations_only = await maintenance(settings, pool, premake_days=14).step()
         after_creations = clock.monotonic()
 
     assert {r.split(":")[0] for r in report["created"]} >= {
@@ -369,7 +369,7 @@ async def test_ddl_blocked_on_default_retries_and_succeeds_when_the_lock_goes(
     with caplog.at_level(logging.INFO, logger=partitions.__name__):
         async with claim_traffic(settings) as traffic:
             async with default_locked(settings):
-                task = asyncio.create_task(maintenance(settings, pool, premake_days=8).run_once())
+                task = asyncio.create_task(maintenance(settings, pool, premake_days=8).step())
                 await asyncio.sleep(hold)
             report = await task
 
@@ -389,10 +389,10 @@ async def test_ddl_that_cannot_get_its_lock_gives_up_cleanly_and_the_next_pass_s
     impatient = PartitionMaintenance(s, pool, lock_timeout_seconds=0.1, ddl_tries=2)
     async with default_locked(settings):
         with caplog.at_level(logging.INFO, logger=partitions.__name__):
-            assert (await impatient.run_once())["created"] == []
+            assert (await impatient.step())["created"] == []
     assert "gave up after 2 tries" in caplog.text
     assert part(day + timedelta(days=8)) not in await attached(pool)
-    report = await impatient.run_once()
+    report = await impatient.step()
     assert [r.split(":")[0] for r in report["created"]] == [str(day + timedelta(days=8))]
 
 
@@ -401,11 +401,11 @@ async def test_only_one_leader_runs_a_pass(settings: Settings, pool: asyncpg.Poo
     s = settings.model_copy(update={"premake_days": 8})
     async with default_locked(settings):
         first, second = PartitionMaintenance(s, pool), PartitionMaintenance(s, pool)
-        passes = asyncio.gather(first.run_once(), second.run_once())
+        passes = asyncio.gather(first.step(), second.step())
         await asyncio.sleep(0.5)  # the leader waits for DEFAULT; the other has long given up
     reports = await passes
-    assert sorted(reports, key=lambda r: len(r["created"])) == [
-        EMPTY_REPORT,
+    assert None in reports  # the other one did not get the lock: it skipped its step
+    assert [r for r in reports if r is not None] == [
         {
             "created": [f"{day + timedelta(days=8)}: created"],
             "kept": [],
@@ -436,20 +436,20 @@ async def test_a_busy_partition_is_analyzed_once_enough_of_it_changed(
     settings: Settings, pool: asyncpg.Pool
 ) -> None:
     """Its statistics then describe the pending backlog the claims plan against (migration 0003)."""
-    keeper = maintenance(settings, pool, analyze_after_changes=300)
+    keeper = PartitionStatistics(settings.model_copy(update={"analyze_after_changes": 300}), pool)
     async with pool.acquire() as conn:
         day = await today(conn)
-        await PartitionMaintenance(settings, pool).run_once()  # today's partition exists
+        await PartitionMaintenance(settings, pool).step()  # today's partition exists
         await factories.runs(conn, 100)
-        assert await keeper.analyze_once() == []  # 100 changes: not yet
+        assert await keeper.step() == []  # 100 changes: not yet
         await factories.runs(conn, 400, start=await conn.fetchval("SELECT now()") - timedelta(seconds=30))
         # Table counters reach the statistics system within a second or so of the commit.
         deadline = clock.monotonic() + 10
         analyzed: list[str] = []
         while not analyzed and clock.monotonic() < deadline:
             await asyncio.sleep(0.2)
-            analyzed = await keeper.analyze_once()
+            analyzed = await keeper.step()
         assert analyzed == [part(day)]
         estimate = await conn.fetchval("SELECT reltuples FROM pg_class WHERE oid = $1::regclass", part(day))
         assert estimate == 500  # the partition's statistics now count the backlog
-        assert await keeper.analyze_once() == []  # nothing changed since
+        assert await keeper.step() == []  # nothing changed since

@@ -108,7 +108,7 @@ async def test_a_tenant_cannot_retry_its_way_past_the_admins_pause(
     assert r.status_code == 200 and r.json()["changed"] == 1, r.text
     # A pause outranks the wait for a slot: the keeper grants a paused run nothing.
     assert (await row(pool, keyed["id"]))["held"] == "paused"
-    await FlowKeeper(settings, pool).run_once()
+    await FlowKeeper(settings, pool).step()
     assert [r["id"] for r in await claim_all(pool, settings)] == [uuid.UUID(str(free["id"]))]
 
 
@@ -147,7 +147,7 @@ async def test_the_reapers_rescues_and_a_failed_publish_hold_a_paused_run(
             conn, fence_of([claimed[uuid.UUID(str(unpublished["id"]))]])
         )
     await lapse_leases(pool)
-    assert await Reaper(settings, pool).reap_once() == 2  # a dispatched run and a running one
+    assert await Reaper(settings, pool).step() == 2  # a dispatched run and a running one
 
     for run, attempt in ((dispatched, 0), (unpublished, 0), (running, 1)):
         after = await row(pool, run["id"])
@@ -216,5 +216,5 @@ async def test_the_claim_never_takes_a_run_of_a_paused_job_made_pending_behind_i
         "UPDATE job_runs SET held = NULL, due_at = now(), held_due_at = NULL WHERE id = $1", run["id"]
     )
     assert [r["id"] for r in await claim_all(pool, settings)] == [uuid.UUID(str(free["id"]))]
-    await FlowKeeper(settings, pool).run_once()
+    await FlowKeeper(settings, pool).step()
     assert (await row(pool, run["id"]))["held"] == "paused"

@@ -131,11 +131,11 @@ async def test_a_run_past_its_deadline_expires_pending_with_no_attempt_and_nothi
     doomed = await submit_run(api, "acme", auth, job="hello", expires_at=at(SOON))
     plain = await submit_run(api, "acme", auth, job="hello")
     later = await submit_run(api, "acme", auth, job="hello", expires_at=at(3600))
-    assert await sweep.expire_once() == 0  # not yet
+    assert await sweep.step() == 0  # not yet
     untouched = {r["id"]: await row(pool, r["id"]) for r in (plain, later)}
     before = expired_by("sweep")
     await asyncio.sleep(SOON)
-    assert await sweep.expire_once() == 1
+    assert await sweep.step() == 1
     assert expired_by("sweep") == before + 1
     run = (await api.get(f"/runs/{doomed['id']}", headers=auth)).json()
     assert (run["status"], run["attempt"], run["attempts"], run["started_at"]) == ("expired", 0, [], None)
@@ -145,7 +145,7 @@ async def test_a_run_past_its_deadline_expires_pending_with_no_attempt_and_nothi
     assert {r["id"]: await row(pool, r["id"]) for r in (plain, later)} == untouched
     queued = {r["id"] for r in await pool.fetch("SELECT id FROM run_queue")}
     assert queued == {uuid.UUID(plain["id"]), uuid.UUID(later["id"])}
-    assert await sweep.expire_once() == 0  # once
+    assert await sweep.step() == 0  # once
 
     listed = (await api.get("/tenants/acme/runs?status=expired", headers=auth)).json()["runs"]
     assert [r["id"] for r in listed] == [doomed["id"]]
@@ -201,7 +201,7 @@ async def test_two_sweeps_at_once_split_the_work(settings: Settings, pool: async
     async with pool.acquire() as conn:
         runs = await factories.runs(conn, 3000)
         await conn.execute("UPDATE job_runs SET expires_at = scheduled_at + interval '1 second'")
-    counts = await asyncio.gather(*(RunExpiry(settings, pool).expire_once() for _ in range(2)))
+    counts = await asyncio.gather(*(RunExpiry(settings, pool).step() for _ in range(2)))
     assert sum(counts) == len(runs)
     assert await pool.fetchval("SELECT count(*) FROM job_runs WHERE status = 'expired'") == len(runs)
 

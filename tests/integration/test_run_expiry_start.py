@@ -136,7 +136,7 @@ async def test_an_expiring_run_gives_back_the_slot_it_was_granted(
     after = await submit_run(api, "acme", auth, job="one")
     sent = await submit_run(api, "acme", auth, job="two", expires_at=at(SOON))
     sent_next = await submit_run(api, "acme", auth, job="two")
-    assert await keeper.run_once() == 2
+    assert await keeper.step() == 2
     assert await holders(pool) == {granted["id"], sent["id"]}
     async with pool.acquire() as conn:
         claimed = list(await claim_scan(conn, settings, ClaimBounds()))
@@ -156,11 +156,11 @@ async def test_an_expiring_run_gives_back_the_slot_it_was_granted(
             lease_seconds=30,
         )
     assert starts.expired == {uuid.UUID(sent["id"])}
-    assert await sweep.expire_once() == 2  # `granted` (pending with its slot) and `waiting` (held)
+    assert await sweep.step() == 2  # `granted` (pending with its slot) and `waiting` (held)
     for run in (granted, waiting, sent):
         assert (await api.get(f"/runs/{run['id']}", headers=auth)).json()["status"] == "expired"
     assert await holders(pool) == set()
-    assert await keeper.run_once() == 2
+    assert await keeper.step() == 2
     assert await holders(pool) == {after["id"], sent_next["id"]}
 
 
@@ -176,12 +176,12 @@ async def test_an_expiring_run_leaves_its_rate_limit_window_unstarted(
     granted = await submit_run(api, "acme", auth, job="paced", expires_at=at(SOON))
     waiting = await submit_run(api, "acme", auth, job="paced", expires_at=at(SOON))
     after = await submit_run(api, "acme", auth, job="paced")
-    assert await keeper.run_once() == 1
+    assert await keeper.step() == 1
     assert (await api.get(f"/runs/{waiting['id']}", headers=auth)).json()["held"] == "rate_limit"
     await asyncio.sleep(SOON)
-    assert await sweep.expire_once() == 2
+    assert await sweep.step() == 2
     assert await pool.fetchval("SELECT count(*) FROM rate_limit_starts") == 0
-    assert await keeper.run_once() == 1
+    assert await keeper.step() == 1
     assert (await api.get(f"/runs/{after['id']}", headers=auth)).json()["held"] is None
     assert {
         (await api.get(f"/runs/{r['id']}", headers=auth)).json()["status"] for r in (granted, waiting)

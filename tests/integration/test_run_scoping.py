@@ -13,7 +13,7 @@ import pytest
 
 from app.db import runs as run_repo
 from app.db.runs import TimeRange
-from app.domain import no_hint, no_stop_notice
+from app.domain import no_stop_notice
 from app.errors import Conflict, NotFound
 from app.services import runs as run_service
 from app.services.admission import AdmissionControl
@@ -68,13 +68,12 @@ async def test_another_tenants_run_is_neither_retried_rescheduled_nor_bulk_chang
 
     admission = AdmissionControl(100)
     with pytest.raises(NotFound):
-        await run_service.retry_run(pool, admission, no_hint, cancelled, "beta", None, audit=AS_ADMIN)
+        await run_service.retry_run(pool, admission, cancelled, "beta", None, audit=AS_ADMIN)
     with pytest.raises(NotFound):
-        await run_service.reschedule_run(pool, no_hint, pending, "beta", now, 365, audit=AS_ADMIN)
+        await run_service.reschedule_run(pool, pending, "beta", now, 365, audit=AS_ADMIN)
     outcome = await act_on_runs(
         pool,
         admission,
-        no_hint,
         no_stop_notice,
         "beta",
         "cancel",
@@ -87,6 +86,6 @@ async def test_another_tenants_run_is_neither_retried_rescheduled_nor_bulk_chang
     assert dict(await pool.fetch("SELECT id, status FROM job_runs")) == statuses
 
     # The admin reaches any tenant's run.
-    assert (await run_service.retry_run(pool, admission, no_hint, cancelled, None, None, audit=AS_ADMIN))[
+    assert (await run_service.retry_run(pool, admission, cancelled, None, None, audit=AS_ADMIN))[
         "status"
     ] == "pending"

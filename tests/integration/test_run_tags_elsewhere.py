@@ -34,7 +34,7 @@ async def test_cron_and_dashboard_triggered_runs_carry_the_jobs_tags(
     await pool.execute(
         "UPDATE jobs SET next_fire_at = date_trunc('minute', now()) - interval '2 minutes' WHERE name = 'every-minute'"
     )
-    assert await CronMaterializer(settings, pool).materialize_once() >= 1
+    assert await CronMaterializer(settings, pool).step() >= 1
     cron_runs = await pool.fetch("SELECT id, tags FROM job_runs WHERE origin = 'cron'")
     assert cron_runs and all(r["tags"] == ["cron", "team:ops"] for r in cron_runs)
     tagged = await api.get("/tenants/acme/runs", params={"tag": "cron"}, headers=auth)

@@ -142,7 +142,7 @@ async def test_tags_days_follow_the_runs_days(
         scheduled_at=datetime.combine(far, time(12), UTC).isoformat(),
     )
     assert await pool.fetchval("SELECT count(*) FROM run_tags_default") == 1
-    report = await PartitionMaintenance(settings.model_copy(update={"premake_days": 21}), pool).run_once()
+    report = await PartitionMaintenance(settings.model_copy(update={"premake_days": 21}), pool).step()
     assert f"{far}: created, moved 1" in report["tags"], report
     assert await pool.fetchval("SELECT count(*) FROM run_tags_default") == 0
     home = await pool.fetchval("SELECT tableoid::regclass::text FROM run_tags WHERE run_id = $1", run["id"])
@@ -162,7 +162,7 @@ async def test_tags_days_follow_the_runs_days(
             datetime.combine(old, time(6), UTC),
         )
     assert tags_day(old) not in await tags_days(pool)  # its tags waited in DEFAULT: no day yet
-    report = await PartitionMaintenance(settings, pool).run_once()
+    report = await PartitionMaintenance(settings, pool).step()
     assert report["dropped"] == [str(old)], report
     assert f"{old}: created, moved 1" in report["tags"] and f"{old}: dropped" in report["tags"], report
     assert tags_day(old) not in await tags_days(pool)

@@ -15,15 +15,16 @@ from app.config import Settings
 from app.db import transitions as dispatch
 from app.engine.dispatcher import Dispatcher
 from app.engine.reaper import Reaper
+from stack.dispatch import dispatch_once
 from tests import factories
 from tests.integration.test_engine_faults import statuses
 
 
 async def reap_twice(reaper: Reaper) -> int:
     """Two passes: a pass judges by the watermark the pass before it read."""
-    rescued = await reaper.reap_once()
+    rescued = await reaper.step()
     await asyncio.sleep(0.1)
-    return rescued + await reaper.reap_once()
+    return rescued + await reaper.step()
 
 
 async def take_and_ack_everything(nc: nats.NATS, s: Settings) -> int:
@@ -50,7 +51,7 @@ async def test_a_run_waiting_in_the_stream_is_not_re_dispatched(
     nc = await nats.connect(s.nats_url)
     try:
         await ensure_consumer(nc.jetstream(), s)  # workers exist, but are busy: nothing is taken
-        assert await Dispatcher(s, pool, nc).dispatch_once() == 20
+        assert await dispatch_once(Dispatcher(s, pool, nc)) == 20
         async with pool.acquire() as conn:
             await factories.runs(conn, 1, tenant_id="doomed")
             floor, now = await dispatch.claim_floor(conn)

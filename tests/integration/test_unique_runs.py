@@ -274,7 +274,7 @@ async def test_the_sweep_deletes_keys_that_hold_nothing(
     await api.post(f"/runs/{ended['id']}/cancel", headers=auth)
     await api.post(f"/runs/{closed['id']}/cancel", headers=auth)
     await pool.execute("UPDATE dedupe_keys SET window_ends_at = now() WHERE key = '\"closed\"'")
-    assert await DedupeKeySweeper(settings, pool).sweep_once() == 2
+    assert await DedupeKeySweeper(settings, pool).step() == 2
     kept = await pool.fetch("SELECT job, key FROM dedupe_keys ORDER BY job, key")
     assert [tuple(r) for r in kept] == [("once", '"live"'), ("windowed", '"open"')]
 

@@ -15,6 +15,7 @@ from app.config import Settings
 from app.engine.dispatcher import Dispatcher
 from app.engine.reaper import Reaper
 from app.worker.consumer import Worker
+from stack.dispatch import dispatch_once
 from stack.eventually import eventually
 from tests import factories
 from tests.integration.test_engine_faults import statuses
@@ -38,13 +39,13 @@ async def test_a_worker_starts_an_urgent_run_before_what_the_stream_already_hold
     try:
         await ensure_consumer(nc.jetstream(), s)
         dispatcher = Dispatcher(s, pool, nc)
-        while await dispatcher.dispatch_once():
+        while await dispatch_once(dispatcher):
             pass
         worker = asyncio.create_task(Worker(s, pool, nc).run(stop))
         await eventually(lambda: statuses(pool), until=lambda c: c.get("succeeded", 0) >= 100, timeout=30)
         async with pool.acquire() as conn:
             [urgent] = await factories.runs(conn, 1, tenant_id="interactive", priority=URGENT)
-        assert await dispatcher.dispatch_once() == 1
+        assert await dispatch_once(dispatcher) == 1
         await eventually(lambda: statuses(pool), until=lambda c: c == {"succeeded": 4001}, timeout=60)
     finally:
         stop.set()
@@ -111,7 +112,7 @@ async def test_a_run_waiting_in_the_urgent_lane_is_not_re_dispatched(
     nc = await nats.connect(s.nats_url)
     try:
         await ensure_consumer(nc.jetstream(), s)
-        assert await Dispatcher(s, pool, nc).dispatch_once() == 20
+        assert await dispatch_once(Dispatcher(s, pool, nc)) == 20
         await asyncio.sleep(1.3)  # every lease has lapsed
         reaper = Reaper(s, pool, nc=nc)
         assert await reap_twice(reaper) == 0
@@ -178,13 +179,13 @@ async def test_a_tenants_urgent_run_is_not_held_behind_its_own_earlier_runs(
     try:
         await ensure_consumer(nc.jetstream(), s)
         dispatcher = Dispatcher(s, pool, nc)
-        assert await dispatcher.dispatch_once() == 12
+        assert await dispatch_once(dispatcher) == 12
         worker = Worker(s, pool, nc)
         running = asyncio.create_task(worker.run(stop))
         await eventually(lambda: asyncio.sleep(0, len(worker.held)), until=lambda n: n >= 8, timeout=10)
         async with pool.acquire() as conn:
             [urgent] = await factories.runs(conn, 1, tenant_id="a", priority=URGENT, target=slow)
-        assert await dispatcher.dispatch_once() == 1
+        assert await dispatch_once(dispatcher) == 1
         await eventually(lambda: statuses(pool), until=lambda c: c == {"succeeded": 13}, timeout=30)
     finally:
         stop.set()
@@ -216,7 +217,7 @@ async def test_due_lag_is_observed_by_the_lane_each_run_travels_in(
     nc = await nats.connect(settings.nats_url)
     try:
         await ensure_consumer(nc.jetstream(), settings)
-        assert await Dispatcher(settings, pool, nc).dispatch_once() == 5
+        assert await dispatch_once(Dispatcher(settings, pool, nc)) == 5
     finally:
         await nc.close()
     assert {lane: observed(lane) - before[lane] for lane in before} == {"normal": 3, "urgent": 2}

@@ -96,7 +96,7 @@ async def test_held_by_a_pause_a_concurrency_limit_or_a_rate_limit(
         for s in (50, 40, 30)
     ]
     # The keeper grants the first; the window is then full for a minute after it starts.
-    assert await FlowKeeper(settings, pool).run_once() == 1
+    assert await FlowKeeper(settings, pool).step() == 1
     room_at = await pool.fetchval("SELECT next_at FROM concurrency_slots WHERE job = 'rated'")
     late = await why_late(pool, uuid.UUID(str(runs[2]["id"])), "acme", QUOTA)
     assert late is not None and late.reasons[0] == (

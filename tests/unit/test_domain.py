@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import get_args
 
 from app.api.schemas.jobs import Job
 from app.api.schemas.runs import Run
-from app.domain import JOB_FIELDS, RUN_FIELDS, RunStatus, on_pending
+from app.domain import JOB_FIELDS, RUN_FIELDS, RunStatus
 
 
 def test_the_contracts_statuses_are_the_enums() -> None:
@@ -17,8 +16,3 @@ def test_the_contracts_statuses_are_the_enums() -> None:
 def test_the_records_have_the_contracts_fields_in_order() -> None:
     assert tuple(Run.model_fields) == RUN_FIELDS
     assert tuple(Job.model_fields) == JOB_FIELDS
-
-
-def test_with_the_hot_index_off_becoming_pending_does_nothing() -> None:
-    hook = on_pending(None)
-    assert asyncio.run(hook([{"id": "x", "due_at": None}])) is None  # no index to write to, no error
