@@ -89,7 +89,7 @@ async def running_ha(
                 )
                 p.start()
                 processes.append(p)
-            await asyncio.gather(*(p.wait_ready(90) for p in processes))
+            await asyncio.gather(*(p.wait_ready() for p in processes))
             yield HaStack(nats.url, postgres, settings, processes)
         finally:
             for p in processes:

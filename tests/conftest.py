@@ -29,6 +29,23 @@ from tests.support import (
 )
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The suite runs on parallel workers (pyproject's addopts: `-n 4 --dist loadgroup`), each with
+    servers of its own (`services` is per worker process). A worker takes the next test when it is
+    nearly idle, in this order: first the tests that set a timeout of their own
+    (`@pytest.mark.timeout(…)`: minutes, with servers and processes of their own), the longest
+    timeout first, so that none of them starts last and keeps the suite waiting; then the others in
+    collection order."""
+
+    def key(item: pytest.Item) -> tuple[bool, float]:
+        mark = item.get_closest_marker("timeout")
+        if mark is None:
+            return (True, 0.0)
+        return (False, -float(mark.args[0] if mark.args else mark.kwargs.get("timeout", 0)))
+
+    items.sort(key=key)
+
+
 @pytest.fixture(scope="session")
 def services() -> Iterator[Services]:
     s = start_services()

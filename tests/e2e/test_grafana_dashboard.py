@@ -139,7 +139,7 @@ async def test_every_panel_query_returns_data(settings: Settings, tmp_path: Path
     async with running_receiver() as receiver, processes(settings, tmp_path) as spawn:
         api, engine, worker = spawn("api", SCHEDULER_ENGINE="off"), spawn("engine"), spawn("worker")
         for process in (api, engine, worker):
-            await process.wait_ready(timeout=60)
+            await process.wait_ready()
         targets = [(p.role, f"127.0.0.1:{p.port}") for p in (api, engine, worker)]
         async with prometheus.running_prometheus(targets) as prom:
             await load(api.base_url, receiver.url, f"http://127.0.0.1:{free_port()}/refused")

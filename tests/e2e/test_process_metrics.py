@@ -26,7 +26,7 @@ async def test_each_tier_exports_only_its_own_gauges(settings: Settings, tmp_pat
         engine, worker = spawn("engine"), spawn("worker")
         api_alone, api_with_engine = spawn("api", SCHEDULER_ENGINE="off"), spawn("api", SCHEDULER_ENGINE="on")
         for process in (engine, worker, api_alone, api_with_engine):
-            await process.wait_ready(timeout=60)
+            await process.wait_ready()
         exported = {p: families(await p.metrics()) for p in (engine, worker, api_alone, api_with_engine)}
 
     assert exported[engine] >= ENGINE_ONLY and not WORKER_ONLY & exported[engine]

@@ -121,7 +121,7 @@ async def deploy_under_load(settings: Settings, logs: Path, before: Path | None)
     assert settings.database_url
     migrate(settings, before)
     live = [spawn(role, settings, logs, before, f"old-{role}-{i}") for i, role in enumerate(ROLES)]
-    await asyncio.gather(*(p.wait_ready(60) for p in live))
+    await asyncio.gather(*(p.wait_ready() for p in live))
     pool = await asyncpg.create_pool(settings.database_url, min_size=1, max_size=2)
     stop = asyncio.Event()
     async with running_receiver() as receiver, httpx.AsyncClient(timeout=30) as admin:
@@ -144,7 +144,7 @@ async def deploy_under_load(settings: Settings, logs: Path, before: Path | None)
                 await asyncio.to_thread(migrate, settings, None)  # the new schema under the old code
             for i, old in enumerate(list(live)):
                 new = spawn(old.role, settings, logs, None, f"new-{old.role}-{i}")
-                await new.wait_ready(60)
+                await new.wait_ready()
                 live.append(new)
                 if old.role == "worker":  # strike while it runs work, not between runs
                     flying = await eventually(

@@ -39,7 +39,7 @@ async def test_results_of_webhooks_and_handlers_bounded_and_flagged(stack: dict)
         "/tenants/acme/jobs/py", json={"target": {"type": "python", "handler": "echo"}}, headers=auth
     )
     assert r.status_code == 201, r.text
-    await stack["spawn"]("worker", SCHEDULER_MAX_RESULT_BYTES="4096").wait_ready(timeout=90)
+    await stack["spawn"]("worker", SCHEDULER_MAX_RESULT_BYTES="4096").wait_ready()
     runs = {
         "json": await submit(stack, auth, answer(body='{"rows": 3}', content_type="application/json")),
         "text": await submit(stack, auth, answer(body="done: 3 rows", content_type="text/plain")),
@@ -69,7 +69,7 @@ async def test_a_hostile_endpoint_fails_or_is_cut_alone_beside_a_well_behaved_te
     created = await create_tenant(stack["api"], "victim")
     good = {"Authorization": f"Bearer {created['api_key']}"}
     await put_job(stack, good, "victim", max_attempts=1)
-    await stack["spawn"]("worker").wait_ready(timeout=90)
+    await stack["spawn"]("worker").wait_ready()
     bad = {
         "binary": await submit(
             stack,
@@ -112,7 +112,7 @@ async def test_retry_after_delays_the_next_attempt_bounded_and_hostile_values_ig
     auth = stack["auth"]
     await put_job(stack, auth, max_attempts=2, backoff_seconds=0.1)
     # The worker's bound is 3 s here, so a target asking for a day waits 3 s, not a day.
-    await stack["spawn"]("worker", SCHEDULER_MAX_RETRY_AFTER_SECONDS="3").wait_ready(timeout=90)
+    await stack["spawn"]("worker", SCHEDULER_MAX_RETRY_AFTER_SECONDS="3").wait_ready()
     then_ok = {"status": 200, "body": "ok"}
     runs = {
         "seconds": await submit(stack, auth, {"answer": [{"status": 429, "retry_after": "2"}, then_ok]}),
@@ -142,7 +142,7 @@ async def test_a_killed_worker_leaves_its_attempt_lost(stack: dict) -> None:
     auth = stack["auth"]
     await put_job(stack, auth, max_attempts=1, timeout_seconds=60)
     worker = stack["spawn"]("worker")
-    await worker.wait_ready(timeout=90)
+    await worker.wait_ready()
     run_id = await submit(stack, auth, {"sleep": 60})
     await wait_for(stack["api"], run_id, auth, {"running"})
     await eventually(lambda: stack["receiver"].for_run(run_id), timeout=10, what="the target was called")
@@ -170,7 +170,7 @@ async def test_answers_beyond_a_payloads_bounds_leave_the_run_readable_beside_a_
     created = await create_tenant(api, "victim")
     good = {"Authorization": f"Bearer {created['api_key']}"}
     await put_job(stack, good, "victim", max_attempts=1, callback={"url": receiver.url})
-    await stack["spawn"]("worker").wait_ready(timeout=90)
+    await stack["spawn"]("worker").wait_ready()
     beyond = {
         "253": nested(253),
         "254": nested(254),

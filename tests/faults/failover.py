@@ -278,7 +278,7 @@ async def run(fault: str, nats_url: str, redis_url: str | None, log_dir: Path) -
         try:
             async with processes(settings, log_dir) as spawn:
                 api, engine, worker = spawn("api", SCHEDULER_ENGINE="off"), spawn("engine"), spawn("worker")
-                await asyncio.gather(*(p.wait_ready(60) for p in (api, engine, worker)))
+                await asyncio.gather(*(p.wait_ready() for p in (api, engine, worker)))
                 return await _scenario(fault, cluster, pool, api.base_url, receiver)
         finally:
             pool.terminate()

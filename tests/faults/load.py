@@ -274,7 +274,7 @@ async def run(
     try:
         async with processes(settings, log_dir) as spawn:
             api, worker = spawn("api"), spawn("worker")
-            await asyncio.gather(api.wait_ready(60), worker.wait_ready(60))
+            await asyncio.gather(api.wait_ready(), worker.wait_ready())
             base = f"http://127.0.0.1:{api.port}"
             async with httpx.AsyncClient(base_url=base, timeout=timeout, limits=limits) as client:
                 auth = bearer((await _tenant(client, "steady"))["api_key"])

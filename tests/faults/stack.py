@@ -157,7 +157,7 @@ class Stack:
         process = self.spawn_process(role, SCHEDULER_OWNER=owner)
         self.roles[role][owner] = process
         try:
-            await process.wait_ready(60)
+            await process.wait_ready()
         except RuntimeError:  # a finding, not the harness's end: reported with the processes that died
             self.troubles.append(f"{owner} on :{process.port} never became ready ({process.log_path})")
         return owner

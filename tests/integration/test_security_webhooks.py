@@ -71,7 +71,7 @@ async def stack(settings: Settings, tmp_path: Path, **worker_env: str) -> AsyncI
     ):
         created = await create_tenant(api, "acme")
         worker = spawn("worker", SCHEDULER_LOG_LEVEL="DEBUG", **worker_env)
-        await worker.wait_ready(60)
+        await worker.wait_ready()
         yield Stack(
             api,
             bearer(created["api_key"]),
