@@ -32,6 +32,8 @@ RUN_FIELDS = {
     "expires_at",
     "dedupe_key",
     "group_id",
+    "depends_on",
+    "dependents",
 }
 
 
