@@ -31,15 +31,21 @@ def test_what_a_statement_fires() -> None:
         "job_runs_queue_added",
         "job_runs_record_tags",
     }
-    # A claim sets status to 'dispatched': no callback, no failure streak.
+    # A claim sets status to 'dispatched': no callback, no failure streak, no dependents settled; the
+    # groups' statement trigger has no condition, so every UPDATE fires it.
     claim = "UPDATE job_runs r SET status = 'dispatched', epoch = r.epoch + 1 FROM q WHERE r.id = q.id"
-    assert expected_fires(claim, triggers) == {"job_runs_queue_changed", "job_runs_flow_control"}
+    assert expected_fires(claim, triggers) == {
+        "job_runs_queue_changed",
+        "job_runs_flow_control",
+        "job_runs_count_group_runs",
+    }
     # An end may be a failure: every status trigger may fire. A heartbeat sets no status.
     finish = "UPDATE job_runs SET status = CASE WHEN x THEN 'failed' ELSE 'succeeded' END WHERE id = 1"
     assert "job_runs_failure_streak" in expected_fires(finish, triggers)
     assert expected_fires("UPDATE job_runs SET lease_expires_at = now() WHERE id = 1", triggers) == {
         "job_runs_queue_changed",
         "job_runs_flow_control",
+        "job_runs_count_group_runs",
     }
     # A write in a CTE counts; a comment or another table does not.
     cte = "WITH d AS (DELETE FROM job_runs WHERE id = 1 RETURNING id) SELECT 1 -- UPDATE job_runs"

@@ -25,7 +25,12 @@ CREATE TABLE api_keys (
     salt        bytea NOT NULL,
     hash        bytea NOT NULL,
     created_at  timestamptz NOT NULL DEFAULT now(),
-    revoked_at  timestamptz
+    revoked_at  timestamptz,
+    -- What the key may do (app/api/scopes.py); every scope by default, so a key made without any
+    -- (by a release before scopes) keeps all it could do.
+    scopes      text[] NOT NULL
+                DEFAULT ARRAY['runs:read', 'runs:write', 'jobs:read', 'jobs:write', 'tenant:admin']
+                CHECK (cardinality(scopes) > 0)
 );
 CREATE INDEX api_keys_tenant ON api_keys (tenant_id);
 
@@ -65,8 +70,12 @@ CREATE TABLE jobs (
     "unique"              jsonb,
     debounce              jsonb,
     tags                  text[],
+    -- The events whose POST /tenants/{t}/events/{name} submits one run of this job.
+    on_events             text[],
     PRIMARY KEY (tenant_id, name)
 );
+-- An event's subscribers: only jobs that subscribe to any are in it.
+CREATE INDEX jobs_on_events ON jobs USING gin (on_events) WHERE on_events IS NOT NULL;
 -- The cron materializer's scan: only scheduled, unpaused jobs, oldest next fire first.
 CREATE INDEX jobs_next_fire ON jobs (next_fire_at) WHERE schedule IS NOT NULL AND NOT paused;
 -- A tenant's paused jobs (scheduler_tenant_flow, the keeper): none on the default path.

@@ -60,6 +60,13 @@ CREATE TABLE job_runs (
     dedupe_key        text,
     tags              text[],
     metadata          jsonb,
+    -- Its parents' ids, as submitted (NULL: none); how many of its edges are not settled yet while
+    -- it waits (held 'dependencies'); and on a parent, how many edges name it (NULL: nobody depends
+    -- on it, so the settle trigger never fires for it). 45_dependencies_groups.sql.
+    depends_on        uuid[],
+    parents_waiting   smallint,
+    dependents        integer,
+    group_id          uuid,  -- the run_groups row it counts in, or NULL
     PRIMARY KEY (id, scheduled_at)
 ) PARTITION BY RANGE (scheduled_at);
 
@@ -78,6 +85,8 @@ CREATE UNIQUE INDEX job_runs_cron_occurrence ON job_runs (tenant_id, job, schedu
 -- The keeper's and resume's reads: held runs by reason, job and key, in the order they were due.
 -- Only held rows are in it: a run that is never held never enters it.
 CREATE INDEX job_runs_held ON job_runs (held, tenant_id, job, concurrency_key, held_due_at) WHERE held IS NOT NULL;
+-- A group's runs, newest scheduled first (GET …/runs?group=); only grouped runs are in it.
+CREATE INDEX job_runs_group ON job_runs (group_id, scheduled_at DESC, id DESC) WHERE group_id IS NOT NULL;
 
 
 -- Appends a closed attempt (failed, timed out, lost) to a run's history, keeping the newest

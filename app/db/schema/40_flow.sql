@@ -155,6 +155,15 @@ BEGIN
         NEW.held_due_at := NEW.due_at;
         NEW.due_at := 'infinity';
     END IF;
+    -- A run coming back to pending while a parent has not settled it waits for its parents again;
+    -- that hold outranks every other (they are decided when it is released).
+    IF NEW.status = 'pending' AND OLD.status <> 'pending' AND NEW.parents_waiting > 0 THEN
+        IF NEW.held IS NULL THEN
+            NEW.held_due_at := NEW.due_at;
+            NEW.due_at := 'infinity';
+        END IF;
+        NEW.held := 'dependencies';
+    END IF;
     IF NEW.status = 'pending' AND OLD.status <> 'pending'
        AND (NEW.held IS NULL OR NEW.held IN ('concurrency', 'rate_limit'))
        AND EXISTS (SELECT 1 FROM scheduler_tenant_flow(NEW.tenant_id) f
@@ -191,11 +200,24 @@ BEGIN
 END
 $$;
 -- The default path (no limit, not held) pays two NULL tests and one status comparison per updated
--- row: the claim, the start and a success never move a run into pending.
+-- row: the claim, the start and a success never move a run into pending. A dependent's release
+-- (held 'dependencies' -> another hold or none, still pending) does not fire it: the settle trigger
+-- decided the hold in the same statement (45_dependencies_groups.sql).
 CREATE TRIGGER job_runs_flow_control BEFORE UPDATE ON job_runs FOR EACH ROW
-    WHEN (OLD.concurrency_key IS NOT NULL OR OLD.held IS NOT NULL
+    WHEN (OLD.concurrency_key IS NOT NULL
+          OR (OLD.held IS NOT NULL AND (OLD.held <> 'dependencies' OR NEW.status <> 'pending'
+                                        OR NEW.held IS NOT DISTINCT FROM OLD.held))
           OR (NEW.status = 'pending' AND OLD.status <> 'pending'))
     EXECUTE FUNCTION scheduler_flow_control();
+
+-- The hold a released dependent meets: 'paused' when its job or tenant is (`paused`, read once by
+-- the caller under the tenant's flow lock), else its limit's wait for a slot or window, else none.
+CREATE FUNCTION scheduler_release_hold(paused boolean, concurrency_key text, tenant_id text, job text)
+RETURNS text LANGUAGE sql STABLE AS $$
+    SELECT CASE WHEN $1 THEN 'paused'
+                WHEN $2 IS NOT NULL THEN scheduler_flow_hold_reason(
+                    (SELECT j.rate_limit FROM jobs j WHERE j.tenant_id = $3 AND j.name = $4)) END
+$$;
 
 -- A new run's counts_failures (insert_runs, insert_cron_runs), from its job's pause_after_failures.
 CREATE FUNCTION scheduler_counts_failures(pause_after_failures integer) RETURNS boolean

@@ -5,7 +5,7 @@
 
 CREATE TABLE run_callbacks (
     id                bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-    run_id            uuid NOT NULL,
+    run_id            uuid,  -- NULL for a group's completion callback (group_id)
     run_scheduled_at  timestamptz NOT NULL,  -- the run's partition key: one partition per lookup
     tenant_id         text NOT NULL REFERENCES tenants (id) ON DELETE CASCADE,
     url               text NOT NULL,
@@ -20,8 +20,11 @@ CREATE TABLE run_callbacks (
     lease_owner       text,
     last_error        text,
     created_at        timestamptz NOT NULL DEFAULT now(),
-    finished_at       timestamptz
+    finished_at       timestamptz,
+    group_id          uuid  -- a group's completion callback: the group
 );
+-- A group's delivery state on GET …/groups/{id}.
+CREATE INDEX run_callbacks_group ON run_callbacks (group_id) WHERE group_id IS NOT NULL;
 -- The deliverers' claim: what is due or whose claim lapsed.
 CREATE INDEX run_callbacks_due ON run_callbacks (due_at) WHERE status IN ('pending', 'delivering');
 -- A run's delivery state on GET /runs/{id}.

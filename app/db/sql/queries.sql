@@ -167,7 +167,7 @@ LIMIT :limit;
 DELETE FROM jobs WHERE tenant_id = :tenant_id AND name = :name RETURNING name;
 
 -- name: cancel_pending_runs_of_job
--- fires: job_runs_flow_control, job_runs_queue_changed, job_runs_record_callback
+-- fires: job_runs_count_group_runs, job_runs_flow_control, job_runs_queue_changed, job_runs_record_callback, job_runs_settle_dependents
 -- Deleting a job cancels what has not been handed out yet; dispatched runs are cancelled too, and a
 -- worker that receives one acks and skips it (its start transition finds no 'dispatched' row).
 UPDATE job_runs SET status = 'cancelled', finished_at = now(), lease_owner = NULL, lease_expires_at = NULL
@@ -192,7 +192,7 @@ RETURNING schedule, timezone;
 UPDATE tenants SET paused = :paused WHERE id = :id RETURNING id;
 
 -- name: hold_paused_runs
--- fires: job_runs_flow_control, job_runs_queue_changed
+-- fires: job_runs_count_group_runs, job_runs_flow_control, job_runs_queue_changed
 -- Pausing holds every pending run of the job (:name) or of the whole tenant (:name null), those
 -- waiting for a concurrency slot or holding one included (the trigger frees the slot).
 UPDATE job_runs
@@ -208,7 +208,7 @@ UNION ALL
 SELECT id, NULL FROM tenants WHERE paused;
 
 -- name: rehold_paused_runs
--- fires: job_runs_flow_control, job_runs_queue_changed
+-- fires: job_runs_count_group_runs, job_runs_flow_control, job_runs_queue_changed
 -- The keeper's catch-up for one paused scope: a run pending and unheld all the same (every statement
 -- of the service holds it as it makes it pending, migration 0018; an operator's own UPDATE does not)
 -- is held too. One scope per statement, the tenant given as a value, so the plan is
@@ -225,7 +225,7 @@ WHERE id = ANY(ARRAY(SELECT id FROM q)) AND scheduled_at = ANY(ARRAY(SELECT sche
 RETURNING id;
 
 -- name: release_paused_runs
--- fires: job_runs_flow_control, job_runs_queue_changed
+-- fires: job_runs_count_group_runs, job_runs_flow_control, job_runs_queue_changed
 -- Resume: each held run becomes due when it would have been, so those already due are claimed at
 -- once, oldest first; a run of a limited job waits for a slot, or its window's room, instead. Not
 -- while the other of its job and tenant is still paused.
@@ -281,7 +281,7 @@ ORDER BY s.tenant_id, s.job, s.key
 FOR UPDATE OF s SKIP LOCKED;
 
 -- name: grant_concurrency_slots
--- fires: job_runs_flow_control, job_runs_queue_changed
+-- fires: job_runs_count_group_runs, job_runs_flow_control, job_runs_queue_changed
 -- Under the keys' locks (lock_concurrency_slots, earlier in the transaction, so this statement's
 -- snapshot sees every slot granted or freed before): a run becomes due only with every slot that
 -- applies, its key's and its tenant's, both taken here. Each key offers up to `limit - holders` of
@@ -333,7 +333,7 @@ holders AS (
 SELECT id, scheduled_at, due_at FROM granted;
 
 -- name: grant_rate_limited_runs
--- fires: job_runs_flow_control, job_runs_queue_changed
+-- fires: job_runs_count_group_runs, job_runs_flow_control, job_runs_queue_changed
 -- Under the keys' locks, as grant_concurrency_slots: each key gets up to `limit - counted` of its
 -- oldest waiting runs, which become due at once. Counted (migration 0013): the key's runs granted
 -- and not started yet (each may start at any moment) and those started within the last period, so
@@ -492,7 +492,7 @@ WHERE t.id = :id AND before.id = t.id
 RETURNING t.id, before.max_in_flight AS previous;
 
 -- name: subject_runs_to_tenant_limit
--- fires: job_runs_flow_control, job_runs_queue_changed
+-- fires: job_runs_count_group_runs, job_runs_flow_control, job_runs_queue_changed
 -- A tenant becomes limited: in one statement, each of its pending runs not already waiting is
 -- held for a slot (one due or granted gives its job slot back: the trigger frees it), and each
 -- dispatched or running run takes the tenant's slot it holds until its attempt ends. Every live
@@ -730,7 +730,7 @@ SELECT EXISTS (SELECT 1 FROM jobs WHERE tenant_id = :tenant_id AND name = ANY(CA
                                     AND ("unique" IS NOT NULL OR debounce IS NOT NULL));
 
 -- name: debounce_runs
--- fires: job_runs_flow_control, job_runs_queue_changed
+-- fires: job_runs_count_group_runs, job_runs_flow_control, job_runs_queue_changed
 -- Later submissions of debounced keys fold into the runs holding them (:ids, one submission each):
 -- each replaces its run's payload (null: the job's) and makes it due its period after the
 -- submission's scheduled_at (default now), never past the key's latest_due_at. The caller holds
@@ -861,7 +861,7 @@ ORDER BY t.scheduled_at DESC, t.run_id DESC
 LIMIT :limit;
 
 -- name: cancel_run
--- fires: job_runs_flow_control, job_runs_queue_changed, job_runs_record_callback
+-- fires: job_runs_count_group_runs, job_runs_flow_control, job_runs_queue_changed, job_runs_record_callback, job_runs_settle_dependents
 -- A run that has not ended is cancelled: pending, dispatched (its message is skipped on arrival: its
 -- start finds no 'dispatched' row) or running. A running run's attempt is closed in its history as
 -- `cancelled` by this statement, and its worker, told by the caller over NATS or by its next
@@ -1026,7 +1026,7 @@ ORDER BY t.scheduled_at DESC, t.run_id DESC
 LIMIT :limit;
 
 -- name: cancel_runs
--- fires: job_runs_flow_control, job_runs_queue_changed, job_runs_record_callback
+-- fires: job_runs_count_group_runs, job_runs_flow_control, job_runs_queue_changed, job_runs_record_callback, job_runs_settle_dependents
 -- A bulk cancel's chunk: like cancel_run (running runs included, their attempt closed as
 -- `cancelled`), fenced on the status, scoped to the tenant. Rows the claim (or a worker's start,
 -- heartbeat or finish) holds at this instant are skipped, not waited for: waiting in the opposite
@@ -1048,7 +1048,7 @@ WHERE r.id = l.id AND r.scheduled_at = l.scheduled_at AND r.scheduled_at >= :lo 
 RETURNING r.id, r.epoch, l.status AS was;
 
 -- name: retry_runs
--- fires: job_runs_flow_control, job_runs_queue_changed
+-- fires: job_runs_count_group_runs, job_runs_flow_control, job_runs_queue_changed
 -- failed | cancelled | expired -> pending, due now, under a new epoch: a worker still finishing an
 -- old attempt holds the old epoch, so its outcome matches nothing and is discarded. One statement for
 -- one run (POST /runs/{id}/retry) or a bulk chunk. max_attempts becomes :max_attempts (which must
@@ -1099,7 +1099,7 @@ SELECT * FROM retried
 WHERE (SELECT count(*) FROM notified) >= 0;  -- evaluated once, so the NOTIFY is sent
 
 -- name: reschedule_run
--- fires: job_runs_flow_control, job_runs_queue_changed
+-- fires: job_runs_count_group_runs, job_runs_flow_control, job_runs_queue_changed
 -- A pending run's due_at moves, earlier (a past time means now) or later; scheduled_at, its id and
 -- its partition stay. Fenced on 'pending': once claimed it is the worker's, and this matches nothing.
 -- A run now due before its scheduled_at is found by the claim through run_queue_pulled_forward; the
@@ -1120,7 +1120,7 @@ WHERE (SELECT count(*) FROM notified) >= 0;
 -- ──────────────────────────── claim and dispatch ────────────────────────────
 
 -- name: claim_due_runs
--- fires: job_runs_flow_control, job_runs_queue_changed
+-- fires: job_runs_count_group_runs, job_runs_flow_control, job_runs_queue_changed
 -- The claim. It selects what the plain ranked form (stack/reference.py) selects, without ranking the
 -- whole due set, whose cost grows with the backlog. Runs are found in run_queue, the narrow table of
 -- live runs (migration 0017), and claimed in job_runs. Order: most urgent first (priority 0 before 9),
@@ -1254,7 +1254,7 @@ RETURNING r.id, r.scheduled_at, r.tenant_id, r.job, r.payload::text AS payload_j
           r.priority, r.traceparent, extract(epoch FROM now() - r.due_at) AS lag;
 
 -- name: claim_hinted_runs
--- fires: job_runs_flow_control, job_runs_queue_changed
+-- fires: job_runs_count_group_runs, job_runs_flow_control, job_runs_queue_changed
 -- The hot-index path: claim exactly the ids Redis suggested, under the same predicates as the scan.
 -- An id that is no longer pending and due (a stale hint) matches nothing and is dropped. Like the
 -- scan's fast path, it claims nothing when one tenant holds more than `cap` of the hinted runs: the
@@ -1303,7 +1303,7 @@ SELECT id, due_at FROM job_runs
 WHERE id = ANY(CAST(:ids AS uuid[])) AND status = 'pending' AND held IS NULL AND scheduled_at >= :lo AND scheduled_at < :hi;
 
 -- name: release_unpublished_runs
--- fires: job_runs_flow_control, job_runs_queue_changed
+-- fires: job_runs_count_group_runs, job_runs_flow_control, job_runs_queue_changed
 -- A publish that failed or timed out: back to pending at once, nothing marked sent that was not acked.
 -- The epoch stays bumped, so a message that did reach the stream after all is stale on arrival.
 UPDATE job_runs r SET status = 'pending', lease_owner = NULL, lease_expires_at = NULL, dispatched_at = NULL
@@ -1313,7 +1313,7 @@ WHERE r.id = m.id AND r.scheduled_at = m.scheduled_at AND r.epoch = m.epoch AND 
 RETURNING r.id, r.scheduled_at, r.due_at;
 
 -- name: fail_unbuildable_runs
--- fires: job_runs_failure_streak, job_runs_flow_control, job_runs_queue_changed, job_runs_record_callback
+-- fires: job_runs_count_group_runs, job_runs_failure_streak, job_runs_flow_control, job_runs_queue_changed, job_runs_record_callback, job_runs_settle_dependents
 -- Claimed runs whose message cannot be built (a payload nested deeper than the message encoding
 -- allows, a value that does not decode): each fails alone, now, with the reason. Left dispatched, it
 -- killed the engine that claimed it and, after the lease, the next one. Fenced on the claim's epoch;
@@ -1357,7 +1357,7 @@ CROSS JOIN LATERAL (
 -- ─────────────────────────────────── reaper ─────────────────────────────────
 
 -- name: reap_dispatched_runs
--- fires: job_runs_flow_control, job_runs_queue_changed
+-- fires: job_runs_count_group_runs, job_runs_flow_control, job_runs_queue_changed
 -- A dispatched run whose lease lapsed never started: back to pending, no attempt consumed. Only if
 -- it was claimed before :claimed_before (null: no bound), the time from which a message may still
 -- wait in the stream: a run queued behind slow workers is not lost, and re-sending it only doubled
@@ -1385,7 +1385,7 @@ WHERE r.id = e.id AND r.scheduled_at = e.scheduled_at
 RETURNING r.id, r.scheduled_at, r.due_at;
 
 -- name: reap_running_runs
--- fires: job_runs_failure_streak, job_runs_flow_control, job_runs_queue_changed, job_runs_record_callback
+-- fires: job_runs_count_group_runs, job_runs_failure_streak, job_runs_flow_control, job_runs_queue_changed, job_runs_record_callback, job_runs_settle_dependents
 -- A running run whose heartbeat lapsed lost its worker: the attempt is consumed (appended to the
 -- history as `lost`), then retry with backoff or fail. A late result from that worker no longer matches status 'running' at this epoch.
 WITH expired AS (
@@ -1421,7 +1421,7 @@ WHERE r.id = e.id AND r.scheduled_at = e.scheduled_at
 RETURNING r.id, r.scheduled_at, r.due_at, r.status;
 
 -- name: expire_runs
--- fires: job_runs_flow_control, job_runs_queue_changed, job_runs_record_callback
+-- fires: job_runs_count_group_runs, job_runs_flow_control, job_runs_queue_changed, job_runs_record_callback, job_runs_settle_dependents
 -- The engines' sweep (app/engine/expiry.py): runs not started by their deadline end 'expired', no
 -- attempt consumed, whether pending, held (paused, waiting for a slot or a window) or dispatched (a
 -- worker that receives one acks and drops it: its start finds no 'dispatched' row). Found through
@@ -1452,7 +1452,7 @@ RETURNING r.id;
 -- ─────────────────────────────────── worker ─────────────────────────────────
 
 -- name: start_runs
--- fires: job_runs_failure_streak, job_runs_flow_control, job_runs_queue_changed, job_runs_record_callback
+-- fires: job_runs_count_group_runs, job_runs_failure_streak, job_runs_flow_control, job_runs_queue_changed, job_runs_record_callback, job_runs_settle_dependents
 -- dispatched -> running, fenced: only the delivery whose epoch matches starts, and only once. Rows
 -- not returned were duplicates, stale epochs or cancelled (or expired already); refused and expired
 -- ones come back with no attempt. The worker acks and drops them all.
@@ -1517,7 +1517,7 @@ UNION ALL
 SELECT id, NULL, true FROM expired;
 
 -- name: renew_dispatch_leases
--- fires: job_runs_flow_control, job_runs_queue_changed
+-- fires: job_runs_count_group_runs, job_runs_flow_control, job_runs_queue_changed
 -- Runs a worker holds back (their tenant is over its share of the worker's slots) stay dispatched:
 -- their dispatch lease is renewed while they wait, so it never lapses into a re-claim under a new
 -- epoch, a new message, and the same wait again.
@@ -1528,7 +1528,7 @@ WHERE r.id = m.id AND r.scheduled_at = m.scheduled_at AND r.epoch = m.epoch AND 
 RETURNING r.id;
 
 -- name: heartbeat_runs
--- fires: job_runs_flow_control, job_runs_queue_changed
+-- fires: job_runs_count_group_runs, job_runs_flow_control, job_runs_queue_changed
 -- Extends the leases of everything this worker is running, in one statement per beat.
 UPDATE job_runs r SET lease_expires_at = now() + make_interval(secs => :lease_seconds)
 FROM scheduler_epoch_fence(:ids, :scheduled_ats, :epochs) AS m
@@ -1546,7 +1546,7 @@ JOIN scheduler_epoch_fence(:ids, :scheduled_ats, :epochs) AS m
 WHERE r.status = 'cancelled' AND r.scheduled_at >= :lo AND r.scheduled_at <= :hi;
 
 -- name: finish_runs
--- fires: job_runs_failure_streak, job_runs_flow_control, job_runs_queue_changed, job_runs_record_callback
+-- fires: job_runs_count_group_runs, job_runs_failure_streak, job_runs_flow_control, job_runs_queue_changed, job_runs_record_callback, job_runs_settle_dependents
 -- Records a group of outcomes in one statement: success, retry with jittered exponential backoff
 -- (due_at moves, scheduled_at never does, so the run stays in its partition) or failure. Fenced like
 -- start_runs: a result whose run was rescued meanwhile matches nothing and is discarded. The same
@@ -1775,6 +1775,7 @@ SELECT pg_advisory_unlock(:key);
 -- ──────────────────────── run dependencies (migration 0023) ────────────────────────
 
 -- name: lock_parents
+-- fires: job_runs_count_group_runs, job_runs_flow_control, job_runs_queue_changed
 -- The parents a submission names, by id within their days, of this tenant only (another tenant's run
 -- is not found, as an unknown id is not): each is row-locked and its dependents counted up, so its
 -- end orders against this submission. An end that committed first is read here (the row as it is
@@ -1808,6 +1809,7 @@ FROM unnest(CAST(:child_ids AS uuid[]), CAST(:child_scheduled_ats AS timestamptz
      AS e(child_id, child_scheduled_at, parent_id, parent_scheduled_at, name, on_parent_failure, settled);
 
 -- name: hold_dependents
+-- fires: job_runs_count_group_runs, job_runs_flow_control, job_runs_queue_changed
 -- The runs just submitted with parents: each records its parents and how many have not settled it,
 -- and is held 'dependencies' while any has not (a hold that outranks the pause or limit it was
 -- inserted with: those are decided again when it is released, by the flow trigger). A run that
@@ -1827,6 +1829,7 @@ WHERE r.id = k.id AND r.scheduled_at = k.scheduled_at AND r.status = 'pending'
   AND r.scheduled_at >= :lo AND r.scheduled_at < :hi;
 
 -- name: cancel_orphans
+-- fires: job_runs_count_group_runs, job_runs_flow_control, job_runs_queue_changed, job_runs_record_callback, job_runs_settle_dependents
 -- Runs just submitted naming a parent that already ended failed, cancelled or expired, with
 -- on_parent_failure 'cancel': cancelled at once, their last_error naming it. Their own dependents
 -- in the same submission go with them (the settle trigger's walk).
