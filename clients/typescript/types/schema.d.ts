@@ -202,6 +202,72 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/tenants/{tenant_id}/events/{name}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Publish Event
+         * @description Submit one run of every job of the tenant subscribed to the event (its `on_events`), all in
+         *     one transaction: all or nothing, under the tenant's backlog quota as one submission of that many
+         *     runs. 201 with the runs made, in job name order; 200 with the same runs when the Idempotency-Key
+         *     was used before with the same body (another body: 422); 200 with no runs when no job subscribes
+         *     (publishing an event nobody listens to is not an error). A paused job's run is made held.
+         */
+        post: operations["publishEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/tenants/{tenant_id}/groups": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List Groups
+         * @description A tenant's groups, newest first, keyset-paginated: pass next_cursor back as cursor.
+         */
+        get: operations["listGroups"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/tenants/{tenant_id}/groups/{group_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get Group
+         * @description A group's progress: its runs counted by status, and once every one has ended, when it
+         *     completed and what its completion made (`completion_run_id`, or the callback's delivery). Its
+         *     runs: GET /tenants/{tenant_id}/runs?group={group_id}.
+         */
+        get: operations["getGroup"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/tenants/{tenant_id}/jobs": {
         parameters: {
             query?: never;
@@ -316,13 +382,14 @@ export interface paths {
         };
         /**
          * List Keys
-         * @description The tenant's keys, oldest first, revoked ones included (never their secrets).
+         * @description The tenant's keys with their scopes, oldest first, revoked ones included (never their secrets).
          */
         get: operations["listKeys"];
         put?: never;
         /**
          * Create Key
-         * @description Issue another key for the tenant. Earlier keys keep working until revoked.
+         * @description Issue another key for the tenant, with `scopes` (default: every scope). Earlier keys keep
+         *     working until revoked. A key issues only scopes it holds itself: asking for another is 403.
          */
         post: operations["createKey"];
         delete?: never;
@@ -504,6 +571,11 @@ export interface components {
             key_id: string;
             /** Revoked At */
             revoked_at: string | null;
+            /**
+             * Scopes
+             * @description What the key may do: runs:read, runs:write (submit, cancel, retry, reschedule, bulk actions, backfill), jobs:read, jobs:write (define, delete, pause, resume), tenant:admin (keys, signing secrets, the audit log). A route the key's scopes do not cover answers 403.
+             */
+            scopes: ("runs:read" | "runs:write" | "jobs:read" | "jobs:write" | "tenant:admin")[];
         };
         /** ApiKeyList */
         ApiKeyList: {
@@ -751,6 +823,156 @@ export interface components {
              */
             period_seconds: number;
         };
+        /**
+         * EventPublish
+         * @example {
+         *       "payload": {
+         *         "order": 42
+         *       }
+         *     }
+         */
+        EventPublish: {
+            /**
+             * Payload
+             * @description Each run's payload; default: each job's own. Any JSON, at most SCHEDULER_MAX_PAYLOAD_BYTES (65536) encoded, without NUL characters.
+             */
+            payload?: unknown;
+        };
+        /** EventRuns */
+        EventRuns: {
+            /**
+             * Runs
+             * @description One run per subscribed job, in job name order; none if no job subscribes.
+             */
+            runs: components["schemas"]["Run"][];
+        };
+        /** Group */
+        Group: {
+            /** @description on_complete.callback's delivery. */
+            callback: components["schemas"]["GroupCallbackState"] | null;
+            /** Cancelled */
+            cancelled: number;
+            /**
+             * Completed At
+             * @description When its last run ended: every run terminal. Then no run may join it, and its counts stay as they were (a run retried afterwards changes nothing).
+             */
+            completed_at: string | null;
+            /**
+             * Completion Run Id
+             * @description The run on_complete.job made.
+             */
+            completion_run_id: string | null;
+            /**
+             * Created At
+             * Format: date-time
+             */
+            created_at: string;
+            /** Expired */
+            expired: number;
+            /** Failed */
+            failed: number;
+            /**
+             * Fire Error
+             * @description Why the completion is not made yet (the backlog quota: it is tried again), or was given up on (its job no longer exists).
+             */
+            fire_error: string | null;
+            /**
+             * Fired At
+             * @description When its completion run was submitted or its callback queued (seconds after completed_at; later while the tenant is over its backlog quota).
+             */
+            fired_at: string | null;
+            /**
+             * Id
+             * Format: uuid
+             */
+            id: string;
+            /** Name */
+            name: string;
+            /**
+             * On Complete
+             * @description As submitted: `{job, payload}` or `{callback: {url}}`.
+             */
+            on_complete: {
+                [key: string]: unknown;
+            } | null;
+            /**
+             * Pending
+             * @description Runs not ended yet (pending, dispatched or running).
+             */
+            pending: number;
+            /** Succeeded */
+            succeeded: number;
+            /** Tenant Id */
+            tenant_id: string;
+            /**
+             * Total
+             * @description Runs in the group.
+             */
+            total: number;
+        };
+        /** GroupCallback */
+        GroupCallback: {
+            /**
+             * Url
+             * Format: uri
+             * @description Receives the completed group (POST, signed like webhooks, type `group.completed`). Its host must resolve to public addresses.
+             */
+            url: string;
+        };
+        /** GroupCallbackState */
+        GroupCallbackState: {
+            /** Attempts */
+            attempts: number;
+            /** Last Error */
+            last_error: string | null;
+            /**
+             * Status
+             * @description null until the group completes; then pending, delivering, delivered or failed.
+             */
+            status: string | null;
+            /** Url */
+            url: string;
+        };
+        /** GroupList */
+        GroupList: {
+            /** Groups */
+            groups: components["schemas"]["Group"][];
+            /** Next Cursor */
+            next_cursor: string | null;
+        };
+        /** GroupRef */
+        GroupRef: {
+            /**
+             * Id
+             * Format: uuid
+             * @description An open group of the tenant: the run joins it.
+             */
+            id: string;
+        };
+        /**
+         * GroupSpec
+         * @description A batch's group: a new one (`name`, optional `on_complete`), or an open one to join (`id`).
+         * @example {
+         *       "name": "nightly-import",
+         *       "on_complete": {
+         *         "job": "report"
+         *       }
+         *     }
+         */
+        GroupSpec: {
+            /**
+             * Id
+             * @description An open group of the tenant to add the runs to.
+             */
+            id?: string | null;
+            /**
+             * Name
+             * @description A new group's name. 1 to 128 characters from A-Z a-z 0-9 _ . : -, starting with a letter or digit (as job names).
+             */
+            name?: string | null;
+            /** @description What a new group's completion does: submit one run, or one callback. */
+            on_complete?: components["schemas"]["OnComplete"] | null;
+        };
         /** Health */
         Health: {
             /** Checks */
@@ -824,6 +1046,11 @@ export interface components {
             name: string;
             /** Next Fire At */
             next_fire_at: string | null;
+            /**
+             * On Events
+             * @description The events the job subscribes to.
+             */
+            on_events: string[];
             /**
              * Overlap
              * @enum {string}
@@ -921,6 +1148,14 @@ export interface components {
              */
             misfire?: "latest" | "all" | "skip";
             /**
+             * On Events
+             * @description Events the job subscribes to: POST /tenants/{tenant_id}/events/{name} submits one run of every job subscribed to `name`. At most 32, each 1 to 128 characters from A-Z a-z 0-9 _ . : -, starting with a letter or digit (as job names).
+             * @example [
+             *       "order.placed"
+             *     ]
+             */
+            on_events?: string[];
+            /**
              * Overlap
              * @description A cron job's occurrence while its schedule's earlier runs are still live: `allow` makes it anyway; `skip` drops it while one is pending, dispatched or running; `buffer_one` drops it while one is pending (waiting to start), so at most one waits behind a running one. Decided when the occurrence is due; dropped ones are counted in scheduler_cron_occurrences_skipped_total{reason="overlap"}. Only with a `schedule`.
              * @default allow
@@ -979,6 +1214,22 @@ export interface components {
             /** @description At most one run per key: a submission that would make a second is answered 200 with the run that exists, and writes nothing. Not beside `debounce`. */
             unique?: components["schemas"]["Unique"] | null;
         };
+        /**
+         * KeyCreate
+         * @example {
+         *       "scopes": [
+         *         "runs:read",
+         *         "jobs:read"
+         *       ]
+         *     }
+         */
+        KeyCreate: {
+            /**
+             * Scopes
+             * @description What the key may do: runs:read, runs:write (submit, cancel, retry, reschedule, bulk actions, backfill), jobs:read, jobs:write (define, delete, pause, resume), tenant:admin (keys, signing secrets, the audit log). A route the key's scopes do not cover answers 403. Default: every scope. A key issues only scopes it holds itself.
+             */
+            scopes?: ("runs:read" | "runs:write" | "jobs:read" | "jobs:write" | "tenant:admin")[];
+        };
         /** KeyCreated */
         KeyCreated: {
             /**
@@ -991,6 +1242,8 @@ export interface components {
              * @description Names the key for listing and revoking; not a secret.
              */
             key_id: string;
+            /** Scopes */
+            scopes: ("runs:read" | "runs:write" | "jobs:read" | "jobs:write" | "tenant:admin")[];
         };
         /** NoopTarget */
         NoopTarget: {
@@ -1001,13 +1254,39 @@ export interface components {
             type: "noop";
         };
         /**
+         * OnComplete
+         * @description Exactly one of `job` (with its `payload`) or `callback`.
+         * @example {
+         *       "job": "report",
+         *       "payload": {
+         *         "day": "2030-01-01"
+         *       }
+         *     }
+         */
+        OnComplete: {
+            /** @description Told once the group completes, instead of a run. */
+            callback?: components["schemas"]["GroupCallback"] | null;
+            /**
+             * Job
+             * @description A job of the tenant: one run of it is submitted once the group completes, its payload `payload` with `group` (id, name, total and a count per terminal status) set in it.
+             */
+            job?: string | null;
+            /**
+             * Payload
+             * @description The completion run's payload, a JSON object (default {}). Any JSON, at most SCHEDULER_MAX_PAYLOAD_BYTES (65536) encoded, without NUL characters.
+             */
+            payload?: {
+                [key: string]: unknown;
+            } | null;
+        };
+        /**
          * Problem
          * @description An error, as RFC 9457 problem details, served as application/problem+json.
          */
         Problem: {
             /**
              * Code
-             * @description Stable, for programs: invalid_input, unauthorized, not_found, conflict, payload_too_large, over_quota, method_not_allowed, internal_error, unavailable. New codes may be added.
+             * @description Stable, for programs: invalid_input, unauthorized, forbidden, not_found, conflict, payload_too_large, over_quota, method_not_allowed, internal_error, unavailable. New codes may be added.
              * @example not_found
              */
             code: string;
@@ -1086,6 +1365,16 @@ export interface components {
              * @description The key this run claimed under its job's `unique` or `debounce` rule: the JSON text of the payload field the rule names (`null` when the payload lacks it; over 200 characters, `sha256:` and its hash), or `""` when the rule names none. Null when the job had no rule.
              */
             dedupe_key: string | null;
+            /**
+             * Dependents
+             * @description How many runs were submitted depending on this one.
+             */
+            dependents: number;
+            /**
+             * Depends On
+             * @description The ids of the runs this run waits for, as submitted.
+             */
+            depends_on: string[];
             /** Dispatched At */
             dispatched_at: string | null;
             /**
@@ -1103,10 +1392,15 @@ export interface components {
             /** Finished At */
             finished_at: string | null;
             /**
-             * Held
-             * @description Why a pending run is held back: its job or tenant is `paused`, it waits for a `concurrency` slot (of its job's key, of its tenant's max_in_flight, or both), or for room in its key's `rate_limit` window. due_at then says when it would be due: for `rate_limit`, not before its key's window next has room.
+             * Group Id
+             * @description The group the run is in (GET /tenants/{tenant_id}/groups/{group_id}), or null.
              */
-            held: ("paused" | "concurrency" | "rate_limit") | null;
+            group_id: string | null;
+            /**
+             * Held
+             * @description Why a pending run is held back: its job or tenant is `paused`, it waits for a `concurrency` slot (of its job's key, of its tenant's max_in_flight, or both), or for room in its key's `rate_limit` window, or for its parents to succeed (`dependencies`). due_at then says when it would be due: for `rate_limit`, not before its key's window next has room.
+             */
+            held: ("paused" | "concurrency" | "rate_limit" | "dependencies") | null;
             /**
              * Id
              * Format: uuid
@@ -1220,6 +1514,11 @@ export interface components {
              */
             created: boolean[];
             /**
+             * Group Id
+             * @description The group the batch's runs went into; for a replay that created nothing, the group its runs joined.
+             */
+            group_id?: string | null;
+            /**
              * Runs
              * @description One run per item, in order.
              */
@@ -1245,6 +1544,8 @@ export interface components {
          *     }
          */
         RunBatchSubmit: {
+            /** @description The group the runs go into: a new one (`name`, and `on_complete`: one run of a job or one callback once every run of it has ended), or an open one (`id`). */
+            group?: components["schemas"]["GroupSpec"] | null;
             /**
              * Runs
              * @description At most SCHEDULER_MAX_BATCH (1000) runs.
@@ -1317,10 +1618,17 @@ export interface components {
             /** @description Default: the job's callback. */
             callback?: components["schemas"]["Callback"] | null;
             /**
+             * Depends On
+             * @description At most 100 parents: ids of runs of this tenant, or refs of EARLIER items of the same batch. The run is held (`held: dependencies`) until every parent has succeeded.
+             */
+            depends_on?: string[] | null;
+            /**
              * Expires At
              * @description ISO 8601 with a timezone: the run's deadline to start. Not started by then, it ends `expired` (no attempt made) wherever it waits: pending, held or dispatched. At least 1 s and at most 31 days after scheduled_at (now when absent). Default: the job's expire_after_seconds after scheduled_at, or none.
              */
             expires_at?: string | null;
+            /** @description An open group of the tenant the run joins (a completed one is 409). Only on a single submission: a batch names its group beside its runs. */
+            group?: components["schemas"]["GroupRef"] | null;
             /** Idempotency Key */
             idempotency_key?: string | null;
             /**
@@ -1336,6 +1644,19 @@ export interface components {
                 [key: string]: unknown;
             } | null;
             /**
+             * On Parent Failure
+             * @description When a parent ends failed, cancelled or expired: `cancel` this run (and, transitively, its own dependents), or `run` it once every parent has ended.
+             * @default cancel
+             * @enum {string}
+             */
+            on_parent_failure?: "cancel" | "run";
+            /**
+             * Pass Results
+             * @description Deliver each parent's result beside the payload, under `parents` (docs/dependencies.md).
+             * @default false
+             */
+            pass_results?: boolean;
+            /**
              * Payload
              * @description Default: the job's payload. Any JSON, at most SCHEDULER_MAX_PAYLOAD_BYTES (65536) encoded, without NUL characters.
              */
@@ -1345,6 +1666,11 @@ export interface components {
              * @description Default: the job's priority. 0 (most urgent) to 9 (least); among due runs, a more urgent one is claimed first.
              */
             priority?: number | null;
+            /**
+             * Ref
+             * @description A name for this item within its batch, so that later items can name it in `depends_on` (unique within the batch, not a run id). Not stored beyond the edge: a dependent that passes results receives this parent's result under it.
+             */
+            ref?: string | null;
             /**
              * Scheduled At
              * @description ISO 8601 with a timezone; default now (the database's clock). At most SCHEDULER_MAX_SCHEDULE_AHEAD_DAYS (366) ahead and SCHEDULER_MAX_SCHEDULE_BEHIND_DAYS (7) behind.
@@ -1559,6 +1885,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Not Found */
             404: {
                 headers: {
@@ -1630,6 +1965,15 @@ export interface operations {
             };
             /** @description Unauthorized */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -1719,6 +2063,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Not Found */
             404: {
                 headers: {
@@ -1794,6 +2147,15 @@ export interface operations {
             };
             /** @description Unauthorized */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2064,6 +2426,238 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    publishEvent: {
+        parameters: {
+            query?: never;
+            header?: {
+                "Idempotency-Key"?: string | null;
+            };
+            path: {
+                tenant_id: string;
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["EventPublish"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EventRuns"];
+                };
+            };
+            /** @description Successful Response */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EventRuns"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Request Entity Too Large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Too Many Requests */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before submitting again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    listGroups: {
+        parameters: {
+            query?: {
+                limit?: number;
+                cursor?: string | null;
+            };
+            header?: never;
+            path: {
+                tenant_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["GroupList"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    getGroup: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                tenant_id: string;
+                group_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Group"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Not Found */
             404: {
                 headers: {
@@ -2109,6 +2703,15 @@ export interface operations {
             };
             /** @description Unauthorized */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2168,6 +2771,15 @@ export interface operations {
             };
             /** @description Unauthorized */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2247,6 +2859,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Not Found */
             404: {
                 headers: {
@@ -2297,6 +2918,15 @@ export interface operations {
             };
             /** @description Unauthorized */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2360,6 +2990,15 @@ export interface operations {
             };
             /** @description Unauthorized */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2446,6 +3085,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Not Found */
             404: {
                 headers: {
@@ -2489,6 +3137,15 @@ export interface operations {
             };
             /** @description Unauthorized */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2545,6 +3202,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Not Found */
             404: {
                 headers: {
@@ -2583,7 +3249,11 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody?: never;
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["KeyCreate"] | null;
+            };
+        };
         responses: {
             /** @description Successful Response */
             201: {
@@ -2596,6 +3266,15 @@ export interface operations {
             };
             /** @description Unauthorized */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2653,6 +3332,15 @@ export interface operations {
             };
             /** @description Unauthorized */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2798,6 +3486,8 @@ export interface operations {
                 scheduled_before?: string | null;
                 /** @description Runs carrying every tag given (repeat it). At most 10 tags of 1 to 64 characters from A-Z a-z 0-9 _ . : / -; a repeated one counts once. */
                 tag?: string[] | null;
+                /** @description Only the runs of this group. */
+                group?: string | null;
                 limit?: number;
                 cursor?: string | null;
             };
@@ -2820,6 +3510,15 @@ export interface operations {
             };
             /** @description Unauthorized */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2920,6 +3619,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Not Found */
             404: {
                 headers: {
@@ -3002,6 +3710,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Not Found */
             404: {
                 headers: {
@@ -3068,6 +3785,15 @@ export interface operations {
             };
             /** @description Unauthorized */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3150,6 +3876,15 @@ export interface operations {
             };
             /** @description Unauthorized */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
