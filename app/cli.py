@@ -89,6 +89,7 @@ def cmd_api(settings: Settings, args: argparse.Namespace) -> None:
     from app.main import create_app
 
     _require(settings, "database_url", *(("nats_url",) if settings.engine == "on" else ()))
+    aio.tune_gc()
     # With several workers, each process imports the app itself and reads the same environment.
     uvicorn.run(
         create_app(settings) if settings.api_workers == 1 else "app.main:create_app",

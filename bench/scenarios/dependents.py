@@ -93,7 +93,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--parents", type=int, default=100, help="running parents they wait for")
     p.add_argument("--runs", type=int, help="free runs to claim (default 5000; smoke 500)")
     p.add_argument("--tenants", type=int, default=50, help="tenants (t000 holds the held runs)")
-    p.add_argument("--rounds", type=int, help="rounds of both cases (default 3; smoke 1)")
+    p.add_argument(
+        "--rounds",
+        type=int,
+        help="rounds of both cases (default 9: a round is 10 claims, and their p50 moves 12-21 ms "
+        "between rounds of the same case on a 2-core host; smoke 1)",
+    )
     p.add_argument("--dependents", type=int, help="dependents of the one parent released (default 10000)")
 
 
@@ -162,7 +167,7 @@ async def run(bench: Bench, args: argparse.Namespace) -> Report:
     report = await begin(bench, NAME)
     held = sized(args.held, full=100_000, smoke=2_000, is_smoke=bench.smoke)
     runs = sized(args.runs, full=5_000, smoke=500, is_smoke=bench.smoke)
-    rounds = sized(args.rounds, full=3, smoke=1, is_smoke=bench.smoke)
+    rounds = sized(args.rounds, full=9, smoke=1, is_smoke=bench.smoke)
     dependents = sized(args.dependents, full=10_000, smoke=1_000, is_smoke=bench.smoke)
     results: dict[str, list[tuple[int, float, list[float]]]] = {c: [] for c in CASES}
     releases: list[Release] = []
@@ -216,6 +221,7 @@ def _figures(
     release_s = statistics.median(r[0] for r in releases)
     resume_s = statistics.median(r[3] for r in releases)
     report.target(f"release of {dependents} dependents: the parent's finish_runs", release_s, "<=", 1.0, "s")
+    report.target("the same, its worst round", max(r[0] for r in releases), "<=", 1.0, "s")
     report.target("release vs a resume of as many paused runs", release_s / resume_s, "<=", 1.5, "x")
     report.target("dependents released by it", min(r[1] for r in releases), ">=", dependents, "runs")
     report.target("dependents then claimed", min(r[2] for r in releases), ">=", dependents, "runs")
