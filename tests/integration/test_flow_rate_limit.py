@@ -26,6 +26,10 @@ from tests.receiver import running_receiver
 from tests.support import assert_error, bearer, create_tenant, put_job, run_reaching, submit_run
 from tests.ui_support import ui_sign_in
 
+# How much later than another a request may reach the receiver after its start (a loaded 2-core
+# host delivered one 0.13 s behind its window's other start).
+RECEIVER_JITTER_SECONDS = 0.25
+
 
 def most_in_a_window(starts: list[float], period: float) -> int:
     """The most starts any window of `period` seconds holds (a window [t, t + period) opening at
@@ -85,15 +89,23 @@ async def test_no_window_holds_more_than_the_limit_at_the_receiver_and_other_ten
                     "held"
                 ] is None
             plain_drained = time.monotonic() - began
+            started: dict[str, list[float]] = defaultdict(list)  # the starts Postgres recorded
             for run in limited:
                 done = await run_reaching(api, str(run["id"]), auth, {"succeeded", "failed"}, timeout=60)
                 assert done["status"] == "succeeded" and done["attempt"] == 1, done
+                at = datetime.fromisoformat(done["started_at"]).timestamp()
+                started[str(done["payload"]["customer"])].append(at)
         starts: dict[str, list[float]] = defaultdict(list)
         for call in receiver.calls:
             starts[str(call.payload.get("customer", "-"))].append(call.started)
     assert {k: len(v) for k, v in starts.items()} == {"a": 7, "b": 7, "-": 20}
     for key in ("a", "b"):
-        assert most_in_a_window(starts[key], period) == limit, (key, sorted(starts[key]))
+        # The limit is on starts: no window of the period holds more than `limit` of them.
+        assert most_in_a_window(started[key], period) == limit, (key, sorted(started[key]))
+        # A request reaches the receiver a moment after its start, and that moment varies with the
+        # host's load: the receiver sees the limit held within that jitter.
+        slack = RECEIVER_JITTER_SECONDS
+        assert most_in_a_window(starts[key], period - slack) == limit, (key, sorted(starts[key]))
         # Seven starts at two a second: at least three full windows apart from the first to the last.
         assert max(starts[key]) - min(starts[key]) >= 3 * period
     # The unlimited tenant is not paced by the limited one: its 20 runs have all arrived while the
