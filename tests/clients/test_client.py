@@ -1,5 +1,6 @@
 """Client and AsyncClient (each test runs with both) against the live API: jobs, runs through to
-their end, listings across pages, cancel and retry, keys, and the API's problems as ApiError."""
+their end, listings across pages, cancel and retry, keys, dependencies, groups and events, and the
+API's problems as ApiError."""
 
 from __future__ import annotations
 
@@ -182,3 +183,62 @@ async def test_the_audit_log_across_pages(live: Live, account: Account, client: 
     assert {(str(e.actor.type_), e.actor.id) for e in events[:4]} == {("key", key_id)}
     paused = await client.collect("list_audit_events", account.id, action="job.paused")
     assert [e.target for e in paused] == ["job:b"]
+
+
+async def test_a_graph_in_a_group_its_progress_and_an_event(
+    live: Live, account: Account, client: Calls
+) -> None:
+    await live.worker()
+    await client.call("put_job", account.id, "step", target={"type": "noop"})
+    await client.call(
+        "put_job", account.id, "report", target={"type": "noop"}, payload={"d": 1}, on_events=["order.placed"]
+    )
+    # A graph in one batch, in a new group: `last` waits for the items named `a` and `b`.
+    first, second, last = await client.call(
+        "submit_batch",
+        account.id,
+        [
+            {"job": "step", "ref": "a", "scheduled_at": LATER},
+            {"job": "step", "ref": "b"},
+            {"job": "step", "depends_on": ["a", "b"], "on_parent_failure": "run", "pass_results": True},
+        ],
+        group={"name": "graph", "on_complete": {"job": "report"}},
+    )
+    assert (last.depends_on, str(last.held)) == ([first.id, second.id], "dependencies")
+    group_id = first.group_id
+    assert group_id is not None and second.group_id == last.group_id == group_id
+    # A single submission joins the open group and waits for a run by its id.
+    joined = await client.call(
+        "submit_run", account.id, "step", depends_on=[first.id], group={"id": group_id}
+    )
+    assert (joined.group_id, joined.depends_on, str(joined.held)) == (group_id, [first.id], "dependencies")
+    group = await client.call("get_group", account.id, str(group_id))
+    assert (group.name, group.total, group.completed_at) == ("graph", 4, None)
+
+    # `a` cancelled: its `cancel` dependent ends with it; its `run` dependent runs once `b` has ended.
+    await client.call("cancel_run", first.id)
+    assert (await client.call("wait", joined.id, timeout=30)).status == RunStatus.CANCELLED
+    assert (await client.call("wait", last.id, timeout=30)).status == RunStatus.SUCCEEDED
+    group = await client.call("get_group", account.id, group_id)
+    assert (group.total, group.pending, group.succeeded, group.cancelled) == (4, 0, 2, 2)
+    assert group.completed_at is not None
+    listed = await client.collect("list_runs", account.id, group=group_id, limit=3)
+    assert sorted(r.id for r in listed) == sorted(r.id for r in (first, second, last, joined))
+    assert [g.id for g in await client.collect("list_groups", account.id, page_size=1)] == [group_id]
+    with pytest.raises(ApiError) as missing:
+        await client.call("get_group", account.id, uuid.uuid4())
+    assert (missing.value.status, missing.value.code) == (404, "not_found")
+
+    # An event: a run of each subscribed job; its key again answers the same runs, another body is 422.
+    runs = await client.call("publish_event", account.id, "order.placed", {"order": 7}, idempotency_key="o-7")
+    assert [(r.job, r.payload, r.idempotency_key) for r in runs] == [("report", {"order": 7}, "o-7:report")]
+    again = await client.call(
+        "publish_event", account.id, "order.placed", {"order": 7}, idempotency_key="o-7"
+    )
+    assert [r.id for r in again] == [r.id for r in runs]
+    with pytest.raises(ApiError) as reused:
+        await client.call("publish_event", account.id, "order.placed", {"order": 8}, idempotency_key="o-7")
+    assert (reused.value.status, reused.value.field) == (422, "idempotency_key")
+    [defaulted] = await client.call("publish_event", account.id, "order.placed")
+    assert defaulted.payload == {"d": 1} and defaulted.idempotency_key.endswith(":report")
+    assert await client.call("publish_event", account.id, "nobody.listens") == []

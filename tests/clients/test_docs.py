@@ -1,6 +1,6 @@
 """docs/clients.md's Python examples, as written: the FastAPI receiver (hooks.py) verifying real
-deliveries, submit.py and submit_async.py as scripts, and the schedctl lines under bash, against a
-live stack with a tenant `acme`."""
+deliveries, submit.py, submit_async.py and graph.py as scripts, and the schedctl lines under bash,
+against a live stack with a tenant `acme`."""
 
 from __future__ import annotations
 
@@ -66,15 +66,20 @@ async def test_the_python_examples_run_as_written(live: Live, tmp_path: Path, mo
             forged = await http.post(f"{receiver}/hooks/send-report", json={"user": 1})
         assert forged.status_code == 401
 
-        for name in ("submit.py", "submit_async.py"):
+        for name in ("submit.py", "submit_async.py", "graph.py"):
             (tmp_path / name).write_text(_block("python", f"# {name}"))
         lines = (await _run([sys.executable, "submit.py"], env, tmp_path)).splitlines()
         assert lines == ["submitted pending", "succeeded {'sent_to': 42}", "422 invalid_input job"]
         lines = (await _run([sys.executable, "submit_async.py"], env, tmp_path)).splitlines()
         assert lines[0] == "succeeded {'sent_to': 43}"
         assert [line.split(" 20")[0] for line in lines[1:]] == ["{'user': 43}", "{'user': 42}"]
+        lines = (await _run([sys.executable, "graph.py"], env, tmp_path)).splitlines()
+        assert lines == ["succeeded", "nightly-import 3 3", "[('report', {'order': 7})]"]
 
         shell = await _run(["bash", "-euo", "pipefail", "-c", _block("sh", "RUN=$(schedctl")], env, tmp_path)
     assert re.search(r"^status\s+succeeded$", shell, re.M), shell
     assert re.search(r"^result\s+\{\"sent_to\": 42\}$", shell, re.M), shell
     assert re.search(r"^key_id\s+created_at\s+revoked_at$", shell, re.M), shell
+    assert re.search(r"^name\s+nightly-import$", shell, re.M), shell
+    assert re.search(r"^depends_on\s+\[\"[0-9a-f-]{36}\"\]$", shell, re.M), shell
+    assert re.search(r"^[0-9a-f-]{36}\s+report\s+pending\s", shell, re.M), shell

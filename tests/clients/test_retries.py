@@ -1,8 +1,8 @@
 """Retries against the live API: a 503 or 429 is waited out (its Retry-After) and a lost answer
-sent again, with the same Idempotency-Key every time, so a submission makes one run; retries are
-bounded, and a request that may have been processed without a key is not sent twice. A front door
-(tests/clients/front.py) between client and API answers 503s and holds answers back; the API
-behind it is the real one."""
+sent again, with the same Idempotency-Key every time, so a submission (or an event) makes its runs
+once; retries are bounded, and a request that may have been processed without a key is not sent
+twice. A front door (tests/clients/front.py) between client and API answers 503s and holds answers
+back; the API behind it is the real one."""
 
 from __future__ import annotations
 
@@ -83,6 +83,24 @@ async def test_a_lost_answer_is_asked_again_and_makes_one_run(
     # on a slow machine, 409s while the API still processed the first.
     assert _answered(posts, 200), posts
     assert {p.headers["idempotency-key"] for p in posts} == {"order-7"}
+    assert [r["id"] for r in await _runs(account)] == [str(run.id)]
+
+
+async def test_an_events_lost_answer_is_asked_again_and_makes_its_runs_once(
+    live: Live, account: Account, later: str, make_client: Callable[..., Calls]
+) -> None:
+    subscribed = {"target": {"type": "noop"}, "on_events": ["order.placed"]}
+    assert (await account.http.put(f"/tenants/{account.id}/jobs/{later}", json=subscribed)).status_code == 200
+    async with running_front(live.url) as front:
+        front.script = ["hold:4"]
+        client = _impatient(make_client, front, account)
+        [run] = await client.call("publish_event", account.id, "order.placed", {"order": 7})
+
+    posts = front.posts()
+    # Every attempt carries the key the client made for the call; the last is answered as a replay.
+    assert _answered(posts, 200), posts
+    [key] = {p.headers["idempotency-key"] for p in posts}
+    assert run.idempotency_key == f"{key}:{later}"
     assert [r["id"] for r in await _runs(account)] == [str(run.id)]
 
 

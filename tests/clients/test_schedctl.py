@@ -1,6 +1,7 @@
 """schedctl as a script runs it: a subprocess against the live API, reading SCHEDULER_API_URL and
 SCHEDULER_API_KEY (flags override), printing tables or the API's own objects, and exiting 0 (done),
-1 (the API's problem, its detail on stderr) or 2 (usage)."""
+1 (the API's problem, its detail on stderr) or 2 (usage): runs (with their dependencies and group),
+jobs, keys, groups and events."""
 
 from __future__ import annotations
 
@@ -200,3 +201,54 @@ async def test_exit_codes(live: Live, account: Account) -> None:
         key="sch_wrong",
     )
     assert flagged.code == 0, flagged
+
+
+async def test_dependencies_groups_and_events_commands(live: Live, account: Account) -> None:
+    async def run(*args: str) -> Done:
+        done = await schedctl(*args, url=live.url, key=account.api_key, SCHEDULER_TENANT=account.id)
+        assert done.code == 0, done
+        return done
+
+    jobs = f"/tenants/{account.id}/jobs"
+    await account.http.put(f"{jobs}/step", json={"target": {"type": "noop"}})
+    await account.http.put(f"{jobs}/report", json={"target": {"type": "noop"}, "on_events": ["order.placed"]})
+    batch = await account.http.post(
+        f"/tenants/{account.id}/runs/batch",
+        json={"runs": [{"job": "step", "scheduled_at": LATER}], "group": {"name": "nightly"}},
+    )
+    assert batch.status_code == 201, batch.text
+    [parent], group_id = batch.json()["runs"], batch.json()["group_id"]
+
+    submit = ["runs", "submit", "--job", "step", "--depends-on", parent["id"], "--on-parent-failure", "run"]
+    child = (await run(*submit, "--pass-results", "--group", group_id, "-o", "json")).json()
+    assert [child["depends_on"], child["held"], child["group_id"]] == [
+        [parent["id"]],
+        "dependencies",
+        group_id,
+    ]
+    listed = (await run("runs", "list", "--group", group_id, "-o", "json")).json()
+    assert sorted(r["id"] for r in listed) == sorted([parent["id"], child["id"]])
+
+    shown = (await run("groups", "get", group_id, "-o", "json")).json()
+    assert shown == (await account.http.get(f"/tenants/{account.id}/groups/{group_id}")).json()
+    assert (shown["name"], shown["total"], shown["pending"]) == ("nightly", 2, 2)
+    rows = (await run("groups", "list")).out.splitlines()
+    assert rows[0].split() == ["id", "name", "total", "pending", "completed_at", "fired_at"]
+    assert rows[1].split()[:4] == [group_id, "nightly", "2", "2"] and len(rows) == 2
+
+    publish = ["events", "publish", "order.placed", "--payload", '{"order": 7}', "--idempotency-key", "o-7"]
+    [row] = (await run(*publish)).out.splitlines()[1:]  # a table of the runs made
+    assert row.split()[1:3] == ["report", "pending"]
+    again = (await run(*publish, "-o", "json")).json()
+    assert [(r["id"], r["payload"]) for r in again] == [(row.split()[0], {"order": 7})]
+    assert (await run("events", "publish", "nobody.listens", "-o", "json")).json() == []
+
+    # The command line refuses what is not a run's or a group's id, or an unknown policy.
+    for args in (
+        ("runs", "submit", "--job", "step", "--depends-on", "extract"),
+        ("runs", "submit", "--job", "step", "--on-parent-failure", "skip"),
+        ("groups", "get", "nightly"),
+        ("events", "publish", "order.placed", "--payload", "{not json"),
+    ):
+        done = await schedctl(*args, url=live.url, key=account.api_key, SCHEDULER_TENANT=account.id)
+        assert done.code == 2 and done.err.startswith("usage:"), (args, done)

@@ -114,16 +114,27 @@ async def test_every_change_is_one_event_and_a_submitted_run_none(
 async def test_the_request_id_is_the_callers_or_made_and_answered(
     api: httpx.AsyncClient, tenant: dict
 ) -> None:
-    r = await api.post(
-        "/tenants/acme/jobs/hello/pause", headers={**tenant["auth"], "X-Request-ID": "deploy-42.a"}
+    auth, job = tenant["auth"], {"target": {"type": "noop"}}
+    kept = ["deploy-42.a", "k" * 128]
+    # One the API would not keep is replaced by one of its own, never answered or stored as given:
+    # too long, a space or a tab, not ASCII (UTF-8, or bytes of no encoding at all).
+    malformed: list[str | bytes] = ["k" * 129, "a b", "deploy\t42", "caf\u00e9".encode(), b"\xff\xfe-1"]
+    answered = []
+    for given in [*kept, *malformed]:
+        r = await api.put("/tenants/acme/jobs/hello", json=job, headers={**auth, "X-Request-ID": given})
+        assert r.status_code == 200, r.text
+        answered.append(r.headers["x-request-id"])
+    made = answered[len(kept) :]
+    assert answered[: len(kept)] == kept and len(set(made)) == len(made)
+    assert all(re.fullmatch(r"[0-9a-f]{32}", m) for m in made), made
+    latest = await events(api, "acme", auth, limit=len(answered))
+    assert [e["request_id"] for e in latest] == answered[::-1]
+    # Any other control character never reaches the API: the HTTP parser refuses the request.
+    refused = await api.put(
+        "/tenants/acme/jobs/hello", json=job, headers={**auth, "X-Request-ID": "a\x1b[2J"}
     )
-    assert r.headers["x-request-id"] == "deploy-42.a"
-    # One the API would not keep (too long, or a character outside the set) is replaced by one of its own.
-    r2 = await api.post("/tenants/acme/jobs/hello/resume", headers={**tenant["auth"], "X-Request-ID": "a b"})
-    made = r2.headers["x-request-id"]
-    assert re.fullmatch(r"[0-9a-f]{32}", made)
-    latest = await events(api, "acme", tenant["auth"], limit=2)
-    assert [e["request_id"] for e in latest] == [made, "deploy-42.a"]
+    assert refused.status_code == 400 and "a\x1b" not in refused.headers.get("x-request-id", "")
+    assert [e["request_id"] for e in await events(api, "acme", auth, limit=1)] == [made[-1]]
     assert "x-request-id" in (await api.get("/healthz")).headers
 
 

@@ -11,6 +11,7 @@ import { retrying, sleep } from "./retry.js";
 /** @typedef {Schemas["RunSubmit"]} RunSubmit */
 /** @typedef {Schemas["BackfillResult"]} BackfillResult */
 /** @typedef {NonNullable<paths["/tenants/{tenant_id}/runs"]["get"]["parameters"]["query"]>} RunQuery */
+/** @typedef {Schemas["Group"]} Group */
 /** @typedef {Schemas["AuditEvent"]} AuditEvent */
 /** @typedef {NonNullable<paths["/tenants/{tenant_id}/audit"]["get"]["parameters"]["query"]>} AuditQuery */
 
@@ -37,6 +38,7 @@ import { retrying, sleep } from "./retry.js";
  * @property {string} [job]
  * @property {Date | string} [scheduledAfter] scheduled_at at or after this
  * @property {Date | string} [scheduledBefore] scheduled_at before this
+ * @property {string} [group] a group's id: its runs only
  * @property {number} [pageSize] runs a request asks for (the API's `limit`; default its own)
  */
 
@@ -83,7 +85,8 @@ export class Client {
    * @param {string} job
    * @param {unknown} [payload] default: the job's payload
    * @param {SubmitOptions & Omit<RunSubmit, "job" | "payload" | "scheduled_at" | "idempotency_key">} [options]
-   *   and the API's other fields (`priority`, `callback`)
+   *   and the API's other fields (`priority`, `callback`, `depends_on`, `on_parent_failure`,
+   *   `pass_results`, `group`)
    * @returns {Promise<Run>}
    */
   async submitRun(tenant, job, payload, { scheduledAt, idempotencyKey, ...fields } = {}) {
@@ -130,9 +133,9 @@ export class Client {
    * @param {RunFilters} [filters]
    * @returns {AsyncGenerator<Run, void, undefined>}
    */
-  async *listRuns(tenant, { status, job, scheduledAfter, scheduledBefore, pageSize } = {}) {
+  async *listRuns(tenant, { status, job, scheduledAfter, scheduledBefore, group, pageSize } = {}) {
     /** @type {RunQuery} */
-    const query = { status, job, limit: pageSize };
+    const query = { status, job, group, limit: pageSize };
     if (scheduledAfter !== undefined) query.scheduled_after = isoTime(scheduledAfter);
     if (scheduledBefore !== undefined) query.scheduled_before = isoTime(scheduledBefore);
     for (;;) {
@@ -142,6 +145,52 @@ export class Client {
       if (!page.next_cursor) return;
       query.cursor = page.next_cursor;
     }
+  }
+
+  /**
+   * A group's progress: its runs counted by status, when it completed and what its completion made.
+   * @param {string} tenant
+   * @param {string} groupId
+   * @returns {Promise<Group>}
+   */
+  async getGroup(tenant, groupId) {
+    const params = { path: { tenant_id: tenant, group_id: groupId } };
+    return ok(await this.api.GET("/tenants/{tenant_id}/groups/{group_id}", { params }));
+  }
+
+  /**
+   * Every group of the tenant, newest first, page after page.
+   * @param {string} tenant
+   * @param {{ pageSize?: number }} [options]
+   * @returns {AsyncGenerator<Group, void, undefined>}
+   */
+  async *listGroups(tenant, { pageSize } = {}) {
+    /** @type {{ limit?: number, cursor?: string }} */
+    const query = { limit: pageSize };
+    for (;;) {
+      const params = { path: { tenant_id: tenant }, query };
+      const page = ok(await this.api.GET("/tenants/{tenant_id}/groups", { params }));
+      yield* page.groups;
+      if (!page.next_cursor) return;
+      query.cursor = page.next_cursor;
+    }
+  }
+
+  /**
+   * Submits one run of every job subscribed to the event `name` (its `on_events`), all or none, in
+   * job name order: none when no job subscribes. Every try carries the same Idempotency-Key, so a
+   * publication tried again after a lost answer makes its runs once.
+   * @param {string} tenant
+   * @param {string} name
+   * @param {unknown} [payload] each run's payload (default: its job's)
+   * @param {{ idempotencyKey?: string }} [options] default: a new UUID, the same for every try
+   * @returns {Promise<Run[]>}
+   */
+  async publishEvent(tenant, name, payload, { idempotencyKey } = {}) {
+    const header = { "Idempotency-Key": idempotencyKey ?? crypto.randomUUID() };
+    const params = { path: { tenant_id: tenant, name }, header };
+    const body = payload === undefined ? {} : { payload };
+    return ok(await this.api.POST("/tenants/{tenant_id}/events/{name}", { params, body })).runs;
   }
 
   /**

@@ -11,6 +11,7 @@ export { verifyWebhook, WebhookVerificationError } from "./webhooks.js";
 /** @typedef {import("./client.js").RunFilters} RunFilters */
 /** @typedef {import("./client.js").Run} Run */
 /** @typedef {import("./client.js").Job} Job */
+/** @typedef {import("./client.js").Group} Group */
 /** @typedef {import("./client.js").JobPut} JobPut */
 /** @typedef {import("./webhooks.js").WebhookEvent} WebhookEvent */
 /** @typedef {import("../types/schema.js").paths} paths */

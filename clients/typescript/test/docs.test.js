@@ -14,7 +14,7 @@ import { admin, baseUrl, newTenant } from "./support.js";
 
 const page = readFileSync(new URL("../../../docs/clients.md", import.meta.url), "utf8");
 const section = page.slice(page.indexOf("## TypeScript")).split(/\n## /)[0];
-const [script, receiver] = [...section.matchAll(/```js\n([\s\S]*?)```/g)].map((m) => m[1]);
+const [script, graph, receiver] = [...section.matchAll(/```js\n([\s\S]*?)```/g)].map((m) => m[1]);
 const host = new URL(baseUrl).host;
 
 /**
@@ -35,6 +35,19 @@ test("the client example runs on the dev stack's demo tenant", async () => {
     const env = { ...process.env, SCHEDULER_API_URL: baseUrl, SCHEDULER_API_KEY: key.api_key };
     const { stdout } = await promisify(execFile)(process.execPath, [file.pathname], { env, timeout: 90_000 });
     assert.equal(stdout, "succeeded 1\n422 invalid_input job\n");
+  } finally {
+    rmSync(file);
+  }
+});
+
+test("the dependencies, groups and events example runs on the dev stack's demo tenant", async () => {
+  const { data: key } = await admin.api.POST("/tenants/{tenant_id}/keys", { params: { path: { tenant_id: "demo" } } });
+  assert.ok(key);
+  const file = exampleFile(graph);
+  try {
+    const env = { ...process.env, SCHEDULER_API_URL: baseUrl, SCHEDULER_API_KEY: key.api_key };
+    const { stdout } = await promisify(execFile)(process.execPath, [file.pathname], { env, timeout: 90_000 });
+    assert.equal(stdout, "succeeded true\n2 2 true\nreport\n");
   } finally {
     rmSync(file);
   }

@@ -23,7 +23,8 @@ export class Client {
      * @param {string} job
      * @param {unknown} [payload] default: the job's payload
      * @param {SubmitOptions & Omit<RunSubmit, "job" | "payload" | "scheduled_at" | "idempotency_key">} [options]
-     *   and the API's other fields (`priority`, `callback`)
+     *   and the API's other fields (`priority`, `callback`, `depends_on`, `on_parent_failure`,
+     *   `pass_results`, `group`)
      * @returns {Promise<Run>}
      */
     submitRun(tenant: string, job: string, payload?: unknown, { scheduledAt, idempotencyKey, ...fields }?: SubmitOptions & Omit<RunSubmit, "job" | "payload" | "scheduled_at" | "idempotency_key">): Promise<Run>;
@@ -46,7 +47,36 @@ export class Client {
      * @param {RunFilters} [filters]
      * @returns {AsyncGenerator<Run, void, undefined>}
      */
-    listRuns(tenant: string, { status, job, scheduledAfter, scheduledBefore, pageSize }?: RunFilters): AsyncGenerator<Run, void, undefined>;
+    listRuns(tenant: string, { status, job, scheduledAfter, scheduledBefore, group, pageSize }?: RunFilters): AsyncGenerator<Run, void, undefined>;
+    /**
+     * A group's progress: its runs counted by status, when it completed and what its completion made.
+     * @param {string} tenant
+     * @param {string} groupId
+     * @returns {Promise<Group>}
+     */
+    getGroup(tenant: string, groupId: string): Promise<Group>;
+    /**
+     * Every group of the tenant, newest first, page after page.
+     * @param {string} tenant
+     * @param {{ pageSize?: number }} [options]
+     * @returns {AsyncGenerator<Group, void, undefined>}
+     */
+    listGroups(tenant: string, { pageSize }?: {
+        pageSize?: number;
+    }): AsyncGenerator<Group, void, undefined>;
+    /**
+     * Submits one run of every job subscribed to the event `name` (its `on_events`), all or none, in
+     * job name order: none when no job subscribes. Every try carries the same Idempotency-Key, so a
+     * publication tried again after a lost answer makes its runs once.
+     * @param {string} tenant
+     * @param {string} name
+     * @param {unknown} [payload] each run's payload (default: its job's)
+     * @param {{ idempotencyKey?: string }} [options] default: a new UUID, the same for every try
+     * @returns {Promise<Run[]>}
+     */
+    publishEvent(tenant: string, name: string, payload?: unknown, { idempotencyKey }?: {
+        idempotencyKey?: string;
+    }): Promise<Run[]>;
     /**
      * Every change made to the tenant through the API or the dashboard (one action's only, if
      * given), newest first, page after page (docs/audit.md).
@@ -93,6 +123,7 @@ export type JobPut = Schemas["JobPut"];
 export type RunSubmit = Schemas["RunSubmit"];
 export type BackfillResult = Schemas["BackfillResult"];
 export type RunQuery = NonNullable<paths["/tenants/{tenant_id}/runs"]["get"]["parameters"]["query"]>;
+export type Group = Schemas["Group"];
 export type AuditEvent = Schemas["AuditEvent"];
 export type AuditQuery = NonNullable<paths["/tenants/{tenant_id}/audit"]["get"]["parameters"]["query"]>;
 export type ClientOptions = {
@@ -143,6 +174,10 @@ export type RunFilters = {
      * scheduled_at before this
      */
     scheduledBefore?: string | Date | undefined;
+    /**
+     * a group's id: its runs only
+     */
+    group?: string | undefined;
     /**
      * runs a request asks for (the API's `limit`; default its own)
      */

@@ -4,6 +4,7 @@ export type ClientOptions = import("./client.js").ClientOptions;
 export type RunFilters = import("./client.js").RunFilters;
 export type Run = import("./client.js").Run;
 export type Job = import("./client.js").Job;
+export type Group = import("./client.js").Group;
 export type JobPut = import("./client.js").JobPut;
 export type WebhookEvent = import("./webhooks.js").WebhookEvent;
 export type paths = import("../types/schema.js").paths;

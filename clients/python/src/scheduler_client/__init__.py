@@ -8,7 +8,7 @@ openapi.json (clients/python/generate.py); the rest is written by hand on top of
 from scheduler_client.async_client import AsyncClient
 from scheduler_client.client import Client
 from scheduler_client.errors import ApiError
-from scheduler_client.generated.models import ApiKey, Job, KeyCreated, Run, RunStatus
+from scheduler_client.generated.models import ApiKey, Group, Job, KeyCreated, Run, RunStatus
 from scheduler_client.retries import RetryPolicy
 from scheduler_client.webhooks import WebhookVerificationError, verify_webhook
 
@@ -17,6 +17,7 @@ __all__ = [
     "ApiKey",
     "AsyncClient",
     "Client",
+    "Group",
     "Job",
     "KeyCreated",
     "RetryPolicy",

@@ -12,12 +12,14 @@ from typing import Any, TypeVar
 
 import httpx
 
+from scheduler_client import calls
 from scheduler_client import operations as ops
 from scheduler_client.errors import ApiError
 from scheduler_client.generated.models import (
     ApiKey,
     AuditEvent,
     BackfillResult,
+    Group,
     Job,
     KeyCreated,
     Run,
@@ -48,7 +50,7 @@ class AsyncClient:
         transport: httpx.AsyncBaseTransport | None = None,
     ):
         retrying = AsyncRetryingTransport(retries, transport)
-        self._api = ops.api_client(base_url, api_key, timeout, retrying, _raise_problem)
+        self._api = calls.api_client(base_url, api_key, timeout, retrying, _raise_problem)
 
     async def __aenter__(self) -> AsyncClient:
         return self
@@ -59,10 +61,10 @@ class AsyncClient:
     async def aclose(self) -> None:
         await self._api.get_async_httpx_client().aclose()
 
-    async def _do(self, op: ops.Op[T]) -> T:
+    async def _do(self, op: calls.Op[T]) -> T:
         return op.result(await op.asyncio(*op.args, client=self._api, **op.kwargs))
 
-    async def _each(self, pages: ops.Pages[Any, T]) -> AsyncIterator[T]:
+    async def _each(self, pages: calls.Pages[Any, T]) -> AsyncIterator[T]:
         cursor: str | None = None
         while True:
             page = await self._do(pages.page(cursor))
@@ -115,8 +117,10 @@ class AsyncClient:
     ) -> Run:
         return await self._do(ops.submit_run_op(tenant, job, payload, scheduled_at, idempotency_key, fields))
 
-    async def submit_batch(self, tenant: str, runs: Iterable[Mapping[str, Any]]) -> list[Run]:
-        return (await self._do(ops.submit_batch_op(tenant, runs))).runs
+    async def submit_batch(
+        self, tenant: str, runs: Iterable[Mapping[str, Any]], *, group: Mapping[str, Any] | None = None
+    ) -> list[Run]:
+        return (await self._do(ops.submit_batch_op(tenant, runs, group))).runs
 
     async def get_run(self, run_id: uuid.UUID | str) -> Run:
         return await self._do(ops.get_run_op(run_id))
@@ -138,6 +142,19 @@ class AsyncClient:
 
     async def reschedule_run(self, run_id: uuid.UUID | str, due_at: datetime | str) -> Run:
         return await self._do(ops.reschedule_run_op(run_id, due_at))
+
+    # Groups and events
+
+    async def get_group(self, tenant: str, group_id: uuid.UUID | str) -> Group:
+        return await self._do(ops.get_group_op(tenant, group_id))
+
+    def list_groups(self, tenant: str, *, page_size: int | None = None) -> AsyncIterator[Group]:
+        return self._each(ops.group_pages(tenant, page_size))
+
+    async def publish_event(
+        self, tenant: str, name: str, payload: Any = None, *, idempotency_key: str | None = None
+    ) -> list[Run]:
+        return (await self._do(ops.publish_event_op(tenant, name, payload, idempotency_key))).runs
 
     # The audit log
 

@@ -2,6 +2,7 @@
 
     schedctl runs submit --tenant acme --job send-report --payload '{"user": 42}' --output json
     schedctl runs wait <run id> --timeout 60
+    schedctl events publish --tenant acme order.placed --payload '{"order": 7}'
 
 The API's address and key come from SCHEDULER_API_URL and SCHEDULER_API_KEY (or --url and
 --api-key), the tenant from --tenant (or SCHEDULER_TENANT). Exit status: 0 done; 1 the API
@@ -21,6 +22,7 @@ from typing import Any
 
 import httpx
 
+from scheduler_client import calls
 from scheduler_client import operations as ops
 from scheduler_client.client import Client
 from scheduler_client.errors import ApiError
@@ -33,7 +35,8 @@ MAX_PAGE = 500
 @dataclass
 class Shown:
     """What a command prints: the API's JSON as it came (a listing's items, page after page), and
-    for a listing the kind of its items ("runs", "jobs", "keys"), which names its table's columns."""
+    for a listing the kind of its items ("runs", "jobs", "keys", "groups"), which names its table's
+    columns."""
 
     json: Any
     listing: str | None = None
@@ -42,7 +45,7 @@ class Shown:
 Handler = Callable[[Client, argparse.Namespace], Shown | None]
 
 
-def _answer(client: Client, op: ops.Op[Any], field: str | None = None) -> Shown:
+def _answer(client: Client, op: calls.Op[Any], field: str | None = None) -> Shown:
     """One call's JSON (its member `field`, a list, when given)."""
     response = client._send(op)
     op.result(response)  # what the client would refuse, schedctl refuses too
@@ -50,7 +53,7 @@ def _answer(client: Client, op: ops.Op[Any], field: str | None = None) -> Shown:
     return Shown(body) if field is None else Shown(body[field], field)
 
 
-def _listing(client: Client, pages: ops.Pages[Any, Any], limit: int) -> Shown:
+def _listing(client: Client, pages: calls.Pages[Any, Any], limit: int) -> Shown:
     """At most `limit` items of a listing, page after page."""
     shown = Shown([], pages.field)
     cursor: str | None = None
@@ -90,13 +93,22 @@ class _Usage(Exception):
 
 
 def _submit(c: Client, a: argparse.Namespace) -> Shown:
-    fields = {"priority": a.priority} if a.priority is not None else {}
+    given = {
+        "priority": a.priority,
+        "depends_on": a.depends_on,
+        "on_parent_failure": a.on_parent_failure,
+        "pass_results": a.pass_results or None,
+        "group": {"id": a.group_id} if a.group_id is not None else None,
+    }
+    fields = {name: value for name, value in given.items() if value is not None}
     op = ops.submit_run_op(_tenant(a), a.job, a.payload, a.scheduled_at, a.idempotency_key, fields)
     return _answer(c, op)
 
 
 def _list_runs(c: Client, a: argparse.Namespace) -> Shown:
-    filters = {k: v for k, v in (("status", a.status), ("job", a.job)) if v is not None}
+    filters = {
+        k: v for k, v in (("status", a.status), ("job", a.job), ("group", a.group_id)) if v is not None
+    }
     return _listing(c, ops.run_pages(_tenant(a), {"limit": min(a.limit, MAX_PAGE), **filters}), a.limit)
 
 
@@ -132,6 +144,15 @@ JOBS: dict[str, Handler] = {
     "pause": lambda c, a: _answer(c, ops.pause_job_op(_tenant(a), a.name, True)),
     "resume": lambda c, a: _answer(c, ops.pause_job_op(_tenant(a), a.name, False)),
     "trigger": _trigger,
+}
+GROUPS: dict[str, Handler] = {
+    "get": lambda c, a: _answer(c, ops.get_group_op(_tenant(a), a.group_id)),
+    "list": lambda c, a: _listing(c, ops.group_pages(_tenant(a), min(a.limit, MAX_PAGE)), a.limit),
+}
+EVENTS: dict[str, Handler] = {
+    "publish": lambda c, a: _answer(
+        c, ops.publish_event_op(_tenant(a), a.name, a.payload, a.idempotency_key), "runs"
+    ),
 }
 KEYS: dict[str, Handler] = {
     "list": lambda c, a: _answer(c, ops.list_keys_op(_tenant(a)), "keys"),
@@ -178,6 +199,14 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--scheduled-at", help="ISO 8601 with a time zone (default: now)")
     p.add_argument("--idempotency-key", help="default: a new one (a retried request keeps it)")
     p.add_argument("--priority", type=int)
+    p.add_argument(
+        "--depends-on", action="append", type=uuid.UUID, metavar="RUN_ID", help="a parent (repeat it)"
+    )
+    p.add_argument("--on-parent-failure", choices=["cancel", "run"], help="default: cancel")
+    p.add_argument("--pass-results", action="store_true", help="deliver the parents' results too")
+    p.add_argument(
+        "--group", dest="group_id", type=uuid.UUID, metavar="GROUP_ID", help="an open group to join"
+    )
     for name, help in (("get", "show a run"), ("cancel", "cancel a run"), ("retry", "retry a run")):
         p = command(r, name, RUNS[name], help)
         p.add_argument("run_id", type=uuid.UUID)
@@ -188,6 +217,7 @@ def parser() -> argparse.ArgumentParser:
     p = command(r, "list", RUNS["list"], "list runs, newest scheduled first")
     p.add_argument("--status")
     p.add_argument("--job")
+    p.add_argument("--group", dest="group_id", type=uuid.UUID, metavar="GROUP_ID")
     p.add_argument("--limit", type=int, default=100, help="at most this many (default 100)")
 
     jobs = groups.add_parser("jobs", help="put, read, list, pause, resume and trigger jobs")
@@ -206,6 +236,19 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--idempotency-key")
     p = command(j, "list", JOBS["list"], "list jobs by name")
     p.add_argument("--limit", type=int, default=100, help="at most this many (default 100)")
+
+    group_commands = groups.add_parser("groups", help="read the tenant's groups")
+    g = group_commands.add_subparsers(dest="command", required=True)
+    command(g, "get", GROUPS["get"], "show a group's progress").add_argument("group_id", type=uuid.UUID)
+    p = command(g, "list", GROUPS["list"], "list groups, newest first")
+    p.add_argument("--limit", type=int, default=100, help="at most this many (default 100)")
+
+    events = groups.add_parser("events", help="publish an event: a run of every job subscribed to it")
+    e = events.add_subparsers(dest="command", required=True)
+    p = command(e, "publish", EVENTS["publish"], "run every job subscribed to an event")
+    p.add_argument("name")
+    p.add_argument("--payload", type=_json, help="JSON (default: each job's payload)")
+    p.add_argument("--idempotency-key", help="default: a new one (a retried request keeps it)")
 
     keys = groups.add_parser("keys", help="list, create and revoke the tenant's API keys")
     k = keys.add_subparsers(dest="command", required=True)

@@ -10,12 +10,14 @@ from typing import Any, TypeVar
 
 import httpx
 
+from scheduler_client import calls
 from scheduler_client import operations as ops
 from scheduler_client.errors import ApiError
 from scheduler_client.generated.models import (
     ApiKey,
     AuditEvent,
     BackfillResult,
+    Group,
     Job,
     KeyCreated,
     Problem,
@@ -50,7 +52,7 @@ class Client:
         transport: httpx.BaseTransport | None = None,
     ):
         retrying = RetryingTransport(retries, transport)
-        self._api = ops.api_client(base_url, api_key, timeout, retrying, _raise_problem)
+        self._api = calls.api_client(base_url, api_key, timeout, retrying, _raise_problem)
 
     def __enter__(self) -> Client:
         return self
@@ -61,14 +63,14 @@ class Client:
     def close(self) -> None:
         self._api.get_httpx_client().close()
 
-    def _send(self, op: ops.Op[T]) -> Response[T | Problem]:
+    def _send(self, op: calls.Op[T]) -> Response[T | Problem]:
         """The endpoint's whole answer (schedctl prints its JSON as it came)."""
         return op.sync(*op.args, client=self._api, **op.kwargs)
 
-    def _do(self, op: ops.Op[T]) -> T:
+    def _do(self, op: calls.Op[T]) -> T:
         return op.result(self._send(op))
 
-    def _each(self, pages: ops.Pages[Any, T]) -> Iterator[T]:
+    def _each(self, pages: calls.Pages[Any, T]) -> Iterator[T]:
         cursor: str | None = None
         while True:
             page = self._do(pages.page(cursor))
@@ -123,13 +125,18 @@ class Client:
         idempotency_key: str | None = None,
         **fields: Any,
     ) -> Run:
-        """A run of `job` (now unless `scheduled_at`); `fields`: priority, callback. Retried with
-        the same Idempotency-Key (a new one when not given), so it makes one run."""
+        """A run of `job` (now unless `scheduled_at`); `fields`: the run's others (priority,
+        callback, depends_on=[run ids], on_parent_failure, pass_results, group={"id": ...}).
+        Retried with the same Idempotency-Key (a new one when not given), so it makes one run."""
         return self._do(ops.submit_run_op(tenant, job, payload, scheduled_at, idempotency_key, fields))
 
-    def submit_batch(self, tenant: str, runs: Iterable[Mapping[str, Any]]) -> list[Run]:
-        """Up to the API's batch limit of runs ({"job": ..., "payload": ..., ...}), all or none."""
-        return self._do(ops.submit_batch_op(tenant, runs)).runs
+    def submit_batch(
+        self, tenant: str, runs: Iterable[Mapping[str, Any]], *, group: Mapping[str, Any] | None = None
+    ) -> list[Run]:
+        """Up to the API's batch limit of runs ({"job": ..., "payload": ..., "ref": ...,
+        "depends_on": [earlier refs or run ids], ...}), all or none; into `group`, a new one
+        ({"name": ..., "on_complete": ...}) or an open one ({"id": ...}): each run's `group_id`."""
+        return self._do(ops.submit_batch_op(tenant, runs, group)).runs
 
     def get_run(self, run_id: uuid.UUID | str) -> Run:
         return self._do(ops.get_run_op(run_id))
@@ -154,6 +161,24 @@ class Client:
 
     def reschedule_run(self, run_id: uuid.UUID | str, due_at: datetime | str) -> Run:
         return self._do(ops.reschedule_run_op(run_id, due_at))
+
+    # Groups and events
+
+    def get_group(self, tenant: str, group_id: uuid.UUID | str) -> Group:
+        """The group's progress: its runs counted by status, when it completed and what that made."""
+        return self._do(ops.get_group_op(tenant, group_id))
+
+    def list_groups(self, tenant: str, *, page_size: int | None = None) -> Iterator[Group]:
+        """Every group of the tenant, newest first, page after page."""
+        return self._each(ops.group_pages(tenant, page_size))
+
+    def publish_event(
+        self, tenant: str, name: str, payload: Any = None, *, idempotency_key: str | None = None
+    ) -> list[Run]:
+        """One run of every job subscribed to the event `name` (its `on_events`), all or none, in
+        job name order (none: no job subscribes), each with `payload` (default: its job's).
+        Retried with the same Idempotency-Key (a new one when not given), so it makes them once."""
+        return self._do(ops.publish_event_op(tenant, name, payload, idempotency_key)).runs
 
     # The audit log
 

@@ -5,17 +5,15 @@ async ones) and unwrap the answer."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import Any, Generic, Protocol, TypeVar, cast
+from typing import Any
 
-import httpx
-
-from scheduler_client.errors import ApiError
-from scheduler_client.generated import AuthenticatedClient
+from scheduler_client.calls import Op, Pages, as_uuid, json_body, new_idempotency_key
 from scheduler_client.generated.api.audit import list_audit_events
+from scheduler_client.generated.api.events import publish_event
 from scheduler_client.generated.api.flow_control import pause_job, resume_job
+from scheduler_client.generated.api.groups import get_group, list_groups
 from scheduler_client.generated.api.jobs import backfill_job, delete_job, get_job, list_jobs, put_job
 from scheduler_client.generated.api.runs import (
     cancel_run,
@@ -33,6 +31,10 @@ from scheduler_client.generated.models import (
     AuditEventList,
     Backfill,
     BackfillResult,
+    EventPublish,
+    EventRuns,
+    Group,
+    GroupList,
     Job,
     JobList,
     JobPut,
@@ -40,7 +42,6 @@ from scheduler_client.generated.models import (
     KeyCreated,
     KeyCreateScopesItem,
     ListAuditEventsActionType0,
-    Problem,
     Run,
     RunBatch,
     RunBatchSubmit,
@@ -52,126 +53,17 @@ from scheduler_client.generated.models import (
     SigningSecretCreated,
     SigningSecretRotation,
 )
-from scheduler_client.generated.types import UNSET, Response
+from scheduler_client.generated.types import UNSET
 
-
-class _Page(Protocol):
-    @property
-    def next_cursor(self) -> str | None: ...
-
-
-T = TypeVar("T")
-P = TypeVar("P", bound=_Page)
-M = TypeVar("M")
-
-USER_AGENT = "scheduler-client (python)"
 # A run in one of these has ended: `wait` returns it.
 ENDED = frozenset({RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED})
-
-
-def api_client(
-    base_url: str, api_key: str, timeout: float, transport: Any, raise_problem: Callable[..., Any]
-) -> AuthenticatedClient:
-    """The generated client that both clients send through: the key, a timeout per attempt, the
-    retrying `transport` beneath, and `raise_problem`, the response hook that turns every answer
-    but a success into ApiError (before the generated code parses it)."""
-    return AuthenticatedClient(
-        base_url=base_url.rstrip("/"),
-        token=api_key,
-        timeout=httpx.Timeout(timeout),
-        headers={"User-Agent": USER_AGENT},
-        httpx_args={"transport": transport, "event_hooks": {"response": [raise_problem]}},
-    )
-
-
-class Op(Generic[T]):
-    """One call of a generated endpoint: its sync and async functions and their arguments."""
-
-    def __init__(
-        self,
-        sync: Callable[..., Response[T | Problem]],
-        asyncio: Callable[..., Awaitable[Response[T | Problem]]],
-        *args: Any,
-        **kwargs: Any,
-    ):
-        self.sync = sync
-        self.asyncio = asyncio
-        self.args = args
-        self.kwargs = kwargs
-
-    def result(self, response: Response[T | Problem]) -> T:
-        """The answer's model. Errors never get here (the clients' response hook raises ApiError
-        for them); a success the contract does not name (a 202, say) does not pass either."""
-        parsed = response.parsed
-        if response.status_code == 204:
-            return cast(T, None)
-        if parsed is None or isinstance(parsed, Problem):
-            raise ApiError(
-                int(response.status_code), "http_error", f"unexpected answer {response.status_code}"
-            )
-        return parsed
-
-
-@dataclass(frozen=True)
-class Pages(Generic[P, T]):
-    """A listing: `page(cursor)` reads the page after `cursor` (None: the first); a page's items
-    are its member `field` ("runs", "jobs"), and its `next_cursor` where the next page starts
-    (None: it was the last)."""
-
-    page: Callable[[str | None], Op[P]]
-    field: str
-
-    def items(self, page: P) -> Sequence[T]:
-        return cast(Sequence[T], getattr(page, self.field))
-
-    @staticmethod
-    def next_cursor(page: P) -> str | None:
-        return page.next_cursor
-
-
-def _plain(value: Any) -> Any:
-    """A value as JSON carries it: a model as its dict, a datetime in ISO 8601, a UUID as text."""
-    if hasattr(value, "to_dict"):
-        return value.to_dict()
-    if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
-    if isinstance(value, datetime):
-        return value.isoformat()
-    if isinstance(value, uuid.UUID):
-        return str(value)
-    return value
-
-
-class _Json(dict[str, Any]):
-    """A request body as the caller gave it, for the generated endpoints, which send
-    `body.to_dict()`. The API is the one validator (its 422 names the field at fault): the
-    generated request models would drop a field they do not know without a word (a typo, or a
-    field newer than this client), and fail on a nested one missing with a misleading name."""
-
-    def to_dict(self) -> dict[str, Any]:
-        return dict(self)
-
-
-def _body(model: type[M], fields: Mapping[str, Any]) -> M:
-    """`fields` as the body the endpoint takes (`model`, for its type)."""
-    return cast(M, _Json(_plain(fields)))
-
-
-def _uuid(value: uuid.UUID | str) -> uuid.UUID:
-    return value if isinstance(value, uuid.UUID) else uuid.UUID(value)
-
-
-def new_idempotency_key() -> str:
-    return str(uuid.uuid4())
 
 
 # ───────────────────────────── jobs ─────────────────────────────
 
 
 def put_job_op(tenant: str, name: str, fields: Mapping[str, Any]) -> Op[Job]:
-    body = _body(JobPut, fields)
+    body = json_body(JobPut, fields)
     return Op(put_job.sync_detailed, put_job.asyncio_detailed, tenant, name, body=body)
 
 
@@ -189,7 +81,7 @@ def pause_job_op(tenant: str, name: str, paused: bool) -> Op[Job]:
 
 
 def backfill_job_op(tenant: str, name: str, start: datetime | str, end: datetime | str) -> Op[BackfillResult]:
-    body = _body(Backfill, {"from": start, "to": end})
+    body = json_body(Backfill, {"from": start, "to": end})
     return Op(backfill_job.sync_detailed, backfill_job.asyncio_detailed, tenant, name, body=body)
 
 
@@ -224,39 +116,45 @@ def submit_run_op(
         values["payload"] = payload
     if scheduled_at is not None:
         values["scheduled_at"] = scheduled_at
-    body = _body(RunSubmit, values)
+    body = json_body(RunSubmit, values)
     key = idempotency_key or new_idempotency_key()
     return Op(submit_run.sync_detailed, submit_run.asyncio_detailed, tenant, body=body, idempotency_key=key)
 
 
-def submit_batch_op(tenant: str, runs: Iterable[Mapping[str, Any]]) -> Op[RunBatch]:
-    """Each run keyed like a single submission, so a batch sent again makes its runs once."""
+def submit_batch_op(
+    tenant: str, runs: Iterable[Mapping[str, Any]], group: Mapping[str, Any] | None = None
+) -> Op[RunBatch]:
+    """Each run keyed like a single submission, so a batch sent again makes its runs once. `group`:
+    the group the runs go into, a new one ({"name": ..., "on_complete": ...}) or an open one ({"id": ...})."""
     items = [{**run, "idempotency_key": run.get("idempotency_key") or new_idempotency_key()} for run in runs]
-    body = _body(RunBatchSubmit, {"runs": items})
+    fields: dict[str, Any] = {"runs": items}
+    if group is not None:
+        fields["group"] = group
+    body = json_body(RunBatchSubmit, fields)
     return Op(submit_run_batch.sync_detailed, submit_run_batch.asyncio_detailed, tenant, body=body)
 
 
 def get_run_op(run_id: uuid.UUID | str) -> Op[Run]:
-    return Op(get_run.sync_detailed, get_run.asyncio_detailed, _uuid(run_id))
+    return Op(get_run.sync_detailed, get_run.asyncio_detailed, as_uuid(run_id))
 
 
 def cancel_run_op(run_id: uuid.UUID | str) -> Op[Run]:
-    return Op(cancel_run.sync_detailed, cancel_run.asyncio_detailed, _uuid(run_id))
+    return Op(cancel_run.sync_detailed, cancel_run.asyncio_detailed, as_uuid(run_id))
 
 
 def retry_run_op(run_id: uuid.UUID | str, max_attempts: int | None) -> Op[Run]:
     body = RunRetry(max_attempts=max_attempts) if max_attempts is not None else UNSET
-    return Op(retry_run.sync_detailed, retry_run.asyncio_detailed, _uuid(run_id), body=body)
+    return Op(retry_run.sync_detailed, retry_run.asyncio_detailed, as_uuid(run_id), body=body)
 
 
 def reschedule_run_op(run_id: uuid.UUID | str, due_at: datetime | str) -> Op[Run]:
-    body = _body(RunReschedule, {"due_at": due_at})
-    return Op(reschedule_run.sync_detailed, reschedule_run.asyncio_detailed, _uuid(run_id), body=body)
+    body = json_body(RunReschedule, {"due_at": due_at})
+    return Op(reschedule_run.sync_detailed, reschedule_run.asyncio_detailed, as_uuid(run_id), body=body)
 
 
 def run_pages(tenant: str, filters: Mapping[str, Any]) -> Pages[RunList, Run]:
-    """`filters`: list_runs' query parameters (status, job, scheduled_after, scheduled_before) and
-    `limit`, the page size."""
+    """`filters`: list_runs' query parameters (status, job, scheduled_after, scheduled_before, tag,
+    group) and `limit`, the page size."""
 
     def page(cursor: str | None) -> Op[RunList]:
         return Op(
@@ -268,6 +166,41 @@ def run_pages(tenant: str, filters: Mapping[str, Any]) -> Pages[RunList, Run]:
         )
 
     return Pages(page, "runs")
+
+
+# ───────────────────────────── groups and events ─────────────────────────────
+
+
+def get_group_op(tenant: str, group_id: uuid.UUID | str) -> Op[Group]:
+    return Op(get_group.sync_detailed, get_group.asyncio_detailed, tenant, as_uuid(group_id))
+
+
+def group_pages(tenant: str, page_size: int | None) -> Pages[GroupList, Group]:
+    def page(cursor: str | None) -> Op[GroupList]:
+        return Op(
+            list_groups.sync_detailed,
+            list_groups.asyncio_detailed,
+            tenant,
+            limit=page_size if page_size is not None else UNSET,
+            cursor=cursor if cursor is not None else UNSET,
+        )
+
+    return Pages(page, "groups")
+
+
+def publish_event_op(tenant: str, name: str, payload: Any, idempotency_key: str | None) -> Op[EventRuns]:
+    """A run of every job subscribed to the event. Keyed like a submission (a new key when the
+    caller gave none): sent again after a lost answer, it is answered with the runs it made."""
+    body = json_body(EventPublish, {"payload": payload} if payload is not None else {})
+    key = idempotency_key or new_idempotency_key()
+    return Op(
+        publish_event.sync_detailed,
+        publish_event.asyncio_detailed,
+        tenant,
+        name,
+        body=body,
+        idempotency_key=key,
+    )
 
 
 # ───────────────────────────── keys and secrets ─────────────────────────────
@@ -285,7 +218,7 @@ def create_key_op(tenant: str, scopes: Sequence[str] | None = None) -> Op[KeyCre
 
 
 def revoke_key_op(tenant: str, key_id: uuid.UUID | str) -> Op[Any]:
-    return Op(revoke_key.sync_detailed, revoke_key.asyncio_detailed, tenant, _uuid(key_id))
+    return Op(revoke_key.sync_detailed, revoke_key.asyncio_detailed, tenant, as_uuid(key_id))
 
 
 def rotate_signing_secret_op(tenant: str, overlap_seconds: int | None) -> Op[SigningSecretCreated]:

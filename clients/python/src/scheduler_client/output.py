@@ -11,6 +11,7 @@ COLUMNS = {
     "runs": ["id", "job", "status", "attempt", "scheduled_at", "finished_at"],
     "jobs": ["name", "schedule", "paused", "next_fire_at"],
     "keys": ["key_id", "created_at", "revoked_at"],
+    "groups": ["id", "name", "total", "pending", "completed_at", "fired_at"],
 }
 MAX_CELL = 60
 
