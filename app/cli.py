@@ -13,9 +13,8 @@ from importlib.metadata import entry_points
 
 from app import aio
 from app.config import Settings, get_settings
-from app.db.migrations import alembic_config, migrate
 
-__all__ = ["alembic_config", "main", "migrate"]
+__all__ = ["main"]
 
 log = logging.getLogger("scheduler")
 
@@ -109,6 +108,8 @@ def cmd_role(settings: Settings, role: str) -> None:
 
 
 def cmd_migrate(settings: Settings, _: argparse.Namespace) -> None:
+    from app.db.migrations import migrate  # alembic: a second of imports no other command needs
+
     _require(settings, "database_url")
     assert settings.database_url
     migrate(settings.database_url)

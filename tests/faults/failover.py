@@ -39,9 +39,9 @@ from pathlib import Path
 import asyncpg
 import httpx
 
-from app.cli import migrate
 from app.config import Settings
 from app.db.errors import DB_ERRORS
+from app.db.migrations import migrate
 from stack.patroni import PatroniCluster
 from stack.settings import isolated_settings
 from tests.faults import victim

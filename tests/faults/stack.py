@@ -20,9 +20,9 @@ import asyncpg
 import httpx
 from nats.aio.client import Client as NATS
 
-from app.cli import migrate
 from app.config import Settings
 from app.db.errors import DB_ERRORS
+from app.db.migrations import migrate
 from app.dev import EmbeddedNats, EmbeddedPostgres
 from stack.databases import with_database
 from tests.faults.hostile import HEAD_TIMEOUT
