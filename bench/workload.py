@@ -1,6 +1,6 @@
 """Workloads written straight into Postgres (tenants, noop jobs, backlogs, history), and the read-backs
 the scenarios judge by. The statements are named blocks with named binds, compiled once by the app's
-own loader (app.db.queries.parse), like app/db/sql/queries.sql; they are the bench's, not the app's."""
+own loader (app.db.queries.parse), like app/db/*.sql; they are the bench's, not the app's."""
 
 from __future__ import annotations
 

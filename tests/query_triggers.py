@@ -1,4 +1,4 @@
-"""Which triggers of job_runs each statement of queries.sql fires, read from the SQL text alone.
+"""Which triggers of job_runs each named statement (app/db/*.sql) fires, read from the SQL text alone.
 
 A statement's own writes to job_runs (INSERT, UPDATE, DELETE, TRUNCATE, in any CTE) fire the
 triggers of their event, as app/db/schema/ defines them; an UPDATE fires a trigger `OF columns` only
@@ -7,7 +7,8 @@ if it sets one of them, and a row trigger whose WHEN requires a column to change
 when it may fire: its WHEN decides row by row. What a trigger's own statements fire in turn is the
 trigger's business (app/db/schema/), not the statement's.
 
-Run as `python -m tests.query_triggers` to rewrite every block's `-- fires:` line from the schema."""
+Run as `python -m tests.query_triggers` to rewrite every block's `-- fires:` line, in every file, from
+the schema."""
 
 from __future__ import annotations
 
@@ -17,9 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from app.db.catalog import normalise_sql
+from app.db.queries import SQL_FILES
 
 ROOT = Path(__file__).resolve().parent.parent
-QUERIES = ROOT / "app" / "db" / "sql" / "queries.sql"
 SCHEMA = ROOT / "app" / "db" / "schema"
 TABLE = "job_runs"
 
@@ -193,7 +194,8 @@ def declared_fires(block: str) -> set[str] | None:
 
 
 def rewrite(source: str, triggers: dict[str, Trigger]) -> str:
-    """queries.sql with each block's `-- fires:` line (right under its name) made what it fires."""
+    """A file of named blocks with each block's `-- fires:` line (right under its name) made what it
+    fires."""
     parts = _BLOCK.split(source)
     out = [parts[0]]
     for name, body in zip(parts[1::2], parts[2::2], strict=True):
@@ -205,6 +207,9 @@ def rewrite(source: str, triggers: dict[str, Trigger]) -> str:
 
 
 if __name__ == "__main__":
-    text = QUERIES.read_text()
-    QUERIES.write_text(rewrite(text, schema_triggers()))
+    triggers = schema_triggers()
+    for path in SQL_FILES:
+        text = path.read_text()
+        if (rewritten := rewrite(text, triggers)) != text:
+            path.write_text(rewritten)
     sys.exit(0)

@@ -1,5 +1,5 @@
 """Paused scopes found without a scan: the flow keeper asks "what is paused?" every pass
-(paused_scopes in queries.sql), and on the default path the answer is nothing. Partial indexes hold
+(paused_scopes in app/db/flow.sql), and on the default path the answer is nothing. Partial indexes hold
 only the paused rows, so the question costs one empty index read however many jobs and tenants
 there are.
 

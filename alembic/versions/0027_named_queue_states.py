@@ -1,6 +1,6 @@
 """The states of a run_queue row get names in SQL: scheduler_queue_pending() (0: pending and not
 held, what the claim reads), scheduler_queue_dispatched() (1), scheduler_queue_running() (2) and
-scheduler_queue_held() (3), used by queries.sql and the schema's functions instead of bare numbers.
+scheduler_queue_held() (3), used by app/db/*.sql and the schema's functions instead of bare numbers.
 
 Each is an immutable SQL function of no argument, so the planner folds it to its constant while it
 plans: `state = scheduler_queue_pending()` is `state = 0` to it, and the partial indexes of run_queue

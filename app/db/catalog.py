@@ -13,18 +13,17 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 
 import asyncpg
 
-from app.db.queries import parse
+from app.db.queries import QUERIES_BY_FILE
 
 SCHEMA_DIR = Path(__file__).resolve().parent / "schema"
 IGNORED_TABLES = ("alembic_version",)
 
 # Each block yields (kind, name, definition) rows; a name is unique within its kind.
-_QUERIES = parse(resources.files("app.db").joinpath("catalog.sql").read_text())
+_QUERIES = QUERIES_BY_FILE["catalog"]
 
 # A dollar-quoted string, a quoted literal or identifier, or a comment: the tokens a body's
 # normalisation must not look inside (a "--" in a string is no comment).

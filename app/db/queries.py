@@ -1,14 +1,26 @@
-"""Loads sql/queries.sql once and runs its named blocks.
+"""Loads the named SQL blocks of app/db/*.sql once and runs them by name.
+
+Each repository module's statements are in the .sql file beside it (app/db/runs.py's in
+app/db/runs.sql), as named blocks: `-- name: <stem>`, a comment saying why, then the SQL; nothing
+else builds SQL. A name is unique across the files, so a statement is run by its name alone, and a
+module runs only the blocks of its own file (tests/unit/test_query_files.py). The tables, functions
+and triggers they run against are app/db/schema/.
 
 Blocks are written with named binds (`:tenant_id`); SQLAlchemy's compiler turns each into asyncpg's
 positional `$n` form at import, so a call passes keywords and the hot path does no string work.
+
+A statement that writes job_runs names, under its name, the triggers its writes may fire
+(`-- fires: ...`, from app/db/schema/: the run_queue triggers keep the queue, job_runs_flow_control
+can rewrite due_at and held behind the statement, job_runs_record_callback writes the outbox,
+job_runs_failure_streak may pause the job). tests/unit/test_query_fires.py checks each line;
+`python -m tests.query_triggers` rewrites them all from the schema.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from importlib import resources
+from pathlib import Path
 from typing import Any, TypeAlias
 
 import asyncpg
@@ -45,7 +57,23 @@ def parse(source: str) -> dict[str, Query]:
     return queries
 
 
-QUERIES = parse(resources.files("app.db").joinpath("sql/queries.sql").read_text())
+def merge(by_file: dict[str, dict[str, Query]]) -> dict[str, Query]:
+    """Every file's blocks by name; a name in two files is an error."""
+    queries: dict[str, Query] = {}
+    file_of: dict[str, str] = {}
+    for file, blocks in by_file.items():
+        for name, query in blocks.items():
+            if name in queries:
+                raise ValueError(f"duplicate query name {name} in {file_of[name]} and {file}")
+            queries[name] = query
+            file_of[name] = file
+    return queries
+
+
+SQL_FILES = tuple(sorted(Path(__file__).resolve().parent.glob("*.sql")))
+# The blocks of each file, by its stem: QUERIES_BY_FILE["runs"] is app/db/runs.sql's.
+QUERIES_BY_FILE = {path.stem: parse(path.read_text()) for path in SQL_FILES}
+QUERIES = merge({f"{stem}.sql": blocks for stem, blocks in QUERIES_BY_FILE.items()})
 
 # A pooled connection proxies a Connection; both run statements the same way.
 Conn: TypeAlias = asyncpg.Connection

@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 import asyncpg
 import orjson
 
+from app.db import groups
 from app.db import queries as q
 from app.db.run_ids import bounds_of, scheduled_bounds
 from app.db.wakeups import DUE_CHANNEL
@@ -166,15 +167,8 @@ async def list_runs(
     """`tags`: only runs carrying every one (read through run_tags, list_tagged_runs); `group`: only
     the group's (read through its index, list_group_runs)."""
     if group is not None:
-        return await q.fetch(
-            conn,
-            "list_group_runs",
-            tenant_id=tenant_id,
-            group_id=group,
-            status=status,
-            job=job,
-            tags=tags,
-            **_page(scheduled, cursor, limit),
+        return await groups.list_group_runs(
+            conn, tenant_id, group, status=status, job=job, tags=tags, **_page(scheduled, cursor, limit)
         )
     return await q.fetch(
         conn,

@@ -1,5 +1,5 @@
 """Which claim an engine makes for its next batch: the hot index's hinted claim while the index
-serves, else the scan of the due runs (app/db/sql: claim_due_runs), within a band of priorities.
+serves, else the scan of the due runs (app/db/transitions.sql: claim_due_runs), within a band of priorities.
 
 This is the one place the claim meets the Redis hot index (app/bus/hot_index.py, off by default),
 through `Hints`; the index learns of pending runs from the domain event (app/events.py).

@@ -8,7 +8,7 @@ the partial index run_queue_expiring (migration 0019), which holds only the runs
 still to meet, so a pass costs one index probe when nothing is due to expire, however many runs are
 waiting. Every SCHEDULER_EXPIRE_INTERVAL_SECONDS (1 s): a run is seen expired at most about that
 long after its deadline (plus the jitter of its interval, ±20 %). Any number of engines sweep at once:
-the runs are taken with SKIP LOCKED (app/db/sql/queries.sql: expire_runs), so they split the work.
+the runs are taken with SKIP LOCKED (app/db/transitions.sql: expire_runs), so they split the work.
 """
 
 from __future__ import annotations

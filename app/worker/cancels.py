@@ -1,7 +1,7 @@
 """Stopping the attempts whose run was cancelled while this worker executes them.
 
 The cancel itself is Postgres's: its statement ended the run and closed the attempt as `cancelled`
-(cancel_run in app/db/sql/queries.sql). What is left here is to stop executing it: the task is
+(cancel_run in app/db/runs.sql). What is left here is to stop executing it: the task is
 cancelled, so a webhook's request is aborted (its connection closed) and a python handler sees
 asyncio.CancelledError where it awaits (and may clean up). The worker learns of a cancel two ways:
 - the cancel's notice over core NATS (app/bus/cancels.py), as soon as it is committed;

@@ -1,21 +1,25 @@
-"""Every statement of queries.sql that writes job_runs names the triggers it fires (`-- fires:`), and
-only those: read from the statement's SQL and app/db/schema/'s triggers (tests/query_triggers.py)."""
+"""Every named statement (app/db/*.sql) that writes job_runs names the triggers it fires
+(`-- fires:`), and only those: read from the statement's SQL and app/db/schema/'s triggers
+(tests/query_triggers.py)."""
 
 from __future__ import annotations
 
 import re
 
-from tests.query_triggers import QUERIES, SCHEMA, blocks, declared_fires, expected_fires, schema_triggers
+from app.db.queries import SQL_FILES
+from tests.query_triggers import SCHEMA, blocks, declared_fires, expected_fires, schema_triggers
 
 
 def test_every_write_to_job_runs_names_the_triggers_it_fires() -> None:
     triggers = schema_triggers()
     wrong = []
-    for name, block in blocks(QUERIES.read_text()).items():
-        expected = expected_fires(block, triggers) or None
-        if declared_fires(block) != expected:
-            line = f"-- fires: {', '.join(sorted(expected))}" if expected else "no -- fires: line"
-            wrong.append(f"{name}: wants {line} (declared {sorted(declared_fires(block) or [])})")
+    for path in SQL_FILES:
+        for name, block in blocks(path.read_text()).items():
+            expected = expected_fires(block, triggers) or None
+            if declared_fires(block) != expected:
+                line = f"-- fires: {', '.join(sorted(expected))}" if expected else "no -- fires: line"
+                declared = sorted(declared_fires(block) or [])
+                wrong.append(f"{path.name} {name}: wants {line} (declared {declared})")
     assert not wrong, "run `python -m tests.query_triggers` to rewrite them:\n" + "\n".join(wrong)
 
 

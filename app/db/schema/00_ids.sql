@@ -1,4 +1,4 @@
--- The database's current shape, the contract every statement in app/db/sql/ is written against.
+-- The database's current shape, the contract every statement in app/db/*.sql is written against.
 --
 -- The files of this directory run in name order into an empty database and make exactly what the
 -- migrations (alembic/versions/) make at head: tests/integration/test_schema_contract.py compares
