@@ -9,7 +9,7 @@ from uuid import UUID
 
 import asyncpg
 
-from app import events
+from app import pending
 from app.db import dedupe as dedupe_repo
 from app.db import runs as run_repo
 from app.domain import MAX_TAGS, RunRecord, run_record
@@ -65,7 +65,7 @@ async def submit(
     audit: audit_log.AuditContext | None = None,
 ) -> list[Submitted]:
     """Runs the requests in one transaction; once committed, the runs made pending are published
-    (app.events). `traceparent`: the caller's. The runs created go into
+    (app.pending). `traceparent`: the caller's. The runs created go into
     `group` (app.services.groups), in the same transaction. `audit`: a dashboard trigger's."""
     notify = wakeups.due(r.scheduled_at for r in requests) if wakeups is not None else True
     traceparent = submitter_traceparent(traceparent)
@@ -89,7 +89,7 @@ async def submit(
                     audit,
                 )
             ticket.committed(sum(s.created for s in submitted))
-            await events.runs_pending(
+            await pending.runs_pending(
                 [s.run for s in submitted if s.created or s.deduplicated_by == "debounce"]
             )
             for rule in ("unique", "debounce"):
