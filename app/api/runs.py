@@ -40,8 +40,8 @@ from app.services import runs as run_service
 from app.services.callbacks import validate_callback
 from app.services.dependencies import Dependencies
 from app.services.groups import GroupPlan
-from app.services.run_requests import RunRequest
-from app.services.submission import Submitted, submit
+from app.services.run_requests import RunRequest, Submitted
+from app.services.submission import submit
 from app.services.validation import Moment, check_metadata, check_payload, check_schedule_window
 
 router = APIRouter(tags=["runs"])

@@ -10,6 +10,7 @@ from typing import Any
 
 import orjson
 
+from app.domain import RunRecord
 from app.errors import InvalidInput
 from app.services.dependencies import NO_DEPENDENCIES, Dependencies
 
@@ -48,6 +49,15 @@ class RunRequest:
             **self.dependencies.hashed(),
         }
         return hashlib.sha256(orjson.dumps(body, option=orjson.OPT_SORT_KEYS)).hexdigest()
+
+
+@dataclass(frozen=True)
+class Submitted:
+    """The run a request is answered with."""
+
+    run: RunRecord
+    created: bool  # False: answered with a run that exists (a replay, a unique or debounced key's)
+    deduplicated_by: str | None = None  # "unique" | "debounce": the job's rule answered it
 
 
 def first_uses(requests: list[RunRequest], hashes: list[str]) -> dict[str, int]:
