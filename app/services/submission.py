@@ -52,8 +52,10 @@ class Submitter:
         self.wakeups = wakeups
 
     async def submit(self, submission: Submission, *, executor: Executor | None = None) -> Answer:
-        """A batch's checks walk every payload (a second for 16 MiB of small values): they run in a
-        thread, not on the event loop, which the engine shares; on `executor` if one is given."""
+        """Each run asked for answered in order, and the group they went into. A refusal is the
+        InvalidInput (PayloadTooLarge for a payload over its bound) naming the field at fault, with
+        nothing written. A batch's checks walk every payload (a second for 16 MiB of small values):
+        they run in a thread, not on the event loop, which the engine shares; `executor`'s if given."""
         check = functools.partial(checked, submission, self.settings)
         if not submission.batch:
             runs = check()
