@@ -17,7 +17,7 @@ _HEAD = """\
 
 Every process reads environment variables with the prefix `SCHEDULER_` (`SCHEDULER_DATABASE_URL`, …);
 `scheduler COMMAND --help` says which ones a command reads. This page is written from the code
-(`app/config.py`; regenerate with `python -m app.config_doc`), so it lists every one.
+(`app/config/`; regenerate with `python -m app.config_doc`), so it lists every one.
 
 Tracing export is opt-in with the standard `OTEL_EXPORTER_OTLP_ENDPOINT`, over
 `OTEL_EXPORTER_OTLP_PROTOCOL` `grpc` (default) or `http/protobuf`; W3C trace context is always

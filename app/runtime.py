@@ -19,7 +19,7 @@ from typing import TypeVar
 import asyncpg
 from nats.aio.client import Client as NATS
 
-from app import events
+from app import pending
 from app.bus.hot_index import HotIndex
 from app.bus.jetstream import close as close_nats
 from app.bus.jetstream import connect as connect_nats
@@ -99,10 +99,10 @@ class Runtime:
         self.session_state = session_state
         self.pool: asyncpg.Pool | None = None
         self.nc: NATS | None = None
-        # When on, the hot index hears of every run this process makes pending (app.events), and
+        # When on, the hot index hears of every run this process makes pending (app.pending), and
         # the engine's claim reads it (app.engine.claims).
         self.hot_index = hot_index_of(settings) if hot_index else None
-        self._unsubscribe = events.subscribe(self.hot_index.add) if self.hot_index is not None else None
+        self._unsubscribe = pending.subscribe(self.hot_index.add) if self.hot_index is not None else None
         self.more_pools: list[asyncpg.Pool] = []
 
     async def connect(self, stop: asyncio.Event) -> bool:

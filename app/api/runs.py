@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
-import functools
 from typing import Annotated, Any
 from uuid import UUID
 
 from fastapi import APIRouter, Body, Header, Path, Query, Request, Response
 
 from app.api.cursors import decode_cursor, encode_cursor
-from app.api.deps import AuditDep, PrincipalDep, State, StateDep
+from app.api.deps import AuditDep, PrincipalDep, StateDep
 from app.api.large_bodies import PARSER, LargeBodiesOffTheLoop, is_large
 from app.api.schemas.common import (
     JOB_NAME_PATTERN,
@@ -20,7 +18,6 @@ from app.api.schemas.common import (
     error_responses,
     json_response,
 )
-from app.api.schemas.groups import GroupRef, GroupSpec
 from app.api.schemas.runs import (
     IdempotencyKey,
     Run,
@@ -32,17 +29,12 @@ from app.api.schemas.runs import (
     RunStatusName,
     RunSubmit,
 )
-from app.config import Settings
 from app.domain import MAX_TAGS, RunStatus
 from app.errors import InvalidInput
-from app.services import groups as group_service
 from app.services import runs as run_service
-from app.services.callbacks import validate_callback
 from app.services.dependencies import Dependencies
-from app.services.groups import GroupPlan
-from app.services.run_requests import RunRequest
-from app.services.submission import Submitted, submit
-from app.services.validation import Moment, check_metadata, check_payload, check_schedule_window
+from app.services.run_requests import RunRequest, Submission
+from app.services.validation import Moment
 
 router = APIRouter(tags=["runs"])
 submissions = APIRouter(route_class=LargeBodiesOffTheLoop)  # tagged "runs" by `router`
@@ -51,88 +43,21 @@ ERRORS = error_responses(401, 403, 404, 409, 413, 422, 429)
 TenantIdPath = Annotated[str, Path(pattern=TENANT_ID_PATTERN)]
 
 
-def _check(settings: Settings, body: RunSubmit, field: str, header_key: str | None = None) -> str | None:
-    """A run's input checks but its callback's (which may resolve its host); its idempotency key."""
-    if body.payload is not None:
-        check_payload(
-            body.payload,
-            settings.max_payload_bytes,
-            max_depth=settings.max_payload_depth,
-            field=f"{field}payload",
-        )
-    if body.metadata is not None:
-        check_metadata(body.metadata, max_depth=settings.max_payload_depth, field=f"{field}metadata")
-    if body.scheduled_at is not None:
-        check_schedule_window(
-            body.scheduled_at,
-            ahead_days=settings.max_schedule_ahead_days,
-            behind_days=settings.max_schedule_behind_days,
-            field=f"{field}scheduled_at",
-        )
-    if field and body.group is not None:
-        raise InvalidInput("a batch names its group beside its runs, not in one", field=f"{field}group")
-    key = body.idempotency_key
-    if header_key is not None and key is not None and key != header_key:
-        raise InvalidInput("Idempotency-Key header and body idempotency_key differ", field="idempotency_key")
-    return key if header_key is None else header_key
-
-
-def _check_all(settings: Settings, runs: list[RunSubmit]) -> None:
-    for i, run in enumerate(runs):
-        _check(settings, run, f"runs[{i}].")
-
-
-async def _request(
-    state: State, body: RunSubmit, field: str, header_key: str | None = None, *, checked: bool = False
-) -> RunRequest:
-    """The run's request, its input checked (`checked`: all but its callback already were)."""
-    key = body.idempotency_key if checked else _check(state.settings, body, field, header_key)
-    callback = None
-    if body.callback is not None:
-        callback = await validate_callback(
-            body.callback.model_dump(),
-            field=f"{field}callback",
-            allow_private=state.settings.allow_private_targets,
-        )
+def _run(body: RunSubmit) -> RunRequest:
+    """The run as sent; the Submitter checks it."""
     return RunRequest(
         body.job,
         body.scheduled_at,
         body.payload,
-        key,
-        field,
-        body.priority,
-        callback,
-        body.expires_at,
-        body.tags,
-        body.metadata,
-        Dependencies(body.ref, tuple(body.depends_on or ()), body.on_parent_failure, body.pass_results),
-    )
-
-
-async def _group(state: State, tenant_id: str, spec: GroupSpec | GroupRef | None) -> GroupPlan | None:
-    if spec is None:
-        return None
-    s = state.settings
-    return await group_service.plan(
-        state.pool,
-        tenant_id,
-        spec.model_dump(),
-        group_service.Limits(s.allow_private_targets, s.max_payload_bytes, s.max_payload_depth),
-        may_create=isinstance(spec, GroupSpec),
-    )
-
-
-async def _submit(
-    state: State, request: Request, tenant_id: str, requests: list[RunRequest], group: GroupPlan | None = None
-) -> list[Submitted]:
-    return await submit(
-        state.pool,
-        state.admission,
-        tenant_id,
-        requests,
-        request.headers.get("traceparent"),
-        state.wakeups,
-        group,
+        body.idempotency_key,
+        priority=body.priority,
+        callback=None if body.callback is None else body.callback.model_dump(),
+        expires_at=body.expires_at,
+        tags=body.tags,
+        metadata=body.metadata,
+        dependencies=Dependencies(
+            body.ref, tuple(body.depends_on or ()), body.on_parent_failure, body.pass_results
+        ),
     )
 
 
@@ -155,8 +80,14 @@ async def submit_run(
     duplicate of a `unique` job's run, or a submission folded into a `debounce` job's pending run,
     answers 200 with that run."""
     principal.require_tenant(tenant_id)
-    run = await _request(state, body, "", idempotency_key)
-    [result] = await _submit(state, request, tenant_id, [run], await _group(state, tenant_id, body.group))
+    submission = Submission(
+        tenant_id,
+        [_run(body)],
+        group=None if body.group is None else body.group.model_dump(),
+        idempotency_key=idempotency_key,
+        traceparent=request.headers.get("traceparent"),
+    )
+    [result] = (await state.submitter.submit(submission)).runs
     return json_response(result.run, 201 if result.created else 200)
 
 
@@ -173,25 +104,27 @@ async def submit_batch(
     """Submit up to SCHEDULER_MAX_BATCH runs, validated all-or-nothing: one bad item writes nothing.
     `created` says which items made a new run and which were answered with one that exists."""
     principal.require_tenant(tenant_id)
-    if len(body.runs) > state.settings.max_batch:
-        raise InvalidInput(f"at most {state.settings.max_batch} runs per batch", field="runs")
-    # The checks walk every payload (a second for 16 MiB of small values): in a thread, not on the
-    # event loop, which the engine shares.
-    settings = state.settings
-    checks = functools.partial(_check_all, settings, body.runs)
-    if is_large(request):
-        await asyncio.get_running_loop().run_in_executor(PARSER, checks)
-    else:
-        await asyncio.to_thread(checks)
-    requests = [await _request(state, r, f"runs[{i}].", checked=True) for i, r in enumerate(body.runs)]
-    group = await _group(state, tenant_id, body.group)
-    submitted = await _submit(state, request, tenant_id, requests, group)
-    answer: dict[str, Any] = {"runs": [s.run for s in submitted], "created": [s.created for s in submitted]}
-    if group is not None:
-        # A replay that created nothing made no group: it is answered with the one its runs joined.
-        joined = [s.run["group_id"] for s in submitted if s.deduplicated_by is None and s.run["group_id"]]
-        answer["group_id"] = group.id if any(s.created for s in submitted) else next(iter(joined), None)
-    return json_response(answer, 201)
+    for i, run in enumerate(body.runs):  # an item's schema is a single run's, which may name a group
+        if run.group is not None:
+            raise InvalidInput(
+                "a batch names its group beside its runs, not in one", field=f"runs[{i}].group"
+            )
+    submission = Submission(
+        tenant_id,
+        [_run(run) for run in body.runs],
+        batch=True,
+        group=None if body.group is None else body.group.model_dump(),
+        traceparent=request.headers.get("traceparent"),
+    )
+    # A large body's checks run on its parser's thread (app.api.large_bodies).
+    answer = await state.submitter.submit(submission, executor=PARSER if is_large(request) else None)
+    body_out: dict[str, Any] = {
+        "runs": [s.run for s in answer.runs],
+        "created": [s.created for s in answer.runs],
+    }
+    if body.group is not None:
+        body_out["group_id"] = answer.group_id
+    return json_response(body_out, 201)
 
 
 @router.get("/runs/{run_id}", response_model=Run, responses=ERRORS)

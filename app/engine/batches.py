@@ -19,7 +19,7 @@ from collections.abc import Sequence
 import asyncpg
 from nats.aio.client import Client as NATS
 
-from app import events
+from app import pending
 from app.background import sleep_or_stop
 from app.bus.publisher import Publisher, Sent
 from app.config import Settings
@@ -122,7 +122,7 @@ class Batches:
             async with self.pool.acquire() as conn:
                 released = await transitions.release_unpublished_runs(conn, Fence(failed))
             log.warning("publish failed for %d runs; released %d to pending", len(failed), len(released))
-            await events.runs_pending(released)
+            await pending.runs_pending(released)
         except DB_ERRORS as exc:
             log.warning(
                 "releasing %d unpublished runs failed (%s); the reaper rescues them", len(failed), exc

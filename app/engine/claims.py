@@ -2,7 +2,7 @@
 serves, else the scan of the due runs (app/db/transitions.sql: claim_due_runs), within a band of priorities.
 
 This is the one place the claim meets the Redis hot index (app/bus/hot_index.py, off by default),
-through `Hints`; the index learns of pending runs from the domain event (app/events.py).
+through `Hints`; the index learns of pending runs from the domain event (app/pending.py).
 
 The scan is the truth; the index only saves it work. With the index on, the scan still runs once a
 second: runs whose hint was lost (Redis down or wiped when they were submitted) would otherwise wait

@@ -14,7 +14,7 @@ from datetime import timedelta
 
 import asyncpg
 
-from app import events
+from app import pending
 from app.background import Periodic
 from app.config import Settings
 from app.db import cron as cron_repo
@@ -100,7 +100,7 @@ class CronMaterializer(Periodic):
                 due_now = [r["scheduled_at"] for r in inserted if r["scheduled_at"] <= now]
                 if due_now:
                     await wakeups.notify_runs_due(conn, min(due_now))
-        await events.runs_pending(hints)
+        await pending.runs_pending(hints)
         if inserted_total:
             metrics.cron_runs_materialized_total.inc(inserted_total)
         return inserted_total

@@ -24,7 +24,7 @@ import time
 
 import asyncpg
 
-from app import events
+from app import pending
 from app.background import Periodic
 from app.config import Settings
 from app.db import flow as flow_repo
@@ -79,7 +79,7 @@ class FlowKeeper(Periodic):
             if granted:
                 await wakeups.notify_runs_due(conn, min(r["scheduled_at"] for r in granted))
         metrics.runs_reheld_total.inc(reheld)
-        await events.runs_pending(granted)
+        await pending.runs_pending(granted)
         if time.monotonic() - self._swept_at >= SWEEP_EVERY_SECONDS:
             await self.sweep()
         return len(granted)

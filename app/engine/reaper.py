@@ -27,7 +27,7 @@ from datetime import UTC, datetime, timedelta
 import asyncpg
 from nats.aio.client import Client as NATS
 
-from app import events
+from app import pending
 from app.background import Periodic
 from app.config import Settings
 from app.db import flow as flow_repo
@@ -64,7 +64,7 @@ class Reaper(Periodic):
                 rows = await transitions.reap_dispatched_runs(conn, BATCH, claimed_before)
                 metrics.runs_reaped_total.labels(RunStatus.DISPATCHED, RunStatus.PENDING).inc(len(rows))
                 rescued += len(rows)
-                await events.runs_pending(rows)
+                await pending.runs_pending(rows)
                 if len(rows) < BATCH:
                     break
             while True:
@@ -72,7 +72,7 @@ class Reaper(Periodic):
                 for row in rows:
                     metrics.runs_reaped_total.labels(RunStatus.RUNNING, row["status"]).inc()
                 rescued += len(rows)
-                await events.runs_pending([r for r in rows if r["status"] == RunStatus.PENDING])
+                await pending.runs_pending([r for r in rows if r["status"] == RunStatus.PENDING])
                 if len(rows) < BATCH:
                     break
             oldest_age, due_runs = await transitions.due_backlog(conn, DUE_BACKLOG_LIMIT)

@@ -9,7 +9,7 @@ from datetime import datetime, timedelta
 
 import asyncpg
 
-from app import events
+from app import pending
 from app.db import cron as cron_repo
 from app.db import runs as run_repo
 from app.db import wakeups
@@ -86,5 +86,5 @@ async def backfill(
             await wakeups.notify_runs_due(conn, min(due))
         counts = {"runs": len(made), "existing": len(rows) - len(made)}
         await audit_log.record(conn, audit, tenant_id, "job.backfilled", f"job:{name}", {**asked, **counts})
-    await events.runs_pending(claimable)
+    await pending.runs_pending(claimable)
     return Backfilled([run_record(r) for r in runs], len(rows) - len(made))

@@ -14,8 +14,8 @@ import asyncpg
 
 from app.db import groups as group_repo
 from app.services.admission import AdmissionControl
-from app.services.run_requests import RunRequest
-from app.services.submission import Submitted, submit
+from app.services.run_requests import RunRequest, Submitted
+from app.services.submission import submit
 from app.services.wakeups import WakeUps
 
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}")  # as a job's name

@@ -14,7 +14,7 @@ from datetime import datetime
 
 import asyncpg
 
-from app import events
+from app import pending
 from app.db import cron as cron_repo
 from app.db import flow as flow_repo
 from app.db import jobs as job_repo
@@ -66,7 +66,7 @@ async def set_job_paused(
             action = "job.paused" if paused else "job.resumed"
             await audit_log.record(conn, audit, tenant_id, action, f"job:{name}", {"released": len(released)})
         row = await job_repo.get_job(conn, tenant_id, name)
-    await events.runs_pending(released)
+    await pending.runs_pending(released)
     assert row is not None
     return job_record(row)
 
@@ -80,7 +80,7 @@ async def set_tenant_paused(pool: asyncpg.Pool, tenant_id: str, paused: bool, *,
         await audit_log.record(
             conn, audit, tenant_id, action, f"tenant:{tenant_id}", {"released": len(released)}
         )
-    await events.runs_pending(released)
+    await pending.runs_pending(released)
 
 
 @dataclass(frozen=True)

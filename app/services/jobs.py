@@ -7,7 +7,7 @@ from typing import Any
 
 import asyncpg
 
-from app import events
+from app import pending
 from app.db import flow as flow_repo
 from app.db import jobs as job_repo
 from app.db import tenants as tenant_repo
@@ -89,7 +89,7 @@ async def put_job(
         await audit_log.record(
             conn, audit, tenant_id, "job.put", f"job:{name}", {"created": bool(row["inserted"])}
         )
-    await events.runs_pending(released)
+    await pending.runs_pending(released)
     return job_record(row), bool(row["inserted"])
 
 

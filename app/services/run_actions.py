@@ -26,7 +26,7 @@ from uuid import UUID
 
 import asyncpg
 
-from app import events
+from app import pending
 from app.db import runs as run_repo
 from app.db.run_ids import bounds_of, possible
 from app.db.runs import TimeRange
@@ -244,5 +244,5 @@ async def _retry(
             await event.changed(conn, len(rows), matched)
     metrics.runs_retried_total.labels("bulk").inc(len(rows))
     metrics.bulk_run_changes_total.labels("retry").inc(len(rows))
-    await events.runs_pending(rows)
+    await pending.runs_pending(rows)
     return len(rows)

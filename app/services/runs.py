@@ -12,7 +12,7 @@ from uuid import UUID
 
 import asyncpg
 
-from app import events
+from app import pending
 from app.db import runs as run_repo
 from app.db.runs import TimeRange
 from app.domain import MAX_ATTEMPTS, RETRYABLE, RunRecord, RunStatus, StopRunning, run_record
@@ -146,7 +146,7 @@ async def retry_run(
             await audit_log.record(conn, audit, rows[0]["tenant_id"], "run.retried", f"run:{run_id}", detail)
     if rows:
         metrics.runs_retried_total.labels("run").inc()
-        await events.runs_pending(rows)
+        await pending.runs_pending(rows)
         return run_record(rows[0])
     latest = await get_run(pool, run_id, tenant_id)  # NotFound if it is not the tenant's
     if latest["status"] in RETRYABLE and latest["attempt"] >= MAX_ATTEMPTS:
@@ -192,7 +192,7 @@ async def reschedule_run(
             )
     if row is not None:
         metrics.runs_rescheduled_total.inc()
-        await events.runs_pending([row])
+        await pending.runs_pending([row])
         return run_record(row)
     latest = await get_run(pool, run_id, tenant_id)  # NotFound if it is not the tenant's
     raise Conflict(

@@ -1,57 +1,106 @@
 """Submitting runs: one or a batch, all-or-nothing, idempotent, under the tenant's backlog quota, each
-answered with the run a job's unique or debounce rule names (app.services.dedupe)."""
+answered with the run a job's unique or debounce rule names (app.services.dedupe).
+
+A caller outside (the API's routes, the dashboard) hands a Submission, as sent, to the process's
+Submitter, which checks it and then submits it; a caller inside (a group's completion, an event's
+fan-out) submits requests it made itself (`submit`). Each attempt's writes: app.services.submission_writes."""
 
 from __future__ import annotations
 
+import asyncio
 import functools
-from dataclasses import dataclass
+from concurrent.futures import Executor
+from dataclasses import dataclass, replace
 from uuid import UUID
 
 import asyncpg
 
-from app import events
-from app.db import dedupe as dedupe_repo
+from app import pending
+from app.config import Settings
 from app.db import runs as run_repo
-from app.domain import MAX_TAGS, RunRecord, run_record
-from app.errors import Conflict, InvalidInput, OverQuota
+from app.errors import Conflict
 from app.services import audit as audit_log
-from app.services import dedupe, dependencies, groups
-from app.services.admission import AdmissionControl, Ticket
-from app.services.callbacks import with_delivery_state
+from app.services import dedupe
+from app.services import groups as group_service
+from app.services.admission import AdmissionControl
+from app.services.callbacks import validate_callback
 from app.services.dedupe import RULED_JOBS
 from app.services.groups import GroupPlan
-from app.services.run_requests import (
-    IDEMPOTENCY_GRACE_SECONDS,
-    IDEMPOTENCY_IN_FLIGHT_WAIT_MS,
-    RunRequest,
-    creating,
-    first_uses,
-)
+from app.services.run_requests import RunRequest, Submission, Submitted, checked
+from app.services.submission_writes import KeyInFlight, LostRace, write
 from app.services.wakeups import WakeUps
 from app.telemetry import metrics
 from app.telemetry.tracing import submitter_traceparent
 
 
 @dataclass(frozen=True)
-class Submitted:
-    run: RunRecord
-    created: bool  # False: answered with a run that exists (a replay, a unique or debounced key's)
-    deduplicated_by: str | None = None  # "unique" | "debounce": the job's rule answered it
+class Answer:
+    runs: list[Submitted]  # one per run asked for, in order
+    # The group the runs went into; for a replay that created nothing, the one its runs joined.
+    group_id: UUID | None = None
 
 
-class _LostRace(Exception):
-    """A concurrent request committed the same idempotency key first; the transaction is retried."""
+class Submitter:
+    """Submits what callers outside send (the API's routes and the dashboard alike), built once per
+    process: each submission's input checked (InvalidInput naming the field at fault, nothing
+    written), then submitted."""
 
+    def __init__(self, settings: Settings, pool: asyncpg.Pool, admission: AdmissionControl, wakeups: WakeUps):
+        self.settings = settings
+        self.pool = pool
+        self.admission = admission
+        self.wakeups = wakeups
 
-class _KeyInFlight(Exception):
-    """Another request holds the same idempotency key, uncommitted, past IDEMPOTENCY_IN_FLIGHT_WAIT."""
+    async def submit(self, submission: Submission, *, executor: Executor | None = None) -> Answer:
+        """Each run asked for answered in order, and the group they went into. A refusal is the
+        InvalidInput (PayloadTooLarge for a payload over its bound) naming the field at fault, with
+        nothing written. A batch's checks walk every payload (a second for 16 MiB of small values):
+        they run in a thread, not on the event loop, which the engine shares; `executor`'s if given."""
+        check = functools.partial(checked, submission, self.settings)
+        if not submission.batch:
+            runs = check()
+        elif executor is None:
+            runs = await asyncio.to_thread(check)
+        else:
+            runs = await asyncio.get_running_loop().run_in_executor(executor, check)
+        runs = [await self._with_callback(run) for run in runs]
+        group = await self._group(submission)
+        submitted = await submit(
+            self.pool,
+            self.admission,
+            submission.tenant_id,
+            runs,
+            submission.traceparent,
+            self.wakeups,
+            group,
+            submission.audit,
+        )
+        if group is None or any(s.created for s in submitted):
+            return Answer(submitted, None if group is None else group.id)
+        # A replay that created nothing made no group: it is answered with the one its runs joined.
+        joined = [s.run["group_id"] for s in submitted if s.deduplicated_by is None and s.run["group_id"]]
+        return Answer(submitted, next(iter(joined), None))
 
+    async def _with_callback(self, run: RunRequest) -> RunRequest:
+        """The run with its callback checked and normalized; its host may be resolved."""
+        if run.callback is None:
+            return run
+        callback = await validate_callback(
+            run.callback, field=f"{run.field}callback", allow_private=self.settings.allow_private_targets
+        )
+        return replace(run, callback=callback)
 
-class _NeedsTransaction(Exception):
-    """The submission cannot be settled in one statement: it starts again in a transaction."""
-
-    def __init__(self, ruled: bool = False):
-        self.ruled = ruled  # a run's job has a unique or debounce rule
+    async def _group(self, submission: Submission) -> GroupPlan | None:
+        if submission.group is None:
+            return None
+        s = self.settings
+        return await group_service.plan(
+            self.pool,
+            submission.tenant_id,
+            dict(submission.group),
+            group_service.Limits(s.allow_private_targets, s.max_payload_bytes, s.max_payload_depth),
+            may_create=submission.batch,
+        )
 
 
 async def submit(
@@ -65,7 +114,7 @@ async def submit(
     audit: audit_log.AuditContext | None = None,
 ) -> list[Submitted]:
     """Runs the requests in one transaction; once committed, the runs made pending are published
-    (app.events). `traceparent`: the caller's. The runs created go into
+    (app.pending). `traceparent`: the caller's. The runs created go into
     `group` (app.services.groups), in the same transaction. `audit`: a dashboard trigger's."""
     notify = wakeups.due(r.scheduled_at for r in requests) if wakeups is not None else True
     traceparent = submitter_traceparent(traceparent)
@@ -76,7 +125,7 @@ async def submit(
         ticket = admission.ticket(tenant_id)
         try:
             async with pool.acquire() as conn:
-                submitted = await _submit_once(
+                submitted = await write(
                     conn,
                     ticket,
                     tenant_id,
@@ -89,7 +138,7 @@ async def submit(
                     audit,
                 )
             ticket.committed(sum(s.created for s in submitted))
-            await events.runs_pending(
+            await pending.runs_pending(
                 [s.run for s in submitted if s.created or s.deduplicated_by == "debounce"]
             )
             for rule in ("unique", "debounce"):
@@ -102,13 +151,13 @@ async def submit(
             # old partition list and was refused (nothing was written); planned again, it finds the day.
             if attempt == 2 or "partition constraint" not in str(exc):
                 raise
-        except _KeyInFlight:
+        except KeyInFlight:
             # The IETF Idempotency-Key draft's "request in progress".
             raise Conflict(
                 "a request with this idempotency key is still in flight; retry once it has finished",
                 field="idempotency_key",
             ) from None
-        except _LostRace:
+        except LostRace:
             if attempt == 2:
                 raise Conflict(
                     "idempotency key is being used concurrently; retry", field="idempotency_key"
@@ -121,202 +170,6 @@ async def submit(
         finally:
             ticket.release()  # a no-op once committed
     raise AssertionError("unreachable")
-
-
-async def _submit_once(
-    conn: asyncpg.Connection,
-    ticket: Ticket,
-    tenant_id: str,
-    requests: list[RunRequest],
-    traceparent: str | None,
-    notify: bool,
-    in_transaction: bool,
-    ruled: bool,
-    group: GroupPlan | None = None,
-    audit: audit_log.AuditContext | None = None,
-) -> list[Submitted]:
-    """One INSERT (its NOTIFY included) is atomic on its own: a plain submission makes no BEGIN/COMMIT
-    round trips. One that needs more statements runs in a transaction: with an idempotency key, or
-    with a run of a job with a unique or debounce rule (which that INSERT refused, writing nothing;
-    `ruled`: one is known to, so it is not tried), or with its group or its audit event (`audit`)."""
-    if not in_transaction and group is None and audit is None:
-        try:
-            return await _submit(conn, ticket, tenant_id, requests, traceparent, notify, single=True)
-        except _NeedsTransaction as exc:
-            ticket.release()  # admitted again in the transaction
-            ruled = exc.ruled
-    async with conn.transaction():
-        submitted = await _submit(
-            conn, ticket, tenant_id, requests, traceparent, notify, single=False, ruled=ruled, group=group
-        )
-        if audit is not None:
-            await audit_log.triggered(conn, audit, tenant_id, [(s.run, s.created) for s in submitted])
-        return submitted
-
-
-async def _submit(
-    conn: asyncpg.Connection,
-    ticket: Ticket,
-    tenant_id: str,
-    requests: list[RunRequest],
-    traceparent: str | None,
-    notify: bool,
-    single: bool,
-    ruled: bool = False,
-    group: GroupPlan | None = None,
-) -> list[Submitted]:
-    """`single`: outside a transaction, so it must take one statement or raise _NeedsTransaction;
-    `ruled`: a job of the runs is known to have a unique or debounce rule."""
-    parents = dependencies.resolve(requests)
-    hashes = [r.body_hash() for r in requests]
-    first_with_key = first_uses(requests, hashes)
-    earlier_uses = (
-        await run_repo.find_idempotency_keys(conn, tenant_id, list(first_with_key)) if first_with_key else []
-    )
-    fresh = creating(requests, hashes, first_with_key, {row["key"]: row["body_hash"] for row in earlier_uses})
-    replayed: dict[str, UUID] = {row["key"]: row["run_id"] for row in earlier_uses}  # key -> earlier run
-    refused = (
-        await _admit(conn, ticket, tenant_id, [requests[i].job for i in fresh], single) if fresh else None
-    )
-
-    async def insert(indices: list[int], claims: dict[int, asyncpg.Record]) -> dict[int, asyncpg.Record]:
-        """insert_runs for requests[i] of `indices`, those of jobs with a rule with the id, time and
-        key claim_dedupe_keys claimed for them (`claims` by index; empty on the default path)."""
-        keyed = {i: claims[i] for i in indices if claims[i]["key"] is not None} if claims else {}
-        rows = await run_repo.insert_runs(
-            conn,
-            tenant_id,
-            jobs=[requests[i].job for i in indices],
-            scheduled_ats=[
-                keyed[i]["scheduled_at"] if i in keyed else requests[i].scheduled_at for i in indices
-            ],
-            payloads=[requests[i].payload for i in indices],
-            idempotency_keys=[requests[i].idempotency_key for i in indices],
-            priorities=[requests[i].priority for i in indices],
-            callbacks=[requests[i].callback for i in indices],
-            expires_ats=[requests[i].expires_at for i in indices],
-            tags=[requests[i].tags for i in indices],
-            metadatas=[requests[i].metadata for i in indices],
-            traceparent=traceparent,
-            notify=notify,
-            run_ids=[keyed[i]["id"] if i in keyed else None for i in indices] if keyed else None,
-            dedupe_keys=[keyed[i]["key"] if i in keyed else None for i in indices] if keyed else None,
-            group_id=group.id if group is not None else None,
-        )
-        if len(rows) != len(indices):
-            refusal = await _too_many_tags(conn, tenant_id, [requests[i] for i in indices])
-            if refusal is not None:
-                raise refusal
-        return {indices[row["ord"] - 1]: row for row in rows}
-
-    created = {} if ruled or not fresh else await insert(fresh, {})
-    if len(created) == len(fresh):
-        settled = dedupe.Settled(created)
-    elif single:
-        # Nothing was written: a run names a job with a unique or debounce rule, whose keys are
-        # claimed first, in a transaction (or a job the tenant does not have, found there too).
-        raise _NeedsTransaction(ruled=True)
-    else:
-        settled = await dedupe.settle(conn, tenant_id, requests, fresh, insert)
-        RULED_JOBS.saw(tenant_id, {requests[i].job for i in fresh}, settled.ruled)
-    if refused is not None and settled.created:
-        raise refused  # its runs are rolled back with the transaction
-    if group is not None and settled.created:
-        await groups.record(conn, tenant_id, group, len(settled.created))
-    answered = settled.created | settled.answered  # the run each fresh request is answered with
-
-    keyed = [i for i in fresh if requests[i].idempotency_key is not None]
-    if keyed:
-        try:
-            won = await run_repo.insert_idempotency_keys(
-                conn,
-                tenant_id,
-                keys=[requests[i].idempotency_key for i in keyed],  # type: ignore[misc]
-                run_ids=[answered[i]["id"] for i in keyed],
-                run_scheduled_ats=[answered[i]["scheduled_at"] for i in keyed],
-                body_hashes=[hashes[i] for i in keyed],
-                grace_seconds=IDEMPOTENCY_GRACE_SECONDS,
-                in_flight_wait_ms=IDEMPOTENCY_IN_FLIGHT_WAIT_MS,
-            )
-        except asyncpg.LockNotAvailableError:
-            # The insert waited that long on another request's uncommitted key. Only this wait is
-            # the key's: the bound holds to the transaction's end, and COMMIT may wait on a lock
-            # too — NOTIFY's queue lock, held by commits waiting for a synchronous standby (none
-            # attached yet after a failover). That one is the database unavailable for a moment:
-            # it goes on as a LockNotAvailableError, a 503 (app.services.availability).
-            raise _KeyInFlight from None
-        if len(won) != len(keyed):
-            raise _LostRace
-        for i in keyed:
-            replayed[requests[i].idempotency_key] = answered[i]["id"]  # type: ignore[index]
-
-    created_rows = dict(settled.created)
-    if any(parents):  # the created runs as their edges leave them (held, or cancelled)
-        linked = dependencies.link(conn, tenant_id, requests, parents, answered, replayed, created_rows)
-        created_rows = await linked
-
-    earlier_ids = [
-        replayed[r.idempotency_key]
-        for i, r in enumerate(requests)
-        if i not in answered and r.idempotency_key is not None
-    ]
-    earlier = {row["id"]: row for row in await run_repo.get_runs(conn, earlier_ids)} if earlier_ids else {}
-    out: list[Submitted] = []
-    for i, r in enumerate(requests):
-        if i in created_rows:
-            out.append(Submitted(run_record(created_rows[i]), True))
-        elif i in settled.answered:
-            out.append(Submitted(run_record(settled.answered[i]), False, settled.rules[i]))
-        else:
-            assert r.idempotency_key is not None
-            run_id = replayed[r.idempotency_key]
-            row = earlier.get(run_id)
-            if row is None:  # its day was dropped a moment ago; the key goes in the same maintenance pass
-                raise Conflict(
-                    "idempotency key refers to a run that no longer exists", field=f"{r.field}idempotency_key"
-                )
-            out.append(Submitted(run_record(row), False))
-    await with_delivery_state(conn, [s.run for s in out if not s.created])
-    return out
-
-
-async def _too_many_tags(
-    conn: asyncpg.Connection, tenant_id: str, requests: list[RunRequest]
-) -> InvalidInput | None:
-    """When insert_runs wrote nothing: the first run whose tags make more than MAX_TAGS beside its
-    job's default tags, if one does (else a job of the runs is unknown or has a rule, which the
-    caller finds out). Looked up only when a run brings tags of its own."""
-    tagged = [r for r in requests if r.tags]
-    if not tagged:
-        return None
-    job_tags = await run_repo.job_tags(conn, tenant_id, [r.job for r in tagged])
-    for r in tagged:
-        together = len(dict.fromkeys([*job_tags.get(r.job, []), *(r.tags or [])]))
-        if together > MAX_TAGS:
-            return InvalidInput(
-                f"tags: with job {r.job!r}'s {len(job_tags[r.job])} default tags, this run would carry "
-                f"{together}; at most {MAX_TAGS}",
-                field=f"{r.field}tags",
-            )
-    return None
-
-
-async def _admit(
-    conn: asyncpg.Connection, ticket: Ticket, tenant_id: str, jobs: list[str], single: bool
-) -> OverQuota | None:
-    """Admits the runs, or raises OverQuota — unless one of their jobs has a unique or debounce
-    rule: a duplicate creates nothing, so it is answered as a replay is, quota or not. Then the
-    refusal is returned, to be raised if the submission creates a run after all (in a transaction,
-    which that rolls back)."""
-    try:
-        await ticket.admit(functools.partial(run_repo.count_pending_runs, conn, tenant_id), len(jobs))
-    except OverQuota as refusal:
-        if not await dedupe_repo.jobs_with_dedupe_rules(conn, tenant_id, list(set(jobs))):
-            raise
-        if single:
-            raise _NeedsTransaction from None
-        return refusal
-    return None
 
 
 async def count_pending(pool: asyncpg.Pool, tenant_id: str, limit: int) -> int:

@@ -22,8 +22,7 @@ from app.services import run_actions as action_service
 from app.services import runs as run_service
 from app.services.audit import AuditContext
 from app.services.run_actions import Action
-from app.services.run_requests import RunRequest
-from app.services.submission import submit
+from app.services.run_requests import RunRequest, Submission
 from app.ui.pages.failures import BULK_LIMIT, failure_filter
 from app.ui.pages.jobs import job_editor
 from app.ui.pages.runs import run_page
@@ -181,15 +180,13 @@ async def trigger_job(
 ) -> Response:
     """A run of the job now, with its default payload: what POST /tenants/{id}/runs {"job"} does."""
     tenant_id = scoped_tenant(session, _tenant_of(form))
-    [submitted] = await submit(
-        state.pool,
-        state.admission,
+    submission = Submission(
         tenant_id,
-        [RunRequest(name, None, None, None, "")],
-        request.headers.get("traceparent"),
-        state.wakeups,
+        [RunRequest(name, None, None, None)],
+        traceparent=request.headers.get("traceparent"),
         audit=audit,
     )
+    [submitted] = (await state.submitter.submit(submission)).runs
     return RedirectResponse(f"/ui/runs/{submitted.run['id']}", status_code=303)
 
 

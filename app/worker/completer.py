@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable
 
 import asyncpg
 
-from app import events
+from app import pending
 from app.aio import first_of
 from app.background import Periodic
 from app.config import Settings
@@ -133,7 +133,7 @@ class Completer(Periodic):
             metrics.stale_results_total.labels("finish").inc(stale)
         for d in batch:
             await quietly(d.msg.ack())
-        await events.runs_pending([r for r in rows if r["status"] == RunStatus.PENDING])
+        await pending.runs_pending([r for r in rows if r["status"] == RunStatus.PENDING])
 
     async def renew(self, held: list[Delivery]) -> None:
         if not held:

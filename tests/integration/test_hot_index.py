@@ -11,7 +11,7 @@ from typing import Any
 import asyncpg
 import nats
 
-from app import events
+from app import pending
 from app.bus.hot_index import HotIndex
 from app.bus.jetstream import ensure_stream
 from app.config import Settings
@@ -173,7 +173,7 @@ async def test_runs_made_pending_reach_the_index_through_the_domain_event(
     settings: Settings, tenant: dict[str, Any]
 ) -> None:
     """No route or service hands the index anything: the API's runtime subscribes it to
-    app.events.runs_pending, which the submission publishes after its commit."""
+    app.pending.runs_pending, which the submission publishes after its commit."""
     s = hot_settings(settings)
     index = await seeded_index(s, [])  # empty
     try:
@@ -182,7 +182,7 @@ async def test_runs_made_pending_reach_the_index_through_the_domain_event(
             assert r.status_code == 201, r.text
             await eventually(lambda: index.client.zscore(index.key, r.json()["id"]), what="the run's hint")
         before = await index.client.zcard(index.key)
-        await events.runs_pending([{"id": "not-hinted", "due_at": datetime.now(UTC)}])
+        await pending.runs_pending([{"id": "not-hinted", "due_at": datetime.now(UTC)}])
         assert await index.client.zcard(index.key) == before  # the runtime closed: unsubscribed
     finally:
         await index.close()

@@ -8,7 +8,7 @@ def test_every_setting_says_what_it_does() -> None:
     undescribed = [
         name for name, field in Settings.model_fields.items() if not (field.description or "").strip()
     ]
-    assert not undescribed, f"add a docstring under these fields in app/config.py: {undescribed}"
+    assert not undescribed, f"add a docstring under these fields in app/config/: {undescribed}"
 
 
 def test_configuration_page_matches_the_settings() -> None:
