@@ -151,6 +151,13 @@ async def submit(
             # old partition list and was refused (nothing was written); planned again, it finds the day.
             if attempt == 2 or "partition constraint" not in str(exc):
                 raise
+        except asyncpg.DeadlockDetectedError:
+            # Locks taken in an order no statement can fix: a submission locks the parents it names
+            # in id order, a parent's end locks it and then its dependents, so naming a parent and
+            # its child (whose id may be the lower) can close a cycle with that parent's end. Postgres
+            # breaks it by failing one side with nothing written; this side tries again.
+            if attempt == 2:
+                raise
         except KeyInFlight:
             # The IETF Idempotency-Key draft's "request in progress".
             raise Conflict(
