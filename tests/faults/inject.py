@@ -16,7 +16,10 @@ Postgres crash also wait (bounded) for runs of the concurrency-limited job holdi
 submitting a burst of them due now when none is in flight, so the precondition is arranged, not
 hoped for — and record how many they struck (`Fault.limited`); the worker's kill prefers a worker with limited attempts in
 flight at the receiver, and waits to see the receiver count them off (their connection closed by the
-kernel with the process) before the lease could free their slots.
+kernel with the process) before the lease could free their slots. The kills of an engine and a
+worker and the Postgres crash first wait (bounded) for runs of the victim's graphs with dependents
+in flight (tests/faults/graphs.py: the graphs go on being submitted through the window), and record
+how many there were as they struck (`Fault.parents`): parents finishing under the fault.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ import asyncpg
 import httpx
 from nats.js.errors import NotFoundError
 
-from tests.faults import limited
+from tests.faults import graphs, limited
 from tests.faults.stack import Stack, stale_counters
 
 if TYPE_CHECKING:
@@ -73,6 +76,12 @@ class Injector:
         self.duration = duration
         self.receiver = receiver
         self.limited_auth = limited_auth  # None: the harness runs no limited job
+
+    async def _parents_in_flight(self) -> int:
+        return await graphs.parents_in_flight(self.s.fetch)
+
+    async def _wait_for_parents(self) -> None:
+        await _until(self._parents_in_flight, timeout=5.0, every=0.02)
 
     async def _limited_in_flight(self) -> int:
         """Runs of the limited job holding a slot and claimed or started (none if it has no runs)."""
@@ -166,11 +175,13 @@ class Injector:
     async def kill_engine(self) -> None:
         owner, doomed = next(iter(self.s.roles["engine"].items()))
         held: list[asyncpg.Record] = []
+        await self._wait_for_parents()
         for _ in range(5):  # a burst of due runs, so that every engine claims some
             await self._victim_burst(100)
             held = await _until_rows(lambda: self._held("dispatched", owner), timeout=3.0)
             if held:
                 break
+        parents = await self._parents_in_flight()
         del self.s.roles["engine"][owner]
         alive = await self._kill(owner, doomed)
         self.s.note(
@@ -179,6 +190,7 @@ class Injector:
             len(held) if alive else 0,
             held=tuple((str(r["id"]), int(r["epoch"])) for r in held),
             limited=sum(1 for r in held if r["tenant_id"] == limited.TENANT) if alive else 0,
+            parents=parents if alive else 0,
         )
         self.s.note("start engine", f"{await self.s.spawn('engine')} started")
 
@@ -208,6 +220,7 @@ class Injector:
         connection close."""
         open_at_kill: list[Call] = []
         owner = ""
+        await self._wait_for_parents()
         if await self._limited_in_flight() or await self._limited_pending():
 
             async def probe() -> int:
@@ -230,6 +243,7 @@ class Injector:
         if not owner:
             owner, _running = await self.busiest_worker()
             open_at_kill.clear()
+        parents = await self._parents_in_flight()
         running = await self._held("running", owner)
         doomed = self.s.roles["worker"].pop(owner)
         # Only those still open now count as struck (one may have been answered since the probe).
@@ -262,6 +276,7 @@ class Injector:
             if slowest < lease
             else f"an orphaned request stayed counted {slowest:.2f}s (lease {lease:g}s)",
             limited=len(open_at_kill) if alive else 0,
+            parents=parents if alive else 0,
         )
         self.s.note("start worker", f"{await self.s.spawn('worker')} started")
 
@@ -386,9 +401,11 @@ class Injector:
             )
             return int(rows[0]["n"])
 
+        await self._wait_for_parents()
         await self._wait_for_limited()
         in_flight = await _until(probe, every=0.05)
         struck = await self._limited_in_flight()
+        parents = await self._parents_in_flight()
         started = time.monotonic()
         recovered = await asyncio.to_thread(self.s.postgres.crash_restart)
         self.s.note(
@@ -398,6 +415,7 @@ class Injector:
             in_flight,
             "" if recovered else "no crash recovery in the server log",
             limited=struck,
+            parents=parents,
         )
 
 
