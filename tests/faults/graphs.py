@@ -23,7 +23,7 @@ MAX_STEP_ATTEMPTS = 25
 DOOMED_ATTEMPTS = 2
 EARLIER = "@"  # in a shape, a parent that is a run of an earlier graph, named by its id
 RECENT = 12  # a step naming an earlier graph's run picks among the newest this many
-GRAPH_EVERY = 0.6  # seconds between one sender's graphs
+GRAPH_EVERY = 1.0  # seconds between one sender's graphs
 
 # Each shape: its steps as (ref, job, parents, on_parent_failure); a parent is an earlier step's ref,
 # or EARLIER.
@@ -125,11 +125,13 @@ class Graphs:
 
 
 async def parents_in_flight(fetch: Callable[..., Awaitable[Sequence[Any]]]) -> int:
-    """The graphs' runs that have dependents and are claimed or running: a fault striking while
-    there are some strikes parents about to finish."""
+    """The graphs' runs that have dependents and are due, claimed or running: a fault striking while
+    there are some strikes parents on their way to finishing (an engine's kill, its claims of them
+    or of the runs queued before them)."""
     rows = await fetch(
         "SELECT count(*) AS n FROM job_runs WHERE tenant_id = $1 AND job = ANY($2::text[])"
-        " AND dependents IS NOT NULL AND status IN ('dispatched', 'running')",
+        " AND dependents IS NOT NULL AND (status IN ('dispatched', 'running')"
+        " OR (status = 'pending' AND held IS NULL AND due_at <= now()))",
         TENANT,
         list(JOBS),
     )

@@ -48,6 +48,7 @@ if TYPE_CHECKING:
 
 SECONDS_PER_FAULT = 6.0
 WAIT_FOR_WORK = 15.0  # seconds a fault waits for work in flight before striking anyway
+WAIT_FOR_PARENTS = 3.0  # seconds one waits for the graphs' parents in flight (submitted every second)
 
 
 async def _until(
@@ -81,7 +82,7 @@ class Injector:
         return await graphs.parents_in_flight(self.s.fetch)
 
     async def _wait_for_parents(self) -> None:
-        await _until(self._parents_in_flight, timeout=5.0, every=0.02)
+        await _until(self._parents_in_flight, timeout=WAIT_FOR_PARENTS, every=0.02)
 
     async def _limited_in_flight(self) -> int:
         """Runs of the limited job holding a slot and claimed or started (none if it has no runs)."""
@@ -221,6 +222,12 @@ class Injector:
         open_at_kill: list[Call] = []
         owner = ""
         await self._wait_for_parents()
+        # Counted before the probe below, which picks the moment of the kill for the limited job's
+        # requests open at the receiver (short: one more read would let them end first).
+        parents = await self._parents_in_flight()
+        # The limited job's backlog may have drained by now (the faults before this one wait for
+        # their own preconditions): a burst of its runs is arranged then, as for NATS and Postgres.
+        await self._wait_for_limited()
         if await self._limited_in_flight() or await self._limited_pending():
 
             async def probe() -> int:
@@ -243,7 +250,6 @@ class Injector:
         if not owner:
             owner, _running = await self.busiest_worker()
             open_at_kill.clear()
-        parents = await self._parents_in_flight()
         running = await self._held("running", owner)
         doomed = self.s.roles["worker"].pop(owner)
         # Only those still open now count as struck (one may have been answered since the probe).
@@ -401,11 +407,11 @@ class Injector:
             )
             return int(rows[0]["n"])
 
-        await self._wait_for_parents()
         await self._wait_for_limited()
         in_flight = await _until(probe, every=0.05)
+        # Last, so that the parents found are those the crash strikes (the waits above are long).
+        parents = await _until(self._parents_in_flight, timeout=WAIT_FOR_PARENTS, every=0.02)
         struck = await self._limited_in_flight()
-        parents = await self._parents_in_flight()
         started = time.monotonic()
         recovered = await asyncio.to_thread(self.s.postgres.crash_restart)
         self.s.note(

@@ -84,7 +84,7 @@ class Fault:
     problem: str = ""  # the fault's own postcondition failed
     held: tuple[tuple[str, int], ...] = ()  # (run, epoch) the killed process held: a dead engine's claims
     limited: int | None = None  # runs of the concurrency-limited job it struck (holding a slot)
-    parents: int | None = None  # runs of the victim's graphs with dependents, claimed or running
+    parents: int | None = None  # runs of the victim's graphs with dependents, due, claimed or running
 
     def render(self) -> str:
         landed = "" if self.in_flight is None else f" [in flight: {self.in_flight}"
