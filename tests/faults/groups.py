@@ -1,7 +1,8 @@
 """Groups under faults: each batch the victim submits ahead is a group whose completion submits one
-run of COMPLETION_JOB. Whatever the harness kills, crashes or freezes, every group must complete
-and fire exactly once: one completion run (its idempotency key `group:<id>`), the one the group
-names, and it succeeds."""
+run of COMPLETION_JOB. Whatever the harness kills, crashes or freezes, every group the API answered
+for must be in the database, complete, and fire exactly once: one completion run whatever its key
+(the runs of COMPLETION_JOB whose payload names the group are counted, so a second firing under
+another key is seen too), the one the group names and keyed `group:<id>`, and it succeeds."""
 
 from __future__ import annotations
 
@@ -23,8 +24,8 @@ class GroupOutcome:
     ended: int  # the group's ended counters, summed
     completed: bool
     fired: bool
-    made: int  # runs of COMPLETION_JOB carrying the group's key: must be exactly 1
-    named: bool  # the group's completion_run_id is that run
+    made: int  # runs of COMPLETION_JOB whose payload names the group: must be exactly 1
+    named: bool  # the group's completion_run_id is one of them, keyed `group:<id>`
     status: str | None  # that run's status
 
 
@@ -32,9 +33,11 @@ GATHER = """
 SELECT g.id::text AS id, g.total, g.succeeded + g.failed + g.cancelled + g.expired AS ended,
        g.completed_at IS NOT NULL AS completed, g.fired_at IS NOT NULL AS fired,
        (SELECT count(*) FROM job_runs r WHERE r.tenant_id = g.tenant_id AND r.job = $2
-                                          AND r.idempotency_key = 'group:' || g.id) AS made,
-       (SELECT r.id = g.completion_run_id FROM job_runs r WHERE r.tenant_id = g.tenant_id AND r.job = $2
-                                          AND r.idempotency_key = 'group:' || g.id LIMIT 1) AS named,
+                                          AND r.payload -> 'group' ->> 'id' = g.id::text) AS made,
+       EXISTS (SELECT 1 FROM job_runs r WHERE r.tenant_id = g.tenant_id AND r.job = $2
+                                          AND r.payload -> 'group' ->> 'id' = g.id::text
+                                          AND r.id = g.completion_run_id
+                                          AND r.idempotency_key = 'group:' || g.id) AS named,
        (SELECT r.status FROM job_runs r WHERE r.id = g.completion_run_id) AS status
 FROM run_groups g WHERE g.tenant_id = $1 ORDER BY g.created_at
 """
@@ -58,9 +61,15 @@ async def gather(fetch: Callable[..., Awaitable[Sequence[Any]]], tenant: str) ->
 
 
 def each_group_fires_once(r: Report) -> list[str]:
-    """Every group completed once all its runs ended, and fired exactly one completion run, which
-    succeeded."""
+    """Every group the victim was answered for is in the database; each completed once all its runs
+    ended, and fired exactly one completion run, which succeeded."""
     out = []
+    seen = {g.id for g in r.outcome.groups}
+    missing = [g for g in r.outcome.groups_submitted if g not in seen]
+    if missing:
+        out.append(f"{len(missing)} groups the API answered for are not in the database (e.g. {missing[:3]})")
+    if not r.outcome.groups_submitted:
+        out.append("the victim submitted no group: the groups' check saw nothing")
     for g in r.outcome.groups:
         if not g.completed or g.ended != g.total:
             out.append(f"group {g.id}: {g.ended} of {g.total} runs counted ended, completed {g.completed}")

@@ -14,6 +14,8 @@ held at each API (hostile.hold_the_door): each must be cut at the API's head tim
 keeps answering. The report gives the victim's due lag per phase. Beside them, a
 third tenant's concurrency-limited job (tests/faults/limited.py) has a backlog held behind its
 slots throughout the fault window, and the receiver counts its requests in flight per key.
+Through the fault window the victim also submits small graphs of dependent runs (tests/faults/graphs.py),
+checked by tests/faults/dependencies.py; its batches submitted ahead are groups (tests/faults/groups.py).
 """
 
 from __future__ import annotations
@@ -34,7 +36,8 @@ import asyncpg
 import httpx
 
 from app.bus.jetstream import close, connect
-from tests.faults import groups, hostile, limited, victim
+from tests.faults import dependencies, graphs, groups, hostile, limited, victim
+from tests.faults.graphs import Graphs
 from tests.faults.hostile import Hostile
 from tests.faults.inject import SECONDS_PER_FAULT, Injector
 from tests.faults.report import HOSTILE_BEHAVIOURS, Door, Outcome, Report, Run, check
@@ -110,6 +113,10 @@ class Harness:
                 headers=good.auth,
             )
             assert r.status_code == 201, r.text
+            for name, body in graphs.jobs(self.receiver.url).items():
+                r = await api.put(f"/tenants/{victim.TENANT}/jobs/{name}", json=body, headers=good.auth)
+                assert r.status_code == 201, r.text
+            dependent = Graphs(good, self.rng)
             bad = Hostile(s.request, await self._tenant(api, hostile.TENANT), s.fetch, self.rng)
             limited_auth: dict[str, str] = {}
             if c.limited_runs:
@@ -164,11 +171,13 @@ class Harness:
             # Submissions go on through the fault window, one by one (each fault's first 2xx after it).
             trickle_stop = asyncio.Event()
             trickle = asyncio.create_task(good.senders(s.api_ports, trickle_stop, TRICKLE_SENDERS))
+            graph_senders = asyncio.create_task(dependent.senders(s.api_ports, trickle_stop))
             faults.add_done_callback(lambda _: trickle_stop.set())  # the window's end, not the drain's
             pause_ends = asyncio.create_task(bad.end_the_pause(window_end))  # held through the faults
             drained = await self.drain(window_end, window_end + c.drain_timeout)
             await faults
             await trickle
+            await graph_senders
             await pause_ends
             # The injector may finish after the window (a fault waits for work in flight): what its
             # last fault disturbed drains too (briefly, if the drain already timed out: long enough
@@ -176,7 +185,7 @@ class Harness:
             await self.drain(time.monotonic(), time.monotonic() + (c.drain_timeout if drained else 30))
         await asyncio.sleep(1.0)  # any late call reaches the receiver before it is read
         sampler.cancel()
-        return check(await self.outcome(good, bad, t0, phases))
+        return check(await self.outcome(good, bad, dependent, t0, phases))
 
     async def drain(self, not_before: float, deadline: float) -> bool:
         """Waits until every run of both tenants is terminal (not before `not_before`) or `deadline`."""
@@ -202,7 +211,12 @@ class Harness:
         return False
 
     async def outcome(
-        self, good: Victim, bad: Hostile, t0: datetime, phases: dict[str, tuple[float, float]]
+        self,
+        good: Victim,
+        bad: Hostile,
+        dependent: Graphs,
+        t0: datetime,
+        phases: dict[str, tuple[float, float]],
     ) -> Outcome:
         s = self.stack
         rows = await s.fetch(
@@ -213,9 +227,10 @@ class Harness:
             " CASE WHEN status IN ('pending', 'dispatched') AND due_at > now() THEN NULL"
             " WHEN status IN ('pending', 'dispatched') THEN extract(epoch FROM now() - due_at)"
             " ELSE extract(epoch FROM started_at - due_at) END::float8 AS lag"
-            " FROM job_runs WHERE tenant_id = ANY($1) AND job <> $2",  # completion runs: groups' check
+            # Completion runs and graphs' runs: the groups' and the dependencies' checks.
+            " FROM job_runs WHERE tenant_id = ANY($1) AND job <> ALL($2::text[])",
             [victim.TENANT, hostile.TENANT, limited.TENANT],
-            groups.COMPLETION_JOB,
+            [groups.COMPLETION_JOB, *graphs.JOBS],
         )
 
         began = datetime.now(UTC) - timedelta(seconds=time.monotonic() - s.started)
@@ -280,6 +295,10 @@ class Harness:
             limit=limited.LIMIT if self.config.limited_runs else 0,
             door=self.door,
             groups=await groups.gather(s.fetch, victim.TENANT),
+            groups_submitted=good.groups,
+            graph_steps=await dependencies.gather(s.fetch, victim.TENANT),
+            graph_accepted=dependent.accepted,
+            deadlocks=s.postgres.deadlocks(),
         )
 
 

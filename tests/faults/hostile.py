@@ -24,6 +24,7 @@ HANG_TIMEOUT = 2  # the hanging job's timeout_seconds: short, so it is hit for r
 HUGE_BYTES = 8 * 1024 * 1024  # one huge answer; several run at once
 PAUSED_JOB = "paused"
 PAUSED_RUNS = 40
+RETRIES_OF_503 = 20  # a valid request answered 503 (the database away) is sent again, 0.5 s apart
 
 Fetch = Callable[..., Awaitable[list[asyncpg.Record]]]
 Request = Callable[..., Awaitable[httpx.Response]]  # Stack.request: to whichever API is alive
@@ -158,9 +159,14 @@ class Hostile:
             self.deep_runs[r.json()["id"]] = f"{depth} deep, {status}"
 
     async def _answer(self, name: str, method: str, path: str, **kwargs: Any) -> httpx.Response | None:
-        """A valid request of the hostile tenant's, its status kept as an answer that must be a 2xx."""
+        """A valid request of the hostile tenant's, its status kept as an answer that must be a 2xx. A
+        503 (the database away a moment: a crash the harness caused) is sent again, as a client does."""
         try:
-            r = await self.request(method, path, headers=self.auth, **kwargs)
+            for _ in range(RETRIES_OF_503):
+                r = await self.request(method, path, headers=self.auth, **kwargs)
+                if r.status_code != 503:
+                    break
+                await asyncio.sleep(0.5)
         except httpx.TransportError as exc:
             self.problems.append(f"the hostile tenant's {name} found no API: {exc!r}")
             return None

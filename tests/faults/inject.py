@@ -16,7 +16,10 @@ Postgres crash also wait (bounded) for runs of the concurrency-limited job holdi
 submitting a burst of them due now when none is in flight, so the precondition is arranged, not
 hoped for — and record how many they struck (`Fault.limited`); the worker's kill prefers a worker with limited attempts in
 flight at the receiver, and waits to see the receiver count them off (their connection closed by the
-kernel with the process) before the lease could free their slots.
+kernel with the process) before the lease could free their slots. The kills of an engine and a
+worker and the Postgres crash first wait (bounded) for runs of the victim's graphs with dependents
+in flight (tests/faults/graphs.py: the graphs go on being submitted through the window), and record
+how many there were as they struck (`Fault.parents`): parents finishing under the fault.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ import asyncpg
 import httpx
 from nats.js.errors import NotFoundError
 
-from tests.faults import limited
+from tests.faults import graphs, limited
 from tests.faults.stack import Stack, stale_counters
 
 if TYPE_CHECKING:
@@ -45,6 +48,7 @@ if TYPE_CHECKING:
 
 SECONDS_PER_FAULT = 6.0
 WAIT_FOR_WORK = 15.0  # seconds a fault waits for work in flight before striking anyway
+WAIT_FOR_PARENTS = 3.0  # seconds one waits for the graphs' parents in flight (submitted every second)
 
 
 async def _until(
@@ -73,6 +77,12 @@ class Injector:
         self.duration = duration
         self.receiver = receiver
         self.limited_auth = limited_auth  # None: the harness runs no limited job
+
+    async def _parents_in_flight(self) -> int:
+        return await graphs.parents_in_flight(self.s.fetch)
+
+    async def _wait_for_parents(self) -> None:
+        await _until(self._parents_in_flight, timeout=WAIT_FOR_PARENTS, every=0.02)
 
     async def _limited_in_flight(self) -> int:
         """Runs of the limited job holding a slot and claimed or started (none if it has no runs)."""
@@ -166,11 +176,13 @@ class Injector:
     async def kill_engine(self) -> None:
         owner, doomed = next(iter(self.s.roles["engine"].items()))
         held: list[asyncpg.Record] = []
+        await self._wait_for_parents()
         for _ in range(5):  # a burst of due runs, so that every engine claims some
             await self._victim_burst(100)
             held = await _until_rows(lambda: self._held("dispatched", owner), timeout=3.0)
             if held:
                 break
+        parents = await self._parents_in_flight()
         del self.s.roles["engine"][owner]
         alive = await self._kill(owner, doomed)
         self.s.note(
@@ -179,6 +191,7 @@ class Injector:
             len(held) if alive else 0,
             held=tuple((str(r["id"]), int(r["epoch"])) for r in held),
             limited=sum(1 for r in held if r["tenant_id"] == limited.TENANT) if alive else 0,
+            parents=parents if alive else 0,
         )
         self.s.note("start engine", f"{await self.s.spawn('engine')} started")
 
@@ -208,6 +221,13 @@ class Injector:
         connection close."""
         open_at_kill: list[Call] = []
         owner = ""
+        await self._wait_for_parents()
+        # Counted before the probe below, which picks the moment of the kill for the limited job's
+        # requests open at the receiver (short: one more read would let them end first).
+        parents = await self._parents_in_flight()
+        # The limited job's backlog may have drained by now (the faults before this one wait for
+        # their own preconditions): a burst of its runs is arranged then, as for NATS and Postgres.
+        await self._wait_for_limited()
         if await self._limited_in_flight() or await self._limited_pending():
 
             async def probe() -> int:
@@ -262,6 +282,7 @@ class Injector:
             if slowest < lease
             else f"an orphaned request stayed counted {slowest:.2f}s (lease {lease:g}s)",
             limited=len(open_at_kill) if alive else 0,
+            parents=parents if alive else 0,
         )
         self.s.note("start worker", f"{await self.s.spawn('worker')} started")
 
@@ -388,6 +409,8 @@ class Injector:
 
         await self._wait_for_limited()
         in_flight = await _until(probe, every=0.05)
+        # Last, so that the parents found are those the crash strikes (the waits above are long).
+        parents = await _until(self._parents_in_flight, timeout=WAIT_FOR_PARENTS, every=0.02)
         struck = await self._limited_in_flight()
         started = time.monotonic()
         recovered = await asyncio.to_thread(self.s.postgres.crash_restart)
@@ -398,6 +421,7 @@ class Injector:
             in_flight,
             "" if recovered else "no crash recovery in the server log",
             limited=struck,
+            parents=parents,
         )
 
 

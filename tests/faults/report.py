@@ -32,6 +32,9 @@ runs held back behind their slots while the faults strike):
   Not excused either: a frozen worker's calls. One frozen between its fenced start and its request
   would send it after the thaw, when its slot may be another run's (the worker does not check its
   lease before sending); the check would then name that (run, epoch) — a finding, not noise.
+For the victim's groups and graphs: tests/faults/groups.py and tests/faults/dependencies.py say
+what their checks require (every group fires exactly once; no dependent starts before its parents
+succeeded, none is left held, no accepted graph is lost).
 For the hostile tenant's paused job (hostile.retry_past_a_pause): its cancelled runs retried one
 by one and in bulk under the pause are held through the faults, so none may reach the receiver.
 A fault counts only if it landed: work was in flight at that moment (`Fault.in_flight > 0`), and a
@@ -46,6 +49,9 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from tests.faults import dependencies
+from tests.faults.dependencies import Step
+from tests.faults.dependencies import figures as graph_figures
 from tests.faults.groups import GroupOutcome, each_group_fires_once
 from tests.faults.groups import render as render_groups
 from tests.receiver import Call
@@ -78,10 +84,12 @@ class Fault:
     problem: str = ""  # the fault's own postcondition failed
     held: tuple[tuple[str, int], ...] = ()  # (run, epoch) the killed process held: a dead engine's claims
     limited: int | None = None  # runs of the concurrency-limited job it struck (holding a slot)
+    parents: int | None = None  # runs of the victim's graphs with dependents, due, claimed or running
 
     def render(self) -> str:
         landed = "" if self.in_flight is None else f" [in flight: {self.in_flight}"
         landed += "" if self.limited is None else f", limited: {self.limited}"
+        landed += "" if self.parents is None else f", graph parents: {self.parents}"
         landed += "" if self.in_flight is None else "]"
         problem = f" PROBLEM: {self.problem}" if self.problem else ""
         return f"t={self.at:6.1f}s  {self.wall}  {self.kind}: {self.detail}{landed}{problem}"
@@ -161,6 +169,12 @@ class Outcome:
     # submissions, which go on through the fault window.
     answered: list[tuple[float, int]] = field(default_factory=list)
     groups: list[GroupOutcome] = field(default_factory=list)  # the victim's groups (tests/faults/groups.py)
+    groups_submitted: list[str] = field(default_factory=list)  # the group ids the API answered
+    # The victim's graphs (tests/faults/graphs.py): their runs in the database, and what the API
+    # accepted (run id -> its parents' ids as submitted).
+    graph_steps: list[Step] = field(default_factory=list)
+    graph_accepted: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    deadlocks: list[str] = field(default_factory=list)  # as the Postgres log tells each (stack.deadlocks)
 
 
 @dataclass
@@ -241,6 +255,9 @@ class Report:
             f"slow connections        {o.door.render() if o.door else 'none'}",
             f"retried under a pause   {len(o.paused_runs)} runs, {len(self.paused_runs_called)} reached the receiver",
             f"victim groups           {render_groups(o.groups)}",
+            f"victim graphs           {graph_figures(o.graph_steps).render()}; "
+            f"{len(o.graph_accepted)} runs accepted",
+            f"postgres deadlocks      {len(o.deadlocks)}{_examples(o.deadlocks, 1)}",
             f"victim submissions      {len(o.answered)} answered one by one {dict(Counter(s for _, s in o.answered))}",
             "per fault",
             *(f"  {figures.render()}" for figures in per_fault(o)),
@@ -480,6 +497,7 @@ CHECKS: list[Callable[[Report], list[str]]] = [
     pause_holds,
     only_503s,
     each_group_fires_once,
+    *dependencies.CHECKS,
 ]
 
 

@@ -34,7 +34,40 @@ CRASH_RECOVERY = re.compile(r"not properly shut down|automatic recovery in progr
 WORKER_SLOTS = 32  # per worker: few enough that the hostile tenant's hanging endpoints can fill them
 
 
+# A line of the Postgres log that starts an entry (its timestamp and process id, the default
+# log_line_prefix '%m [%p] '); the rest of an entry's lines are its continuation.
+LOG_ENTRY = re.compile(r"^\d{4}-\d\d-\d\d [\d:.]+ \w+ \[(\d+)\] (\w+):")
+EXPLAINS = ("DETAIL", "HINT", "CONTEXT", "STATEMENT")
+
+
+def deadlocks(log: str) -> list[str]:
+    """Each deadlock a Postgres log records, one string each: its error and the entries of the same
+    process that explain it (which locks, in which function and statement)."""
+    entries: list[tuple[str, str, list[str]]] = []  # (pid, level, lines)
+    for line in log.splitlines():
+        found = LOG_ENTRY.match(line)
+        if found:
+            entries.append((found[1], found[2], [line]))
+        elif entries:
+            entries[-1][2].append(line)
+    out = []
+    for i, (pid, level, lines) in enumerate(entries):
+        if level == "ERROR" and "deadlock detected" in lines[0]:
+            told = list(lines)
+            for other_pid, other_level, more in entries[i + 1 :]:
+                if other_pid != pid or other_level not in EXPLAINS:
+                    break
+                told += more
+            out.append(" ".join(part.strip() for part in told))
+    return out
+
+
 class CrashablePostgres(EmbeddedPostgres):
+    def deadlocks(self) -> list[str]:
+        """The deadlocks its log records so far."""
+        log = self.data_dir / "log"
+        return deadlocks(log.read_text(errors="replace")) if log.exists() else []
+
     def crash_restart(self) -> bool:
         """`pg_ctl -m immediate`: the postmaster quits without a checkpoint, as on a crash, and the
         next start runs crash recovery. Returns whether the server's log says it did."""
@@ -194,9 +227,12 @@ class Stack:
         problem: str = "",
         held: tuple[tuple[str, int], ...] = (),
         limited: int | None = None,
+        parents: int | None = None,
     ) -> None:
         at = datetime.now(UTC).isoformat(timespec="milliseconds")
-        fault = Fault(time.monotonic() - self.started, at, kind, detail, in_flight, problem, held, limited)
+        fault = Fault(
+            time.monotonic() - self.started, at, kind, detail, in_flight, problem, held, limited, parents
+        )
         self.faults.append(fault)
         print(f"  {fault.render()}", flush=True)
 

@@ -9,65 +9,8 @@ from collections.abc import Callable
 
 import pytest
 
-from tests.faults.groups import GroupOutcome
-from tests.faults.report import (
-    FAULT_KINDS,
-    HOSTILE_BEHAVIOURS,
-    LIMITED_FAULT_KINDS,
-    Door,
-    Fault,
-    Outcome,
-    PoisonAnswer,
-    Run,
-    check,
-    per_fault,
-)
-from tests.receiver import Call
-
-BOUNDS = {"quiet": 2.0, "hostile": 2.0, "faults": 20.0}
-
-
-def call(run: str, epoch: int, attempt: int = 1, behaviour: str = "", abandoned: bool = False) -> Call:
-    headers = {"scheduler-run-id": run, "scheduler-epoch": str(epoch), "scheduler-attempt": str(attempt)}
-    return Call(headers, b"{}", behaviour=behaviour, abandoned=abandoned)
-
-
-def limited_call(run: str, key: str, concurrent: int, epoch: int = 1) -> Call:
-    return dataclasses.replace(call(run, epoch), key=key, concurrent=concurrent)
-
-
-def callback(run: str, attempt: int = 1) -> Call:
-    return Call({"scheduler-run-id": run, "scheduler-callback-attempt": str(attempt)}, b"{}")
-
-
-def good() -> Outcome:
-    victims = [Run(f"v{i}", "victim", "succeeded", 1, 25, 1, phase, 0.3) for i, phase in enumerate(BOUNDS)]
-    hostile = [Run(f"h-{b}", "hostile", "failed", 2, 2, 2) for b in HOSTILE_BEHAVIOURS]
-    calls = [call(r.id, 1) for r in victims] + [callback(r.id) for r in victims] + [callback("v0", 2)]
-    calls += [
-        call(f"h-{b}", e, e, behaviour=b, abandoned=b == "hang") for b in HOSTILE_BEHAVIOURS for e in (1, 2)
-    ]
-    # The limited job: limit 2; key a reached it, b did not.
-    limited = [Run(f"l{i}", "limited", "succeeded", 1, 25, 1) for i in range(4)]
-    calls += [limited_call("l0", "a", 1), limited_call("l1", "a", 2), limited_call("l2", "b", 1)]
-    calls += [limited_call("l3", "a", 1)]
-    return Outcome(
-        accepted=[r.id for r in victims],
-        runs=[*victims, *hostile, Run("poison", "hostile", "failed", 0, 2, 1), *limited],
-        calls=calls,
-        faults=[
-            Fault(1.0, "", kind, "", in_flight=3, limited=2 if kind in LIMITED_FAULT_KINDS else None)
-            for kind in FAULT_KINDS
-        ],
-        lag_bounds=BOUNDS,
-        poison_answers=[PoisonAnswer("deep run", 422, 0), PoisonAnswer("huge", 201, 1, refuse=False)],
-        poison_run="poison",
-        late_results_discarded=2,
-        callbacks={r.id: "delivered" for r in victims},
-        limit=2,
-        door=Door(2.0, opened=300, cut=280, longest=2.6, probes=40, slowest_probe=0.05),
-        groups=[GroupOutcome(f"g{i}", 10, 10, True, True, 1, True, "succeeded") for i in range(2)],
-    )
+from tests.faults.fabricated import call, good, limited_call
+from tests.faults.report import Fault, Outcome, PoisonAnswer, Run, check, per_fault
 
 
 def with_group(**changed: object) -> Callable[[Outcome], Outcome]:
@@ -107,6 +50,14 @@ BAD: dict[str, tuple[Callable[[Outcome], Outcome], str]] = {
         "fired False",
     ),
     "a group's completion run that failed": (with_group(status="failed"), "status failed"),
+    "a group the API answered for, missing from the database": (
+        lambda o: dataclasses.replace(o, groups_submitted=[*o.groups_submitted, "g9"]),
+        "1 groups the API answered for are not in the database (e.g. ['g9'])",
+    ),
+    "no group at all (the check saw nothing)": (
+        lambda o: dataclasses.replace(o, groups=[], groups_submitted=[]),
+        "the victim submitted no group",
+    ),
     "an accepted run missing from the database": (
         lambda o: with_runs(o, lambda r: None if r.id == "v0" else r),
         "1 accepted runs lost",

@@ -84,7 +84,18 @@ class Victim:
     async def submit_one(self, ports: Callable[[], list[int]]) -> None:
         """One run due now, to a live API; a transport error is retried (same key) on another."""
         key = f"victim-{next(self._keys)}"
-        body = self._run()
+        r = await self.post(ports, f"/tenants/{TENANT}/runs", self._run(), f"victim run {key}", key)
+        if r is not None:
+            self.accepted.append(r.json()["id"])
+
+    async def post(
+        self, ports: Callable[[], list[int]], path: str, body: Any, what: str, key: str | None = None
+    ) -> httpx.Response | None:
+        """POSTs `body` (idempotent: `key` as its Idempotency-Key, or keys of its own) to a live API
+        until it is accepted (200 or 201): a transport error is retried on another API, a 5xx while
+        the database is away and a 409 for a key still in flight after a pause. None, with the
+        reason among `problems`, when no API accepted it."""
+        headers = self.auth if key is None else {**self.auth, "Idempotency-Key": key}
         tried: list[str] = []  # what each attempt met, for a problem's message
         for attempt in range(20):
             live = ports()
@@ -95,9 +106,7 @@ class Victim:
             self.in_flight[port] += 1
             try:
                 async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=30) as api:
-                    r = await api.post(
-                        f"/tenants/{TENANT}/runs", json=body, headers={**self.auth, "Idempotency-Key": key}
-                    )
+                    r = await api.post(path, json=body, headers=headers)
             except httpx.TransportError as exc:
                 tried.append(f"{port}: {exc!r}")
                 self.cut[port] += 1
@@ -109,20 +118,18 @@ class Victim:
             self.answered.append((time.monotonic(), r.status_code))
             tried.append(f"{port}: {r.status_code}")
             if r.status_code in (200, 201):
-                self.accepted.append(r.json()["id"])
-                return
+                return r
             if r.status_code == 409 and r.json().get("field") == "idempotency_key":
                 # The same key is still in flight elsewhere (an earlier attempt cut off from us): the
                 # API says to retry once it has finished, and the retry replays or makes the run.
                 await asyncio.sleep(0.2)
                 continue
             if r.status_code < 500:
-                self.problems.append(
-                    f"victim run {key} refused: {r.status_code} {r.text[:200]} after {tried}"
-                )
-                return
+                self.problems.append(f"{what} refused: {r.status_code} {r.text[:200]} after {tried}")
+                return None
             await asyncio.sleep(0.2)  # a 5xx while the API's database is away: try again
-        self.problems.append(f"victim run {key} never accepted: no API answered it")
+        self.problems.append(f"{what} never accepted: no API answered it")
+        return None
 
     async def senders(self, ports: Callable[[], list[int]], stop: asyncio.Event, n: int = 6) -> None:
         """`n` clients submitting one run after another until `stop` (each finishes its run)."""
