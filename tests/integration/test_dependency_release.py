@@ -3,8 +3,8 @@ concurrency-limited job is released by its parent's success into the wait for it
 trigger lets the release through, the limit still holds: it runs only once the keeper grants it a
 slot); and two parents finishing at the same time, in separate transactions on separate
 connections, release their shared dependents exactly once, without a deadlock. A submission naming
-both a parent and its pending child, while that parent ends, still deadlocks with the end (the
-last test, a strict xfail until the lock order is fixed)."""
+both a parent and its pending child, while that parent ends, can close a lock cycle with the end:
+Postgres fails one side, and the submission is tried again (the last test)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,6 @@ from datetime import UTC, datetime, timedelta
 
 import asyncpg
 import httpx
-import pytest
 
 from app.config import Settings
 from app.db import transitions
@@ -165,12 +164,6 @@ async def lock_waiters(pool: asyncpg.Pool) -> int:
     return int(await pool.fetchval("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="lock_parents locks a submission's parents in id order, the end of a parent locks it and "
-    "then its dependents: a submission naming a parent and its child whose id is lower deadlocks "
-    "with that parent's end (the submission is answered 503)",
-)
 async def test_a_submission_naming_a_parent_and_its_child_does_not_deadlock_with_the_parents_end(
     api: httpx.AsyncClient, tenant: dict, settings: Settings, pool: asyncpg.Pool
 ) -> None:
