@@ -27,6 +27,16 @@ class Fence:
         self.scheduled_ats = [i[1] for i in items]
         self.epochs = [i[2] for i in items]
 
+    def id_order(self) -> list[int]:
+        """Positions in run id order. A statement that locks runs another may lock too (a worker's
+        heartbeat and its finish share the runs it executes) names them in this order: both lock
+        them one by one in the order named, and two in different orders can each hold a run the
+        other waits for, a cycle Postgres breaks by failing one of them."""
+        return sorted(range(len(self.ids)), key=self.ids.__getitem__)
+
+    def taken(self, positions: Sequence[int]) -> Fence:
+        return Fence([(self.ids[i], self.scheduled_ats[i], self.epochs[i]) for i in positions])
+
     def binds(self) -> dict[str, Any]:
         return {
             "ids": self.ids,
@@ -162,6 +172,7 @@ async def expire_runs(conn: asyncpg.Connection, limit: int) -> int:
 
 
 async def heartbeat_runs(conn: asyncpg.Connection, fence: Fence, lease_seconds: float) -> set[UUID]:
+    fence = fence.taken(fence.id_order())
     rows = await q.fetch(conn, "heartbeat_runs", lease_seconds=lease_seconds, **fence.binds())
     return {r["id"] for r in rows}
 
@@ -177,6 +188,8 @@ async def finish_runs(
 ) -> list[asyncpg.Record]:
     """Fenced running -> succeeded | pending (retry) | failed, one outcome per fenced run, its
     attempt's history entry closed and a success's result stored, in the one statement."""
+    order = fence.id_order()
+    fence, outcomes = fence.taken(order), [outcomes[i] for i in order]
     return await q.fetch(
         conn,
         "finish_runs",
