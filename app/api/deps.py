@@ -21,6 +21,7 @@ from app.services import runs as run_service
 from app.services.admission import AdmissionControl
 from app.services.audit import Actor, AuditContext, new_request_id
 from app.services.auth import KeyCache, Principal, authenticate
+from app.services.events import Publisher
 from app.services.submission import Submitter
 from app.services.wakeups import WakeUps
 
@@ -37,9 +38,11 @@ class State:
     keys: KeyCache = field(default_factory=KeyCache)
     wakeups: WakeUps = field(default_factory=WakeUps)
     submitter: Submitter = field(init=False)  # what the API's routes and the dashboard submit runs with
+    events: Publisher = field(init=False)  # what the API publishes tenants' events with
 
     def __post_init__(self) -> None:
         self.submitter = Submitter(self.settings, self.pool, self.admission, self.wakeups)
+        self.events = Publisher(self.settings, self.pool, self.admission, self.wakeups)
 
 
 # A request that reaches a process still connecting (app.runtime) waits this long, then gets a 503.

@@ -11,9 +11,7 @@ from app.api.large_bodies import LargeBodiesOffTheLoop
 from app.api.schemas.common import TENANT_ID_PATTERN, error_responses, json_response
 from app.api.schemas.events import EventPublish, EventRuns
 from app.api.schemas.runs import IdempotencyKey
-from app.errors import InvalidInput
-from app.services import events as event_service
-from app.services.validation import check_payload
+from app.services.events import Publication
 
 router = APIRouter(tags=["events"], route_class=LargeBodiesOffTheLoop)
 TenantIdPath = Annotated[str, Path(pattern=TENANT_ID_PATTERN)]
@@ -42,20 +40,7 @@ async def publish_event(
     was used before with the same body (another body: 422); 200 with no runs when no job subscribes
     (publishing an event nobody listens to is not an error). A paused job's run is made held."""
     principal.require_tenant(tenant_id)
-    if not event_service.valid_name(name):
-        raise InvalidInput(f"event name {name[:64]!r} is not valid: {event_service.NAME_RULE}", field="name")
-    if body.payload is not None:
-        s = state.settings
-        check_payload(body.payload, s.max_payload_bytes, max_depth=s.max_payload_depth, field="payload")
-    submitted = await event_service.publish(
-        state.pool,
-        state.admission,
-        tenant_id,
-        name,
-        body.payload,
-        idempotency_key,
-        request.headers.get("traceparent"),
-        state.wakeups,
-    )
+    event = Publication(tenant_id, name, body.payload, idempotency_key, request.headers.get("traceparent"))
+    submitted = await state.events.publish(event)
     created = any(s.created for s in submitted)
     return json_response({"runs": [s.run for s in submitted]}, 201 if created else 200)

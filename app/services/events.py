@@ -8,14 +8,18 @@ body is 422. docs/groups-and-events.md."""
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Any
 
 import asyncpg
 
+from app.config import Settings
 from app.db import groups as group_repo
+from app.errors import InvalidInput
 from app.services.admission import AdmissionControl
 from app.services.run_requests import RunRequest, Submitted
 from app.services.submission import submit
+from app.services.validation import check_payload
 from app.services.wakeups import WakeUps
 
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}")  # as a job's name
@@ -47,3 +51,40 @@ async def publish(
         for job in jobs
     ]
     return await submit(pool, admission, tenant_id, requests, traceparent, wakeups)
+
+
+@dataclass(frozen=True)
+class Publication:
+    """An event as a tenant publishes it: its name and payload as sent, the Idempotency-Key header,
+    the caller's traceparent."""
+
+    tenant_id: str
+    name: str
+    payload: Any | None
+    idempotency_key: str | None
+    traceparent: str | None
+
+
+class Publisher:
+    """Publishes tenants' events: built once per process, as the Submitter is, and called the same
+    way; it checks what it is given (a refusal is an InvalidInput naming the field) before writing."""
+
+    def __init__(self, settings: Settings, pool: asyncpg.Pool, admission: AdmissionControl, wakeups: WakeUps):
+        self.settings, self.pool, self.admission, self.wakeups = settings, pool, admission, wakeups
+
+    async def publish(self, event: Publication) -> list[Submitted]:
+        if not valid_name(event.name):
+            raise InvalidInput(f"event name {event.name[:64]!r} is not valid: {NAME_RULE}", field="name")
+        if event.payload is not None:
+            s = self.settings
+            check_payload(event.payload, s.max_payload_bytes, max_depth=s.max_payload_depth, field="payload")
+        return await publish(
+            self.pool,
+            self.admission,
+            event.tenant_id,
+            event.name,
+            event.payload,
+            event.idempotency_key,
+            event.traceparent,
+            self.wakeups,
+        )
