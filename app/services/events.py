@@ -30,29 +30,6 @@ def valid_name(name: str) -> bool:
     return NAME.fullmatch(name) is not None
 
 
-async def publish(
-    pool: asyncpg.Pool,
-    admission: AdmissionControl,
-    tenant_id: str,
-    event: str,
-    payload: Any | None,
-    idempotency_key: str | None,
-    traceparent: str | None,
-    wakeups: WakeUps | None = None,
-) -> list[Submitted]:
-    """The runs the event made (or, replayed, made before), in job name order; none when no job
-    subscribes. `payload` None: each job's own."""
-    async with pool.acquire() as conn:
-        jobs = await group_repo.subscribed_jobs(conn, tenant_id, event)
-    if not jobs:
-        return []
-    requests = [
-        RunRequest(job, None, payload, None if idempotency_key is None else f"{idempotency_key}:{job}", "")
-        for job in jobs
-    ]
-    return await submit(pool, admission, tenant_id, requests, traceparent, wakeups)
-
-
 @dataclass(frozen=True)
 class Publication:
     """An event as a tenant publishes it: its name and payload as sent, the Idempotency-Key header,
@@ -73,18 +50,21 @@ class Publisher:
         self.settings, self.pool, self.admission, self.wakeups = settings, pool, admission, wakeups
 
     async def publish(self, event: Publication) -> list[Submitted]:
+        """The runs the event made (or, replayed, made before), in job name order; none when no job
+        subscribes. A payload of None: each job's own."""
         if not valid_name(event.name):
             raise InvalidInput(f"event name {event.name[:64]!r} is not valid: {NAME_RULE}", field="name")
         if event.payload is not None:
             s = self.settings
             check_payload(event.payload, s.max_payload_bytes, max_depth=s.max_payload_depth, field="payload")
-        return await publish(
-            self.pool,
-            self.admission,
-            event.tenant_id,
-            event.name,
-            event.payload,
-            event.idempotency_key,
-            event.traceparent,
-            self.wakeups,
+        async with self.pool.acquire() as conn:
+            jobs = await group_repo.subscribed_jobs(conn, event.tenant_id, event.name)
+        if not jobs:
+            return []
+        key = event.idempotency_key
+        requests = [
+            RunRequest(job, None, event.payload, None if key is None else f"{key}:{job}", "") for job in jobs
+        ]
+        return await submit(
+            self.pool, self.admission, event.tenant_id, requests, event.traceparent, self.wakeups
         )
