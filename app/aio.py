@@ -31,7 +31,7 @@ def tune_gc() -> None:
     which kept CPython's young collection running every few hundred runs, each pass traversing the
     batch still alive; what the imports made lives as long as the process. So: what exists now is
     frozen out of every collection, and the young generation holds a few batches before it is
-    collected (docs/bench.md, verdict 37: 9-12 % of the engine's and the worker's CPU per run)."""
+    collected (measured in docs/bench.md, verdict 37)."""
     gc.freeze()
     gc.set_threshold(GC_YOUNG_THRESHOLD, *gc.get_threshold()[1:])
 
