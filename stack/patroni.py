@@ -25,7 +25,6 @@ import os
 import pwd
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -36,6 +35,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+
+from app.dev import free_port
 
 PG_VERSIONS = (15, 16, 17, 18)  # Debian's layout: /usr/lib/postgresql/<major>/bin
 SYSTEM_USER = "postgres"  # Debian's postgresql-common makes it
@@ -78,12 +79,6 @@ def patroni_available() -> None:
         import patroni  # type: ignore[import-untyped]  # noqa: F401
     except ImportError:
         raise Unavailable("patroni is not installed (pip install -e '.[dev]')") from None
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def system_user() -> pwd.struct_passwd | None:

@@ -49,6 +49,9 @@ if TYPE_CHECKING:
 SECONDS_PER_FAULT = 6.0
 WAIT_FOR_WORK = 15.0  # seconds a fault waits for work in flight before striking anyway
 WAIT_FOR_PARENTS = 3.0  # seconds one waits for the graphs' parents in flight (submitted every second)
+# The worker kill strikes requests of the limited job at most this old: each is held at least
+# limited.SLEEP[0] (0.3 s), so one this young is still open when the kill follows the probe.
+YOUNG_REQUEST_SECONDS = 0.1
 
 
 async def _until(
@@ -232,7 +235,14 @@ class Injector:
 
             async def probe() -> int:
                 nonlocal owner
-                open_at_kill[:] = [c for c in self.receiver.calls if c.key is not None and c.ended is None]
+                # Only requests that arrived within YOUNG_REQUEST_SECONDS: the rest may end (their
+                # sleep is at least limited.SLEEP[0]) while this probe reads the database on a busy host.
+                young = time.monotonic() - YOUNG_REQUEST_SECONDS
+                open_at_kill[:] = [
+                    c
+                    for c in self.receiver.calls
+                    if c.key is not None and c.ended is None and c.started > young
+                ]
                 by_run = {c.headers.get("scheduler-run-id", ""): c for c in open_at_kill}
                 rows = await self.s.fetch(
                     "SELECT id::text AS id, lease_owner FROM job_runs WHERE id = ANY($1::uuid[])"
@@ -250,12 +260,14 @@ class Injector:
         if not owner:
             owner, _running = await self.busiest_worker()
             open_at_kill.clear()
-        running = await self._held("running", owner)
         doomed = self.s.roles["worker"].pop(owner)
         # Only those still open now count as struck (one may have been answered since the probe).
         open_at_kill = [c for c in open_at_kill if c.ended is None]
         killed_at = time.monotonic()
         alive = await self._kill(owner, doomed)
+        # Read after the kill, which must follow the probe at once: the dead worker's runs stay
+        # `running` until the reaper takes them back, a lease after their last heartbeat.
+        running = await self._held("running", owner)
         # The kernel closes a killed process's sockets: the receiver's handler sees the disconnect
         # (it polls for it while holding the request) and counts the request off, long before the
         # reaper can free its slot (lease_seconds after the last heartbeat) for another attempt. So
