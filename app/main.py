@@ -7,12 +7,12 @@ import logging
 from typing import Any
 
 from fastapi import FastAPI
-from fastapi.routing import APIRoute
 from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
 from prometheus_fastapi_instrumentator import Instrumentator
 
 from app.api import audit, events, flow, groups, health, jobs, run_actions, runs, tenants
 from app.api.problems import install_error_handlers
+from app.api.routers import STRICT_CONTENT_TYPE, add_routes, operation_id
 from app.api.schemas.common import serve_problems_as_problem_json
 from app.api.server import BodyLimit, RequestId
 from app.api_process import ApiProcess
@@ -25,12 +25,6 @@ DESCRIPTION = "Multi-tenant distributed job scheduler: Postgres is the truth, NA
 
 
 _instrumentator: Instrumentator | None = None
-
-
-def operation_id(route: APIRoute) -> str:
-    """The route's name in camelCase (submit_run -> submitRun): what generated clients call it."""
-    first, *rest = route.name.split("_")
-    return first + "".join(word.capitalize() for word in rest)
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -51,9 +45,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         # No redirect from "/path/" to "/path": Starlette builds its Location from the Host header,
         # which the caller controls. A wrong path is a 404.
         redirect_slashes=False,
-        # A JSON body sent without Content-Type (curl's --data-raw, say) is read as JSON; any other
-        # declared type is refused by BodyLimit with 415 rather than misread as a string.
-        strict_content_type=False,
+        strict_content_type=STRICT_CONTENT_TYPE,  # as on every router's routes
     )
     app.state.settings = settings  # what a route needs before the database is reached (app/ui)
     build_openapi = app.openapi
@@ -64,7 +56,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]
-    for router in (
+    add_routes(
+        app,
         tenants.router,
         jobs.router,
         flow.router,
@@ -74,8 +67,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         events.router,
         audit.router,
         health.router,
-    ):
-        app.include_router(router)
+    )
     mount_dashboard(app)
     install_error_handlers(app)
     # One payload may need up to 4x its stored size in the request (escapes, whitespace).

@@ -5,15 +5,16 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Annotated
 
-from fastapi import APIRouter, Path, Query
+from fastapi import Path, Query
 
 from app.api.cursors import decode_cursor, encode_cursor
 from app.api.deps import PrincipalDep, StateDep
+from app.api.routers import api_router
 from app.api.schemas.audit import AuditAction, AuditEvent, AuditEventList
 from app.api.schemas.common import TENANT_ID_PATTERN, error_responses
 from app.services import audit as audit_service
 
-router = APIRouter(tags=["audit"])
+router = api_router(tags=["audit"])
 TenantIdPath = Annotated[str, Path(pattern=TENANT_ID_PATTERN)]
 
 

@@ -4,16 +4,17 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Header, Path, Request, Response
+from fastapi import Header, Path, Request, Response
 
 from app.api.deps import PrincipalDep, StateDep
 from app.api.large_bodies import LargeBodiesOffTheLoop
+from app.api.routers import api_router
 from app.api.schemas.common import TENANT_ID_PATTERN, error_responses, json_response
 from app.api.schemas.events import EventPublish, EventRuns
 from app.api.schemas.runs import IdempotencyKey
 from app.services.events import Publication
 
-router = APIRouter(tags=["events"], route_class=LargeBodiesOffTheLoop)
+router = api_router(tags=["events"], route_class=LargeBodiesOffTheLoop)
 TenantIdPath = Annotated[str, Path(pattern=TENANT_ID_PATTERN)]
 # Checked in the route, not by the path's pattern: a bad name is a 422 naming `name`.
 EventNamePath = Annotated[str, Path(max_length=1024, examples=["order.placed"])]

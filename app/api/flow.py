@@ -4,15 +4,16 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Path
+from fastapi import Path
 
 from app.api.deps import AuditDep, PrincipalDep, StateDep
+from app.api.routers import api_router
 from app.api.schemas.common import JOB_NAME_PATTERN, TENANT_ID_PATTERN, error_responses
 from app.api.schemas.jobs import Job, job_out
 from app.api.schemas.tenants import TenantPause
 from app.services import flow as flow_service
 
-router = APIRouter(tags=["flow control"])
+router = api_router(tags=["flow control"])
 ERRORS = error_responses(401, 404, 422)
 JOB_ERRORS = error_responses(401, 403, 404, 422)  # a key without jobs:write is refused
 JobNamePath = Annotated[str, Path(pattern=JOB_NAME_PATTERN, examples=["send-report"])]

@@ -5,15 +5,16 @@ from __future__ import annotations
 from typing import Annotated
 from uuid import UUID
 
-from fastapi import APIRouter, Path, Query, Response
+from fastapi import Path, Query, Response
 
 from app.api.cursors import decode_cursor, encode_cursor
 from app.api.deps import PrincipalDep, StateDep
+from app.api.routers import api_router
 from app.api.schemas.common import TENANT_ID_PATTERN, error_responses, json_response
 from app.api.schemas.groups import Group, GroupList
 from app.services import groups as group_service
 
-router = APIRouter(tags=["groups"])
+router = api_router(tags=["groups"])
 ERRORS = error_responses(401, 403, 404, 422)
 TenantIdPath = Annotated[str, Path(pattern=TENANT_ID_PATTERN)]
 

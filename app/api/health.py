@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request, Response
+from fastapi import Request, Response
 
+from app.api.routers import api_router
 from app.api.schemas.common import Health
 from app.telemetry.ops_server import run_checks
 
-router = APIRouter(tags=["health"])
+router = api_router(tags=["health"])
 
 
 @router.get("/healthz", response_model=Health)

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Path, Query, Response
+from fastapi import Path, Query, Response
 
 from app.api.deps import AuditDep, PrincipalDep, State, StateDep
+from app.api.routers import api_router
 from app.api.schemas.common import JOB_NAME_PATTERN, TENANT_ID_PATTERN, error_responses, json_response
 from app.api.schemas.jobs import Backfill, BackfillResult, Job, JobList, JobPut, job_out
 from app.domain import JobRecord
@@ -15,7 +16,7 @@ from app.services import jobs as job_service
 from app.services.audit import AuditContext
 from app.services.validation import check_schedule_window
 
-router = APIRouter(tags=["jobs"])
+router = api_router(tags=["jobs"])
 ERRORS = error_responses(401, 403, 404, 413, 422)
 JobNamePath = Annotated[str, Path(pattern=JOB_NAME_PATTERN, examples=["send-report"])]
 # A tenant id that cannot exist is refused before any query (a NUL in it was a 500 in Postgres).

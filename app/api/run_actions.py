@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Response
+from fastapi import Response
 
 from app.api.cursors import decode_cursor, encode_cursor
 from app.api.deps import AuditDep, PrincipalDep, StateDep
+from app.api.routers import api_router
 from app.api.runs import TenantIdPath
 from app.api.schemas.common import error_responses, json_response
 from app.api.schemas.runs import RunAction, RunActionResult
@@ -13,7 +14,7 @@ from app.domain import RunStatus
 from app.services import run_actions as action_service
 from app.services.run_actions import RunFilter
 
-router = APIRouter(tags=["runs"])
+router = api_router(tags=["runs"])
 
 
 @router.post(

@@ -5,11 +5,12 @@ from __future__ import annotations
 from typing import Annotated, Any
 from uuid import UUID
 
-from fastapi import APIRouter, Body, Header, Path, Query, Request, Response
+from fastapi import Body, Header, Path, Query, Request, Response
 
 from app.api.cursors import decode_cursor, encode_cursor
 from app.api.deps import AuditDep, PrincipalDep, StateDep
 from app.api.large_bodies import PARSER, LargeBodiesOffTheLoop, is_large
+from app.api.routers import api_router
 from app.api.schemas.common import (
     JOB_NAME_PATTERN,
     TAGS_RULE,
@@ -36,8 +37,8 @@ from app.services.dependencies import Dependencies
 from app.services.run_requests import RunRequest, Submission
 from app.services.validation import Moment
 
-router = APIRouter(tags=["runs"])
-submissions = APIRouter(route_class=LargeBodiesOffTheLoop)  # tagged "runs" by `router`
+router = api_router(tags=["runs"])
+submissions = api_router(route_class=LargeBodiesOffTheLoop)  # tagged "runs" by `router`
 ERRORS = error_responses(401, 403, 404, 409, 413, 422, 429)
 # A tenant id that cannot exist is refused before any query (a NUL in it was a 500 in Postgres).
 TenantIdPath = Annotated[str, Path(pattern=TENANT_ID_PATTERN)]

@@ -5,9 +5,10 @@ from __future__ import annotations
 import uuid
 from dataclasses import asdict
 
-from fastapi import APIRouter, Response
+from fastapi import Response
 
 from app.api.deps import AuditDep, PrincipalDep, StateDep
+from app.api.routers import api_router
 from app.api.schemas.common import error_responses
 from app.api.schemas.tenants import (
     ApiKey,
@@ -26,7 +27,7 @@ from app.services import tenants as tenant_service
 from app.services.auth import SCOPES
 from app.services.flow import TenantLimits
 
-router = APIRouter(tags=["tenants"])
+router = api_router(tags=["tenants"])
 ERRORS = error_responses(401, 404, 409, 422)
 SCOPED_ERRORS = error_responses(401, 403, 404, 409, 422)  # the routes a key's scope may refuse
 

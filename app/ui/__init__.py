@@ -6,6 +6,7 @@ from __future__ import annotations
 from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
+from app.api.routers import add_routes
 from app.ui import actions, sessions
 from app.ui.pages import admin, audit, failures, groups, jobs, overview, runs
 from app.ui.render import HERE
@@ -22,6 +23,5 @@ def mount_dashboard(app: FastAPI) -> None:
         audit.router,
         admin.router,
     )
-    for router in (sessions.router, *pages, actions.router):
-        app.include_router(router)
+    add_routes(app, sessions.router, *pages, actions.router)
     app.mount("/ui/static", StaticFiles(directory=HERE / "static"), name="ui-static")

@@ -8,7 +8,7 @@ from typing import Annotated
 from urllib.parse import urlencode
 from uuid import UUID
 
-from fastapi import APIRouter, Path, Request, Response
+from fastapi import Path, Request, Response
 from fastapi.responses import RedirectResponse
 from pydantic import ValidationError
 
@@ -26,11 +26,11 @@ from app.services.run_requests import RunRequest, Submission
 from app.ui.pages.failures import BULK_LIMIT, failure_filter
 from app.ui.pages.jobs import job_editor
 from app.ui.pages.runs import run_page
-from app.ui.render import UiRoute
+from app.ui.render import ui_router
 from app.ui.scope import moment, scoped_tenant, scoped_tenant_of_run
 from app.ui.sessions import FormDep, SessionDep, UiAuditDep
 
-router = APIRouter(prefix="/ui", route_class=UiRoute, include_in_schema=False)
+router = ui_router()
 JobName = Annotated[str, Path(pattern=JOB_NAME_PATTERN)]
 TenantId = Annotated[str, Path(pattern=TENANT_ID_PATTERN)]
 

@@ -10,12 +10,13 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 import orjson
-from fastapi import Request, Response
+from fastapi import APIRouter, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import RedirectResponse
 from fastapi.routing import APIRoute
 from fastapi.templating import Jinja2Templates
 
+from app.api.routers import api_router
 from app.errors import AppError
 
 HERE = Path(__file__).parent
@@ -101,3 +102,9 @@ class UiRoute(APIRoute):
             return response
 
         return render_errors
+
+
+def ui_router() -> APIRouter:
+    """A router of dashboard pages or actions: under /ui, with UiRoute's headers and error pages,
+    left out of the API's schema."""
+    return api_router(prefix="/ui", route_class=UiRoute, include_in_schema=False)

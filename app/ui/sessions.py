@@ -10,7 +10,7 @@ import secrets
 from typing import Annotated
 from urllib.parse import parse_qs
 
-from fastapi import APIRouter, Depends, Path, Request, Response
+from fastapi import Depends, Path, Request, Response
 from fastapi.responses import RedirectResponse
 
 from app.api.deps import StateDep, authorize, request_id
@@ -18,7 +18,7 @@ from app.errors import Forbidden, InvalidInput, Unauthorized
 from app.services import ui_sessions
 from app.services.audit import AuditContext
 from app.services.ui_sessions import SESSION_SECONDS, UiSession
-from app.ui.render import SignInRequired, UiRoute, page
+from app.ui.render import SignInRequired, page, ui_router
 
 SESSION_COOKIE = "scheduler_session"
 # Before there is a session, the sign-in form is tied to the browser that loaded it by this cookie
@@ -27,7 +27,7 @@ LOGIN_COOKIE = "scheduler_login"
 MAX_FORM_FIELDS = 20
 MAX_TOKEN_CHARS = 512  # an API key is ~80 characters; the admin token is the operator's choice
 
-router = APIRouter(prefix="/ui", route_class=UiRoute, include_in_schema=False)
+router = ui_router()
 
 
 def _set_cookie(request: Request, response: Response, name: str, value: str, max_age: int) -> None:

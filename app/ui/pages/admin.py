@@ -4,16 +4,16 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query, Request, Response
+from fastapi import Query, Request, Response
 
 from app.api.deps import StateDep
 from app.api.schemas.common import TENANT_ID_PATTERN
 from app.services import tenants as tenant_service
-from app.ui.render import UiRoute, page
+from app.ui.render import page, ui_router
 from app.ui.scope import PAGE_SIZE
 from app.ui.sessions import SessionDep
 
-router = APIRouter(prefix="/ui", route_class=UiRoute, include_in_schema=False)
+router = ui_router()
 
 
 @router.get("/admin")

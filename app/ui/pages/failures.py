@@ -7,18 +7,18 @@ from datetime import UTC, datetime, timedelta
 from typing import Annotated
 from uuid import UUID
 
-from fastapi import APIRouter, Query, Request, Response
+from fastapi import Query, Request, Response
 
 from app.api.deps import StateDep
 from app.domain import CANCELLABLE, RunRecord, RunStatus
 from app.services import dashboard
 from app.services import runs as run_service
 from app.services.run_actions import Action, RunFilter, count_matching
-from app.ui.render import UiRoute, page
+from app.ui.render import page, ui_router
 from app.ui.scope import DaysQuery, TenantQuery, scoped_tenant, scoped_tenant_of_run
 from app.ui.sessions import SessionDep
 
-router = APIRouter(prefix="/ui", route_class=UiRoute, include_in_schema=False)
+router = ui_router()
 BULK_LIMIT = 10_000  # a bulk action's runs per request, the API's own most (RunAction.limit)
 
 

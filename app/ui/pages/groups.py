@@ -5,17 +5,17 @@ from __future__ import annotations
 from typing import Annotated
 from uuid import UUID
 
-from fastapi import APIRouter, Query, Request, Response
+from fastapi import Query, Request, Response
 
 from app.api.cursors import decode_cursor, encode_cursor
 from app.api.deps import StateDep
 from app.services import groups as group_service
 from app.services import runs as run_service
-from app.ui.render import UiRoute, page
+from app.ui.render import page, ui_router
 from app.ui.scope import PAGE_SIZE, TenantQuery, scoped_tenant
 from app.ui.sessions import SessionDep
 
-router = APIRouter(prefix="/ui", route_class=UiRoute, include_in_schema=False)
+router = ui_router()
 
 
 @router.get("/groups")

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Annotated
 
 import orjson
-from fastapi import APIRouter, Path, Query, Request, Response
+from fastapi import Path, Query, Request, Response
 
 from app.api.deps import StateDep
 from app.api.schemas.common import JOB_NAME_PATTERN
@@ -15,11 +15,11 @@ from app.api.schemas.jobs import JobPut
 from app.domain import JobRecord
 from app.services import cron
 from app.services import jobs as job_service
-from app.ui.render import UiRoute, page
+from app.ui.render import page, ui_router
 from app.ui.scope import PAGE_SIZE, TenantQuery, scoped_tenant
 from app.ui.sessions import SessionDep
 
-router = APIRouter(prefix="/ui", route_class=UiRoute, include_in_schema=False)
+router = ui_router()
 NEXT_FIRES = 5
 
 

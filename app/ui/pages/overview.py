@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from fastapi import APIRouter, Request, Response
+from fastapi import Request, Response
 
 from app.api.deps import StateDep
 from app.services import dashboard
 from app.ui import charts
-from app.ui.render import UiRoute, page
+from app.ui.render import page, ui_router
 from app.ui.sessions import SessionDep
 
-router = APIRouter(prefix="/ui", route_class=UiRoute, include_in_schema=False)
+router = ui_router()
 
 
 @router.get("")

@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 from typing import Annotated
 from uuid import UUID
 
-from fastapi import APIRouter, Query, Request, Response
+from fastapi import Query, Request, Response
 from fastapi.responses import RedirectResponse
 
 from app.api.cursors import decode_cursor, encode_cursor
@@ -17,7 +17,7 @@ from app.errors import AppError, InvalidInput
 from app.services import dashboard, dependencies
 from app.services import runs as run_service
 from app.services.ui_sessions import UiSession
-from app.ui.render import UiRoute, page
+from app.ui.render import page, ui_router
 from app.ui.scope import (
     PAGE_SIZE,
     JobQuery,
@@ -30,7 +30,7 @@ from app.ui.scope import (
 )
 from app.ui.sessions import SessionDep
 
-router = APIRouter(prefix="/ui", route_class=UiRoute, include_in_schema=False)
+router = ui_router()
 DATETIME_LOCAL = "%Y-%m-%dT%H:%M"  # what <input type="datetime-local"> sends
 
 
