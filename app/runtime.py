@@ -14,17 +14,19 @@ import contextlib
 import logging
 import random
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import asyncpg
 from nats.aio.client import Client as NATS
 
 from app import pending
-from app.bus.hot_index import HotIndex
 from app.bus.jetstream import close as close_nats
 from app.bus.jetstream import connect as connect_nats
 from app.config import Settings
 from app.db.connection import create_pool
+
+if TYPE_CHECKING:
+    from app.bus.hot_index import HotIndex
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -66,6 +68,8 @@ async def until_connected(connect: Callable[[], Awaitable[T]], what: str, stop: 
 def hot_index_of(settings: Settings) -> HotIndex | None:
     """The Redis hot index when it is on; None otherwise (the claim then scans Postgres alone)."""
     if settings.hot_index == "redis" and settings.redis_url:
+        from app.bus.hot_index import HotIndex  # the Redis client: imported only when it is on
+
         return HotIndex(settings.redis_url, f"{settings.stream}:due")
     return None
 

@@ -6,8 +6,10 @@ else builds SQL. A name is unique across the files, so a statement is run by its
 module runs only the blocks of its own file (tests/unit/test_query_files.py). The tables, functions
 and triggers they run against are app/db/schema/.
 
-Blocks are written with named binds (`:tenant_id`); SQLAlchemy's compiler turns each into asyncpg's
-positional `$n` form at import, so a call passes keywords and the hot path does no string work.
+Blocks are written with named binds (`:tenant_id`), turned into asyncpg's positional `$n` form at
+import, so a call passes keywords and the hot path does no string work. A bind is what SQLAlchemy's
+text() takes for one (tests/unit/test_query_binds.py compares every block with its compiler, which
+a process need not import: a tenth of a second at each start).
 
 A statement that writes job_runs names, under its name, the triggers its writes may fire
 (`-- fires: ...`, from app/db/schema/: the run_queue triggers keep the queue, job_runs_flow_control
@@ -24,10 +26,10 @@ from pathlib import Path
 from typing import Any, TypeAlias
 
 import asyncpg
-from sqlalchemy import text
-from sqlalchemy.dialects.postgresql import asyncpg as asyncpg_dialect
 
 _BLOCK = re.compile(r"^-- name: (\w+)\n", re.MULTILINE)
+# `:name`, not `::type` (a cast), `\:` or a colon inside a word (text()'s rule).
+_BIND = re.compile(r"(?<![:\w\\]):(\w+)(?![:\w])")
 
 
 @dataclass(frozen=True)
@@ -44,16 +46,28 @@ class Query:
         return [values[p] for p in self.params]
 
 
+def positional(sql: str) -> tuple[str, tuple[str, ...]]:
+    """`sql` with each named bind as `$n` (a name used twice keeps its number), and the names in
+    the order of their numbers."""
+    params: list[str] = []
+
+    def number(match: re.Match[str]) -> str:
+        name = match.group(1)
+        if name not in params:
+            params.append(name)
+        return f"${params.index(name) + 1}"
+
+    return _BIND.sub(number, sql).replace("\\:", ":"), tuple(params)
+
+
 def parse(source: str) -> dict[str, Query]:
-    dialect = asyncpg_dialect.dialect()  # type: ignore[no-untyped-call]
     parts = _BLOCK.split(source)
     queries: dict[str, Query] = {}
     for name, body in zip(parts[1::2], parts[2::2], strict=True):
         sql = "\n".join(line for line in body.splitlines() if not line.lstrip().startswith("--")).strip()
-        compiled = text(sql.rstrip(";")).compile(dialect=dialect)
         if name in queries:
             raise ValueError(f"duplicate query name {name}")
-        queries[name] = Query(name, compiled.string, tuple(compiled.positiontup or ()))
+        queries[name] = Query(name, *positional(sql.rstrip(";")))
     return queries
 
 
