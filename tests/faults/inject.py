@@ -179,13 +179,16 @@ class Injector:
     async def kill_engine(self) -> None:
         owner, doomed = next(iter(self.s.roles["engine"].items()))
         held: list[asyncpg.Record] = []
-        await self._wait_for_parents()
+        parents = 0
         for _ in range(5):  # a burst of due runs, so that every engine claims some
+            # Graph parents are waited for each time: a burst and its claims may take seconds on a
+            # busy host, time enough for the parents found before it to finish.
+            await self._wait_for_parents()
             await self._victim_burst(100)
             held = await _until_rows(lambda: self._held("dispatched", owner), timeout=3.0)
-            if held:
+            parents = await self._parents_in_flight()
+            if held and parents:
                 break
-        parents = await self._parents_in_flight()
         del self.s.roles["engine"][owner]
         alive = await self._kill(owner, doomed)
         self.s.note(
