@@ -12,7 +12,7 @@ import textwrap
 
 import pytest
 
-from app.cli import COMMANDS
+from app.cli import COMMANDS, main
 from app.config import Settings
 from bench.scenarios import SCENARIOS
 
@@ -24,12 +24,11 @@ COMMAND_LINES = [[name] for name in COMMANDS] + [["bench", name] for name in [*S
 WITHOUT_DEV_EXTRA = "import sys; sys.modules['tqdm'] = None; sys.modules['matplotlib'] = None\n"
 
 
-# A subprocess's timeout: its imports take seconds of CPU, stretched on cores the suite's parallel
-# workers share; the help text is what is checked, not how soon it comes.
-
-
 def _help(argv: list[str]) -> str:
+    """`scheduler <argv> --help` as its console script prints it, without SCHEDULER_* set."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("SCHEDULER_")}
+    # A subprocess's timeout: its imports take seconds of CPU, stretched on cores the suite's
+    # parallel workers share; the help text is what is checked, not how soon it comes.
     done = subprocess.run(
         [*BASE, *argv, "--help"], capture_output=True, text=True, timeout=180, env=env, check=False
     )
@@ -38,9 +37,25 @@ def _help(argv: list[str]) -> str:
     return done.stdout
 
 
+def _help_here(argv: list[str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> str:
+    """The same help from app.cli.main in this process: a command's help differs from the console
+    script's only in how it started (the top-level help checks that once), and each process would
+    cost a second of imports."""
+    for name in [k for k in os.environ if k.startswith("SCHEDULER_")]:
+        monkeypatch.delenv(name)
+    with pytest.raises(SystemExit) as exit:
+        main([*argv, "--help"])
+    assert exit.value.code in (0, None), argv
+    out, err = capsys.readouterr()
+    assert not err, err
+    return out
+
+
 @pytest.mark.parametrize("argv", COMMAND_LINES, ids=" ".join)
-def test_every_command_says_what_it_does_and_what_it_reads(argv: list[str]) -> None:
-    out = _help(argv)
+def test_every_command_says_what_it_does_and_what_it_reads(
+    argv: list[str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out = _help_here(argv, capsys, monkeypatch)
     assert out.startswith(f"usage: scheduler {' '.join(argv)}"), out
     description = out.split("\n\n")[1]
     assert len(description.split()) >= 5, out  # a sentence, not just the usage line
@@ -55,6 +70,8 @@ def test_top_level_help_lists_every_command() -> None:
     out = _help([])
     for name in COMMANDS:
         assert re.search(rf"^\s+{name}\s+\S", out, re.M), out
+    # A command's help through the console script too, as its tests above read it in-process.
+    assert _help(["bench", "drain"]).startswith("usage: scheduler bench drain"), out
 
 
 def _run_without_dev_extra(code: str) -> subprocess.CompletedProcess[str]:
