@@ -29,21 +29,29 @@ from tests.support import (
 )
 
 
+def _timeout(item: pytest.Item) -> float | None:
+    mark = item.get_closest_marker("timeout")
+    if mark is None:
+        return None
+    return float(mark.args[0] if mark.args else mark.kwargs.get("timeout", 0))
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The suite runs on parallel workers (pyproject's addopts: `-n 4 --dist loadgroup`), each with
-    servers of its own (`services` is per worker process). A worker takes the next test when it is
-    nearly idle, in this order: first the tests that set a timeout of their own
-    (`@pytest.mark.timeout(…)`: minutes, with servers and processes of their own), the longest
-    timeout first, so that none of them starts last and keeps the suite waiting; then the others in
-    collection order."""
-
-    def key(item: pytest.Item) -> tuple[bool, float]:
-        mark = item.get_closest_marker("timeout")
-        if mark is None:
-            return (True, 0.0)
-        return (False, -float(mark.args[0] if mark.args else mark.kwargs.get("timeout", 0)))
-
-    items.sort(key=key)
+    servers of its own (`services` is per worker process), and a worker takes the next test in this
+    order. First the tests marked `bounded_under_load`, which hold a latency bound while they fault
+    servers and processes of their own. Then, once a quarter of the others have been handed out, the
+    tests that set a timeout of their own (`@pytest.mark.timeout(…)`: minutes, each starting several
+    processes and servers), the longest first: early enough that none keeps the suite waiting at its
+    end, late enough not to crowd the first ones' fault window on two cores. Then the rest of the
+    others, in collection order."""
+    first = [i for i in items if i.get_closest_marker("bounded_under_load")]
+    long = sorted(
+        (i for i in items if _timeout(i) is not None and i not in first), key=lambda i: -(_timeout(i) or 0)
+    )
+    rest = [i for i in items if _timeout(i) is None and i not in first]
+    quarter = len(rest) // 4
+    items[:] = [*first, *rest[:quarter], *long, *rest[quarter:]]
 
 
 @pytest.fixture(scope="session")

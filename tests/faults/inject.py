@@ -238,21 +238,26 @@ class Injector:
 
             async def probe() -> int:
                 nonlocal owner
-                # Only requests that arrived within YOUNG_REQUEST_SECONDS: the rest may end (their
-                # sleep is at least limited.SLEEP[0]) while this probe reads the database on a busy host.
+                # Only requests that arrived within YOUNG_REQUEST_SECONDS (each sleeps at least
+                # limited.SLEEP[0]), and only those still open after the read below, which a busy
+                # host may stretch: the kill follows the probe at once.
                 young = time.monotonic() - YOUNG_REQUEST_SECONDS
-                open_at_kill[:] = [
+                calls = [
                     c
                     for c in self.receiver.calls
                     if c.key is not None and c.ended is None and c.started > young
                 ]
-                by_run = {c.headers.get("scheduler-run-id", ""): c for c in open_at_kill}
+                if not calls:
+                    return 0
+                by_run = {c.headers.get("scheduler-run-id", ""): c for c in calls}
                 rows = await self.s.fetch(
                     "SELECT id::text AS id, lease_owner FROM job_runs WHERE id = ANY($1::uuid[])"
                     " AND status = 'running'",
                     list(by_run),
                 )
-                owners = Counter(r["lease_owner"] for r in rows if r["lease_owner"] in self.s.roles["worker"])
+                workers = self.s.roles["worker"]
+                rows = [r for r in rows if r["lease_owner"] in workers and by_run[r["id"]].ended is None]
+                owners = Counter(r["lease_owner"] for r in rows)
                 if not owners:
                     return 0
                 owner = owners.most_common(1)[0][0]

@@ -19,6 +19,7 @@ from tests.faults.harness import Config, run
 
 
 @pytest.mark.timeout(600)
+@pytest.mark.bounded_under_load
 async def test_victim_runs_all_succeed_in_bounded_lag_beside_a_hostile_tenant_under_faults(
     tmp_path: Path,
 ) -> None:
