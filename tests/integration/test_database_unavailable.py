@@ -22,9 +22,10 @@ from tests.support import Services, count_rows
 
 async def _sessions_anew(admin: asyncpg.Connection, database: str) -> None:
     """Ends every session of the database, waiting until each is gone (a terminated backend may still
-    answer a moment): the API's pool connects anew, under the new default."""
+    answer a moment, and takes seconds to exit on cores the suite's parallel workers share): the API's
+    pool connects anew, under the new default."""
     ended = await admin.fetch(
-        "SELECT pg_terminate_backend(pid, 5000) AS gone FROM pg_stat_activity"
+        "SELECT pg_terminate_backend(pid, 60000) AS gone FROM pg_stat_activity"
         " WHERE datname = $1 AND pid <> pg_backend_pid()",
         database,
     )
