@@ -105,6 +105,20 @@ class Injector:
             await self._limited_burst(2 * limited.LIMIT * len(limited.KEYS))
         await _until(self._limited_in_flight, every=0.02)
 
+    async def _limited_struck(self, also: Callable[[], Awaitable[int]]) -> int:
+        """The limited job's runs in flight, read just before a strike once `also` (another wait of
+        the fault's, made after the limited job's) found its work too; retried a few times while the
+        read finds none, since on a busy host the runs found first may finish during the other wait
+        (CI once killed NATS with a slot held at the wait and none at the strike)."""
+        struck = 0
+        for _ in range(5):
+            await self._wait_for_limited()
+            found = await also()
+            struck = await self._limited_in_flight()
+            if (struck or self.limited_auth is None) and found:
+                break
+        return struck
+
     async def _limited_burst(self, n: int) -> None:
         auth = self.limited_auth
         assert auth is not None
@@ -392,10 +406,15 @@ class Injector:
                 state = await self._stream()
             return state[0] if state else 0
 
-        await self._wait_for_limited()
-        messages = await _until(probe, every=0.05)
+        messages = 0
+
+        async def messages_found() -> int:
+            nonlocal messages
+            messages = await _until(probe, every=0.05)
+            return messages
+
+        struck = await self._limited_struck(messages_found)
         last_seq = state[1] if state else 0
-        struck = await self._limited_in_flight()
         await asyncio.to_thread(self.s.nats.crash_restart)
         after: tuple[int, int] | None = None
         problem = ""
@@ -427,11 +446,15 @@ class Injector:
             )
             return int(rows[0]["n"])
 
-        await self._wait_for_limited()
         in_flight = await _until(probe, every=0.05)
-        # Last, so that the parents found are those the crash strikes (the waits above are long).
-        parents = await _until(self._parents_in_flight, timeout=WAIT_FOR_PARENTS, every=0.02)
-        struck = await self._limited_in_flight()
+        parents = 0
+
+        async def parents_found() -> int:
+            nonlocal parents
+            parents = await _until(self._parents_in_flight, timeout=WAIT_FOR_PARENTS, every=0.02)
+            return parents
+
+        struck = await self._limited_struck(parents_found)
         started = time.monotonic()
         recovered = await asyncio.to_thread(self.s.postgres.crash_restart)
         self.s.note(
