@@ -73,6 +73,6 @@ async def test_schema_dump_prints_an_objects_text(
     assert "scheduler_queue_held()" in out
     assert (
         "    state smallint not null" in out
-        and "CONSTRAINT run_queue_pkey PRIMARY KEY (id, scheduled_at)" in out
+        and "CONSTRAINT run_queue_pkey PRIMARY KEY (scheduled_at, id)" in out
     )
     assert "-- no function, trigger, index or table nothing_such" in out and status == 1

@@ -24,7 +24,9 @@ CREATE TABLE run_queue (
     dispatched_at     timestamptz,
     -- scheduler_start_deadline(): the run's expires_at until its first start.
     expires_at        timestamptz,
-    PRIMARY KEY (id, scheduled_at)
+    -- Day first: the key answers the claim floor and retention (min(scheduled_at)), and every lookup
+    -- of a queue row names both columns.
+    PRIMARY KEY (scheduled_at, id)
 );
 -- The claim: claimable runs, most urgent first, overall and per tenant (the capped claim). Held runs
 -- (scheduler_queue_held()) are outside both, so they cost the claim nothing (decision 21).
@@ -32,8 +34,6 @@ CREATE INDEX run_queue_due ON run_queue (priority, due_at) WHERE state = 0;
 CREATE INDEX run_queue_tenant_due ON run_queue (tenant_id, priority, due_at) WHERE state = 0;
 -- The reaper: dispatch and run leases that may have lapsed.
 CREATE INDEX run_queue_leased ON run_queue (lease_expires_at) WHERE state IN (1, 2);
--- The claim floor and retention: where the oldest unfinished run lives.
-CREATE INDEX run_queue_floor ON run_queue (scheduled_at);
 -- Runs due before their scheduled_at (run now, reschedule, retry): the claim finds them through it,
 -- below its ceiling of scheduled_at.
 CREATE INDEX run_queue_pulled_forward ON run_queue (scheduled_at) WHERE state IN (0, 3) AND due_at < scheduled_at;
