@@ -106,10 +106,9 @@ class Injector:
         await _until(self._limited_in_flight, every=0.02)
 
     async def _limited_struck(self, also: Callable[[], Awaitable[int]]) -> int:
-        """The limited job's runs in flight, read just before a strike once `also` (another wait of
-        the fault's, made after the limited job's) found its work too; retried a few times while the
-        read finds none, since on a busy host the runs found first may finish during the other wait
-        (CI once killed NATS with a slot held at the wait and none at the strike)."""
+        """The limited job's runs in flight, read last before a strike, after `also` (the fault's
+        other wait) found its work too; waited for again, a few times, while that read finds none:
+        on a busy host the runs found first may finish during the other wait."""
         struck = 0
         for _ in range(5):
             await self._wait_for_limited()
