@@ -105,18 +105,18 @@ class Injector:
             await self._limited_burst(2 * limited.LIMIT * len(limited.KEYS))
         await _until(self._limited_in_flight, every=0.02)
 
-    async def _limited_struck(self, also: Callable[[], Awaitable[int]]) -> int:
-        """The limited job's runs in flight, read last before a strike, after `also` (the fault's
-        other wait) found its work too; waited for again, a few times, while that read finds none:
-        on a busy host the runs found first may finish during the other wait."""
-        struck = 0
+    async def _limited_struck(self, also: Callable[[], Awaitable[int]]) -> tuple[int, int]:
+        """The limited job's runs in flight, read last before a strike, and what `also` (the fault's
+        other wait) found; both waited for again, a few times, while either finds none: on a busy
+        host the runs found first may finish during the other wait."""
+        struck = found = 0
         for _ in range(5):
             await self._wait_for_limited()
             found = await also()
             struck = await self._limited_in_flight()
             if (struck or self.limited_auth is None) and found:
                 break
-        return struck
+        return struck, found
 
     async def _limited_burst(self, n: int) -> None:
         auth = self.limited_auth
@@ -405,14 +405,7 @@ class Injector:
                 state = await self._stream()
             return state[0] if state else 0
 
-        messages = 0
-
-        async def messages_found() -> int:
-            nonlocal messages
-            messages = await _until(probe, every=0.05)
-            return messages
-
-        struck = await self._limited_struck(messages_found)
+        struck, messages = await self._limited_struck(lambda: _until(probe, every=0.05))
         last_seq = state[1] if state else 0
         await asyncio.to_thread(self.s.nats.crash_restart)
         after: tuple[int, int] | None = None
@@ -446,14 +439,9 @@ class Injector:
             return int(rows[0]["n"])
 
         in_flight = await _until(probe, every=0.05)
-        parents = 0
-
-        async def parents_found() -> int:
-            nonlocal parents
-            parents = await _until(self._parents_in_flight, timeout=WAIT_FOR_PARENTS, every=0.02)
-            return parents
-
-        struck = await self._limited_struck(parents_found)
+        struck, parents = await self._limited_struck(
+            lambda: _until(self._parents_in_flight, timeout=WAIT_FOR_PARENTS, every=0.02)
+        )
         started = time.monotonic()
         recovered = await asyncio.to_thread(self.s.postgres.crash_restart)
         self.s.note(
