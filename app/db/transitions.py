@@ -134,8 +134,10 @@ async def reap_dispatched_runs(
     return await q.fetch(conn, "reap_dispatched_runs", limit=limit, claimed_before=claimed_before)
 
 
-async def reap_running_runs(conn: asyncpg.Connection, limit: int) -> list[asyncpg.Record]:
-    return await q.fetch(conn, "reap_running_runs", limit=limit)
+async def reap_running_runs(conn: asyncpg.Connection, limit: int, lead: float) -> list[asyncpg.Record]:
+    """`lead`: how much longer the dispatch lease is than a run's (0 if it is not): a run's start left
+    its queue row under the former, so that row is read this much early."""
+    return await q.fetch(conn, "reap_running_runs", limit=limit, lead=lead)
 
 
 class Starts(dict[UUID, int | None]):

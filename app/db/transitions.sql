@@ -273,21 +273,36 @@ RETURNING r.id, r.scheduled_at, r.due_at;
 -- fires: job_runs_count_group_runs, job_runs_failure_streak, job_runs_flow_control, job_runs_queue_changed, job_runs_record_callback, job_runs_settle_dependents
 -- A running run whose heartbeat lapsed lost its worker: the attempt is consumed (appended to the
 -- history as `lost`), then retry with backoff or fail. A late result from that worker no longer matches status 'running' at this epoch.
+-- A run started since its claim still has its dispatched queue row (a start leaves it:
+-- scheduler_queue_changed) until its first heartbeat. Its own lease lapses `:lead` seconds before
+-- that row's at the earliest (the dispatch lease less the run's: it started after its claim), so
+-- dispatched rows are read that much early, in the same lease order (runs are started in the order
+-- they were claimed, so those started come first). Of their runs, one still running under a live
+-- lease is `moved_on`: a write of its own lease, whose trigger brings the queue row up to date, so
+-- it is not read again until its real lease lapses. One still dispatched is the other reaper's
+-- (reap_dispatched_runs).
 WITH expired AS (
     SELECT id, scheduled_at FROM run_queue
-    WHERE state = scheduler_queue_running() AND lease_expires_at < now()
+    WHERE state IN (scheduler_queue_dispatched(), scheduler_queue_running())
+      AND lease_expires_at < now() + make_interval(secs => :lead)
+      AND (state = scheduler_queue_dispatched() OR lease_expires_at < now())
     ORDER BY lease_expires_at
     LIMIT :limit
 ),
-runs AS (
+found AS (
     -- The runs, by id within their days (as the claim finds them), locked without waiting and checked
     -- on their own row: the queue only found them (migration 0017).
-    SELECT r.id, r.scheduled_at FROM job_runs r
+    SELECT r.id, r.scheduled_at, r.lease_expires_at < now() AS lapsed FROM job_runs r
     WHERE r.id = ANY(ARRAY(SELECT id FROM expired)) AND r.scheduled_at = ANY(ARRAY(SELECT scheduled_at FROM expired))
       AND r.scheduled_at >= (SELECT min(scheduled_at) FROM expired)
       AND r.scheduled_at <= (SELECT max(scheduled_at) FROM expired)
-      AND r.status = 'running' AND r.lease_expires_at < now()
+      AND r.status = 'running'
     FOR UPDATE OF r SKIP LOCKED
+),
+moved_on AS (
+    UPDATE job_runs r SET lease_expires_at = r.lease_expires_at
+    FROM found f
+    WHERE NOT f.lapsed AND r.id = f.id AND r.scheduled_at = f.scheduled_at
 )
 UPDATE job_runs r SET
     status = CASE WHEN r.attempt < r.max_attempts THEN 'pending' ELSE 'failed' END,
@@ -301,8 +316,8 @@ UPDATE job_runs r SET
                                         r.started_at, 'lost', 'lease expired: the worker stopped heartbeating',
                                         NULL),
     lease_owner = NULL, lease_expires_at = NULL
-FROM runs e
-WHERE r.id = e.id AND r.scheduled_at = e.scheduled_at
+FROM found e
+WHERE e.lapsed AND r.id = e.id AND r.scheduled_at = e.scheduled_at
 RETURNING r.id, r.scheduled_at, r.due_at, r.status;
 
 -- name: expire_runs

@@ -1,7 +1,9 @@
 """The lease reaper: rescues runs whose lease lapsed. SKIP LOCKED makes any number of replicas safe.
 
 A running run past its lease lost its worker: the attempt is consumed, then it is retried with
-backoff or failed.
+backoff or failed. Until its first heartbeat, a run's queue row is still the one its claim wrote
+(dispatched, under the dispatch lease; its start leaves it): the reaper reads those rows early by the
+difference of the two leases, so a lost run is found as soon as its own lease lapses.
 
 A dispatched run past its lease never started. Either its message never reached the stream (its
 engine died between claim and publish) and it must go back to pending, no attempt consumed; or its
@@ -68,7 +70,7 @@ class Reaper(Periodic):
                 if len(rows) < BATCH:
                     break
             while True:
-                rows = await transitions.reap_running_runs(conn, BATCH)
+                rows = await transitions.reap_running_runs(conn, BATCH, self._lead())
                 for row in rows:
                     metrics.runs_reaped_total.labels(RunStatus.RUNNING, row["status"]).inc()
                 rescued += len(rows)
@@ -97,6 +99,11 @@ class Reaper(Periodic):
             now = NOTHING
         previous, self._watermark = self._watermark, now
         return _earliest(previous, now)
+
+    def _lead(self) -> float:
+        # A run's start leaves its dispatched queue row (scheduler_queue_changed): its own lease lapses
+        # at the earliest this long before that row's.
+        return max(0.0, self.settings.dispatch_lease_seconds - self.settings.lease_seconds)
 
     def _margin(self) -> float:
         # A message is published at most its PubAck wait and the re-sending after it later than its

@@ -41,7 +41,7 @@ from tests.receiver import Receiver, running_receiver
 from tests.support import ADMIN_TOKEN, Services, bearer, delete_stream, drop_database, make_settings
 
 # The release this one upgrades from: the last commit that landed.
-PREVIOUS_RELEASE = "8ffaf6a"
+PREVIOUS_RELEASE = "822f64d"
 # What the previous release logs when a migration changes a table's row type under one of its
 # prepared statements inside a transaction: it answered 500 (this release answers 503, app.db.errors).
 STALE_PLAN = "asyncpg.exceptions.InvalidCachedStatementError"

@@ -154,7 +154,8 @@ async def test_only_a_runs_last_attempt_counts_and_the_reaper_counts_too(
         "UPDATE job_runs SET lease_expires_at = now() - interval '1 second' WHERE status = 'running'"
     )
     async with pool.acquire() as conn:
-        [reaped] = await transitions.reap_running_runs(conn, 10)  # lost on its last attempt: failed
+        # Lost on its last attempt: failed. The lease moved in its own transaction, so the queue row did too.
+        [reaped] = await transitions.reap_running_runs(conn, 10, 0.0)
     assert reaped["status"] == "failed" and str(reaped["id"]) == first["id"]
     assert streak(await job(api, auth, "retrying")) == (False, None, 1)
 

@@ -5,7 +5,8 @@
 --
 -- Statement triggers on job_runs (insert, update, delete, truncate) keep it in step, so every writer
 -- keeps it right without knowing it. Its rows are hints to find runs by: every transition still
--- decides on the run's own row (status, epoch, lease).
+-- decides on the run's own row (status, epoch, lease). One lags on purpose: a run just started keeps
+-- its dispatched row until its first heartbeat (scheduler_queue_changed).
 --
 -- Lock order: a writer locks its run, then its trigger the run's queue row. The claim finds and locks
 -- queue rows first (SKIP LOCKED, so engines split the work), then takes the runs with SKIP LOCKED too,
@@ -77,6 +78,14 @@ END $$;
 
 -- A run that ends leaves the queue; a live one is upserted. An update that changes nothing the queue
 -- holds writes nothing to it.
+-- The start of a run leaves its queue row as the claim left it: dispatched, under the dispatch lease
+-- (migration 0029). A short run then writes its queue row twice (claim, end), not three times: the
+-- start's rewrite was a new row version and two index entries (state and lease_expires_at are
+-- indexed), a fifth of the python path's database work. The run's first heartbeat, a later
+-- transaction, brings the row up to date; the reaper reads dispatched rows for lost runs too, early
+-- by as much as the dispatch lease outlasts the run's (reap_running_runs). "The start" is the update
+-- that made the run running in this transaction (started_at is its now()). A first attempt with a
+-- deadline to start is rewritten all the same, so its deadline leaves run_queue_expiring.
 CREATE FUNCTION scheduler_queue_changed() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     DELETE FROM run_queue q USING changed c
@@ -86,6 +95,8 @@ BEGIN
     SELECT id, scheduled_at, tenant_id, priority, due_at, scheduler_queue_state(status, held),
            lease_expires_at, dispatched_at, scheduler_start_deadline(attempt, expires_at)
     FROM changed WHERE status IN ('pending', 'dispatched', 'running')
+      AND (status = 'running' AND started_at = now() AND scheduler_start_deadline(attempt - 1, expires_at) IS NULL)
+          IS NOT TRUE
     ON CONFLICT (id, scheduled_at) DO UPDATE
     SET priority = excluded.priority, due_at = excluded.due_at, state = excluded.state,
         lease_expires_at = excluded.lease_expires_at, dispatched_at = excluded.dispatched_at,
