@@ -12,8 +12,8 @@ from app.db import flow, runs
 from app.db import transitions as repo
 from app.db.transitions import Fence
 from tests import factories
-from tests.integration.test_claim import bounds, claim
-from tests.integration.test_run_history import Outcome  # a worker's outcome, as finish_runs takes it
+from tests.integration.test_claim import claim
+from tests.integration.test_run_history import Outcome, fence_of  # Outcome: as finish_runs takes it
 
 # Live runs as the queue must hold them, and the queue as it is: each side's rows the other lacks. A
 # row a run's start left dispatched (migration 0029) stands for the running run.
@@ -53,7 +53,7 @@ async def test_the_queue_follows_every_writer(pool: asyncpg.Pool) -> None:
         assert await conn.fetchval("SELECT count(*) FROM run_queue WHERE state = 0") == 14
 
         claimed = await claim(conn, cap=500, batch=6)  # pending -> dispatched, leased
-        fence = Fence([(r["id"], r["scheduled_at"], r["epoch"]) for r in claimed])
+        fence = fence_of(claimed)
         assert await in_step(conn) == (0, 0)
         await repo.start_runs(conn, fence, [False] * 6, owner="w", lease_seconds=30)  # -> running
         assert await in_step(conn) == (0, 0)
@@ -121,20 +121,6 @@ async def queue_row(conn: asyncpg.Connection, fence: Fence) -> asyncpg.Record:
     return row
 
 
-async def claim_each(conn: asyncpg.Connection, count: int, lease_seconds: float) -> list[Fence]:
-    floor, ceiling = await bounds(conn)
-    claimed = await repo.claim_due_runs(
-        conn,
-        floor=floor,
-        ceiling=ceiling,
-        per_tenant_cap=500,
-        batch_size=count,
-        owner="t",
-        lease_seconds=lease_seconds,
-    )
-    return [Fence([(r["id"], r["scheduled_at"], r["epoch"])]) for r in claimed]
-
-
 async def test_a_start_leaves_the_queue_row_and_the_reaper_finds_a_lost_run_in_time(
     pool: asyncpg.Pool,
 ) -> None:
@@ -143,7 +129,7 @@ async def test_a_start_leaves_the_queue_row_and_the_reaper_finds_a_lost_run_in_t
     its own lease lapses, and moves a live one's row on; a heartbeat brings the row up to date."""
     async with pool.acquire() as conn:
         await factories.runs(conn, 3)
-        lost, alive, beating = await claim_each(conn, 3, lease_seconds=30)
+        lost, alive, beating = [fence_of([r]) for r in await claim(conn, cap=500, batch=3)]  # lease 30 s
         await repo.start_runs(conn, lost, [False], owner="w", lease_seconds=0.3)  # its worker then dies
         for fence in (alive, beating):
             await repo.start_runs(conn, fence, [False], owner="w", lease_seconds=10)
@@ -176,7 +162,7 @@ async def test_a_first_start_under_a_deadline_rewrites_the_queue_row(pool: async
         await conn.execute(
             "UPDATE job_runs SET expires_at = now() + interval '1 hour' WHERE id = $1", made["id"]
         )
-        [fence] = await claim_each(conn, 1, lease_seconds=30)
+        fence = fence_of(await claim(conn, cap=500, batch=1))  # lease 30 s
         assert (await queue_row(conn, fence))["expires_at"] is not None
         await repo.start_runs(conn, fence, [False], owner="w", lease_seconds=60)
         row = await queue_row(conn, fence)
