@@ -145,26 +145,46 @@ class Starts(dict[UUID, int | None]):
     started: refused because their job or tenant is paused (back to pending, held), or past their
     deadline (ended expired, in `expired`). Deliveries not in it matched nothing."""
 
-    def __init__(self, rows: Sequence[asyncpg.Record]):
+    def __init__(self, rows: Sequence[asyncpg.Record] = ()):
         super().__init__((r["id"], r["attempt"]) for r in rows)
         self.expired = {r["id"] for r in rows if r["expired"]}
+
+    def add(self, other: Starts) -> None:
+        self.update(other)
+        self.expired |= other.expired
+
+    def unmatched(self, fence: Fence) -> list[int]:
+        """Positions in `fence` of the runs this says nothing of."""
+        return [i for i, run_id in enumerate(fence.ids) if run_id not in self]
 
 
 async def start_runs(
     conn: asyncpg.Connection, fence: Fence, inline: list[bool], *, owner: str, lease_seconds: float
 ) -> Starts:
-    """Fenced dispatched -> running (-> succeeded at once where `inline`: nothing to execute), or
-    expired for a run past its deadline, or back to pending for a paused one."""
+    """Fenced dispatched -> running (-> succeeded at once where `inline`: nothing to execute), for
+    the runs free to start; settle_unstarted_runs settles the others. Two statements, not one, so
+    the default path plans only the start (transitions.sql)."""
     rows = await q.fetch(
-        conn,
-        "start_runs",
-        inline=inline,
-        owner=owner,
-        lease_seconds=lease_seconds,
-        expired_error=EXPIRED_ERROR,
-        **fence.binds(),
+        conn, "start_runs", inline=inline, owner=owner, lease_seconds=lease_seconds, **fence.binds()
     )
     return Starts(rows)
+
+
+async def settle_unstarted_runs(
+    conn: asyncpg.Connection, fence: Fence, inline: list[bool], *, owner: str, lease_seconds: float
+) -> Starts:
+    """What start_runs left of a fence: expired when past its deadline to start, back to pending
+    (held) when its job or tenant is paused, and started after all when it was resumed meanwhile.
+    Each statement commits on its own; a retry after a failure settles again whatever is left."""
+    rows = await q.fetch(conn, "settle_unstarted_runs", expired_error=EXPIRED_ERROR, **fence.binds())
+    settled = Starts(rows)
+    if rest := settled.unmatched(fence):
+        settled.add(
+            await start_runs(
+                conn, fence.taken(rest), [inline[i] for i in rest], owner=owner, lease_seconds=lease_seconds
+            )
+        )
+    return settled
 
 
 async def expire_runs(conn: asyncpg.Connection, limit: int) -> int:

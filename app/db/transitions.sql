@@ -354,22 +354,46 @@ RETURNING r.id;
 -- name: start_runs
 -- fires: job_runs_count_group_runs, job_runs_failure_streak, job_runs_flow_control, job_runs_queue_changed, job_runs_record_callback, job_runs_settle_dependents
 -- dispatched -> running, fenced: only the delivery whose epoch matches starts, and only once. Rows
--- not returned were duplicates, stale epochs or cancelled (or expired already); refused and expired
--- ones come back with no attempt. The worker acks and drops them all.
+-- not returned were duplicates, stale epochs or cancelled, or not free to start (past their
+-- deadline to start, or their job or tenant paused): the caller settles those with
+-- settle_unstarted_runs. Apart, the default path plans one UPDATE, not three: with the other two in
+-- its statement, as CTEs that found nothing, planning took 0.58 ms a call of 70 runs against 0.23,
+-- as long as running it (docs/bench.md verdict 41).
 -- An `inline` run has nothing to execute (a noop target): nothing can happen between its start and
 -- its end, so it goes straight to succeeded in this one write instead of two (the second write was
 -- a third of a noop run's database work). lease_owner stays set on an inline success: it names the
 -- worker of the run's last attempt (its history entry, read from the columns: nothing more written).
--- A run past its deadline to start (expires_at, migration 0019) is not started: it ends 'expired'
--- here, no attempt consumed, so no run starts after its deadline whenever the sweep comes. A run
--- whose job or tenant is paused is refused: back to pending, where the flow trigger holds it
--- (migration 0018), no attempt consumed. So a pause reaches every run not yet started, those
--- already dispatched to workers included. `expired` and `refused` are written whether or not they
--- are read (a data-modifying WITH always runs); on the default path no run anywhere is past a
--- deadline and nothing is paused, their one-time filters skip them whole, and the start pays three
--- empty partial-index reads. The later steps leave out the rows past their deadline (a statement
--- changes a row once) by testing it again, not by reading `expired`: a join with it cost the
--- default path's start up to a tenth more.
+-- The paused set is read once (MATERIALIZED), not once a run: inlined, it scanned jobs and tenants
+-- for each run, a quarter of the statement's time.
+WITH paused AS MATERIALIZED (
+    SELECT tenant_id, name FROM jobs WHERE paused
+    UNION ALL
+    SELECT id, NULL FROM tenants WHERE paused
+)
+UPDATE job_runs r SET status = CASE WHEN m.inline THEN 'succeeded' ELSE 'running' END,
+    attempt = r.attempt + 1, started_at = now(),
+    finished_at = CASE WHEN m.inline THEN now() END,
+    lease_owner = :owner,
+    lease_expires_at = CASE WHEN m.inline THEN NULL ELSE now() + make_interval(secs => :lease_seconds) END
+FROM unnest(CAST(:ids AS uuid[]), CAST(:scheduled_ats AS timestamptz[]), CAST(:epochs AS bigint[]),
+            CAST(:inline AS boolean[]))
+     AS m(id, scheduled_at, epoch, inline)
+WHERE r.id = m.id AND r.scheduled_at = m.scheduled_at AND r.epoch = m.epoch AND r.status = 'dispatched'
+  AND r.scheduled_at >= :lo AND r.scheduled_at <= :hi
+  AND NOT EXISTS (SELECT 1 FROM paused p WHERE p.tenant_id = r.tenant_id AND (p.name IS NULL OR p.name = r.job))
+  AND (scheduler_start_deadline(r.attempt, r.expires_at) <= now()) IS NOT TRUE
+RETURNING r.id, r.attempt, false AS expired;
+
+-- name: settle_unstarted_runs
+-- fires: job_runs_count_group_runs, job_runs_flow_control, job_runs_queue_changed, job_runs_record_callback, job_runs_settle_dependents
+-- The runs of a fence start_runs did not start, fenced as it is: a run past its deadline to start
+-- (expires_at, migration 0019) ends 'expired', no attempt consumed, so no run starts after its
+-- deadline whenever the sweep comes; a run whose job or tenant is paused is refused: back to
+-- pending, where the flow trigger holds it (migration 0018), no attempt consumed. So a pause
+-- reaches every run not yet started, those already dispatched to workers included. Rows not
+-- returned were duplicates, stale epochs or cancelled (or expired already), or were resumed since
+-- start_runs read them (the caller starts those). `refused` leaves out the rows past their deadline
+-- by testing it again (a statement changes a row once).
 WITH paused AS (
     SELECT tenant_id, name FROM jobs WHERE paused
     UNION ALL
@@ -394,25 +418,8 @@ refused AS (
       AND EXISTS (SELECT 1 FROM paused p WHERE p.tenant_id = r.tenant_id AND (p.name IS NULL OR p.name = r.job))
       AND (scheduler_start_deadline(r.attempt, r.expires_at) <= now()) IS NOT TRUE
     RETURNING r.id
-),
-started AS (
-    UPDATE job_runs r SET status = CASE WHEN m.inline THEN 'succeeded' ELSE 'running' END,
-        attempt = r.attempt + 1, started_at = now(),
-        finished_at = CASE WHEN m.inline THEN now() END,
-        lease_owner = :owner,
-        lease_expires_at = CASE WHEN m.inline THEN NULL ELSE now() + make_interval(secs => :lease_seconds) END
-    FROM unnest(CAST(:ids AS uuid[]), CAST(:scheduled_ats AS timestamptz[]), CAST(:epochs AS bigint[]),
-                CAST(:inline AS boolean[]))
-         AS m(id, scheduled_at, epoch, inline)
-    WHERE r.id = m.id AND r.scheduled_at = m.scheduled_at AND r.epoch = m.epoch AND r.status = 'dispatched'
-      AND r.scheduled_at >= :lo AND r.scheduled_at <= :hi
-      AND NOT EXISTS (SELECT 1 FROM paused p WHERE p.tenant_id = r.tenant_id AND (p.name IS NULL OR p.name = r.job))
-      AND (scheduler_start_deadline(r.attempt, r.expires_at) <= now()) IS NOT TRUE
-    RETURNING r.id, r.attempt
 )
-SELECT id, attempt, false AS expired FROM started
-UNION ALL
-SELECT id, NULL, false FROM refused
+SELECT id, CAST(NULL AS integer) AS attempt, false AS expired FROM refused
 UNION ALL
 SELECT id, NULL, true FROM expired;
 

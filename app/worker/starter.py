@@ -1,8 +1,10 @@
 """Starting runs: per start batch, one statement starts every delivery whose epoch still matches
-(start_runs, fenced); the rest are duplicates, stale or cancelled, acked and dropped, and a run past
-its deadline to start ends expired there instead. A noop, having nothing to execute, is recorded
-succeeded by that same statement. The others are handed to the executor (executor.py), each in a
-slot of its tenant's (fairness.py), and their outcomes to the group commit (completer.py).
+and that is free to start (start_runs, fenced); a second, only when some were not, settles the rest
+(settle_unstarted_runs): a run past its deadline to start ends expired, a paused one goes back to
+pending held, and duplicates, stale epochs and cancelled runs are acked and dropped. A noop, having
+nothing to execute, is recorded succeeded by the statement that starts it. The others are handed to
+the executor (executor.py), each in a slot of its tenant's (fairness.py), and their outcomes to the
+group commit (completer.py).
 
 An attempt whose run is cancelled while it starts or executes is stopped, and nothing of it recorded
 (cancels.py)."""
@@ -12,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Awaitable, Callable
 
 import asyncpg
 
@@ -29,6 +32,8 @@ from app.worker.executor import Executor
 from app.worker.fairness import TenantSlots
 
 log = logging.getLogger(__name__)
+# A write that starts a batch: transitions.start_runs, or settle_unstarted_runs for what it left.
+StartWrite = Callable[..., Awaitable[transitions.Starts]]
 
 
 class Starter:
@@ -62,28 +67,17 @@ class Starter:
             self.cancels.forget(batch)
 
     async def _start_batch(self, batch: list[Delivery]) -> None:
-        while True:
-            try:
-                async with self.pool.acquire() as conn:
-                    sent = time.monotonic()
-                    started = await transitions.start_runs(
-                        conn,
-                        Fence([d.fence() for d in batch]),
-                        [d.inline for d in batch],
-                        owner=self.settings.owner,
-                        lease_seconds=self.settings.lease_seconds,
-                    )
-                break
-            except DB_ERRORS as exc:
-                if self.stopping.is_set() or not is_transient(exc):
-                    # Handed back: redelivered later, or rescued by the reaper when the lease lapses.
-                    log.warning("start: %s; handing %d runs back", exc, len(batch))
-                    for d in batch:
-                        self.free_slot(d)
-                        await quietly(d.msg.nak())
-                    return
-                log.warning("start: %s; retrying", exc)
-                await asyncio.sleep(1.0)
+        started = await self._write(transitions.start_runs, batch)
+        if started is None:
+            return
+        # Rarely any (a paused job, a deadline passed, a duplicate delivery): settled in a write of
+        # their own, so a failure there leaves the starts above as they are.
+        if rest := [batch[i] for i in started.unmatched(self._fence(batch))]:
+            settled = await self._write(transitions.settle_unstarted_runs, rest)
+            if settled is None:
+                batch = [d for d in batch if d.run.run_id in started]
+            else:
+                started.add(settled)
         for d in batch:
             attempt = started.get(d.run.run_id)
             if attempt is None:
@@ -100,7 +94,6 @@ class Starter:
                 await quietly(d.msg.ack())
                 continue
             d.attempt = attempt
-            d.lease_until = sent + self.settings.lease_seconds
             if d.inline:
                 # Started and succeeded in the one statement above: durable, so acked now. A span
                 # only if one is recorded (nothing else would see its context).
@@ -119,6 +112,38 @@ class Starter:
             task = asyncio.create_task(self.executor.execute(d))
             self.executing[task] = d
             task.add_done_callback(self._executed)
+
+    @staticmethod
+    def _fence(batch: list[Delivery]) -> Fence:
+        return Fence([d.fence() for d in batch])
+
+    async def _write(self, write: StartWrite, batch: list[Delivery]) -> transitions.Starts | None:
+        """`write` of the batch, retried while the database fails transiently; None when it gave up
+        and handed the batch back (nak: redelivered later, or rescued when the lease lapses). A run it
+        starts is leased from no later than the moment the statement was sent."""
+        while True:
+            try:
+                async with self.pool.acquire() as conn:
+                    sent = time.monotonic()
+                    starts = await write(
+                        conn,
+                        self._fence(batch),
+                        [d.inline for d in batch],
+                        owner=self.settings.owner,
+                        lease_seconds=self.settings.lease_seconds,
+                    )
+                for d in batch:
+                    d.lease_until = sent + self.settings.lease_seconds
+                return starts
+            except DB_ERRORS as exc:
+                if self.stopping.is_set() or not is_transient(exc):
+                    log.warning("start: %s; handing %d runs back", exc, len(batch))
+                    for d in batch:
+                        self.free_slot(d)
+                        await quietly(d.msg.nak())
+                    return None
+                log.warning("start: %s; retrying", exc)
+                await asyncio.sleep(1.0)
 
     def free_slot(self, d: Delivery) -> None:
         if not d.inline:

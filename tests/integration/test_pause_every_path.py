@@ -19,6 +19,7 @@ from app.engine.floor import ClaimBounds
 from app.engine.keeper import FlowKeeper
 from app.engine.reaper import Reaper
 from tests.integration.test_run_history import Outcome, fence_of
+from tests.integration.test_start_runs import start_as_worker
 from tests.support import bearer, create_tenant, put_job, submit_run
 
 WORKER = "w1"
@@ -31,7 +32,7 @@ async def claim_all(pool: asyncpg.Pool, settings: Settings) -> list[asyncpg.Reco
 
 async def start(pool: asyncpg.Pool, claimed: list[asyncpg.Record]) -> set[uuid.UUID]:
     async with pool.acquire() as conn:
-        started = await transitions.start_runs(
+        started = await start_as_worker(
             conn, fence_of(claimed), [False] * len(claimed), owner=WORKER, lease_seconds=30
         )
     return {run for run, attempt in started.items() if attempt is not None}
@@ -188,9 +189,7 @@ async def test_a_start_is_refused_while_paused_and_consumes_no_attempt(
     # One start for the three, as a worker sends it: only the neighbour's run starts; the two
     # others come back refused (no attempt).
     async with pool.acquire() as conn:
-        started = await transitions.start_runs(
-            conn, fence_of(claimed), [False] * 3, owner=WORKER, lease_seconds=30
-        )
+        started = await start_as_worker(conn, fence_of(claimed), [False] * 3, owner=WORKER, lease_seconds=30)
     assert started == {uuid.UUID(str(free["id"])): 1, job_run_id: None, tenant_run_id: None}
     for run in (job_run, tenant_run):
         after = await row(pool, run["id"])

@@ -27,6 +27,7 @@ from stack.eventually import eventually
 from tests import factories
 from tests.integration.test_run_expiry import SOON, at, expired_by
 from tests.integration.test_run_history import fence_of
+from tests.integration.test_start_runs import start_as_worker
 from tests.receiver import running_receiver
 from tests.support import put_job, run_reaching, submit_run
 
@@ -45,9 +46,7 @@ async def test_the_start_ends_runs_past_their_deadline_and_starts_the_rest(
         )
         await conn.execute("UPDATE job_runs SET expires_at = $2 WHERE id = $1", ahead, later)
         await conn.execute("UPDATE jobs SET paused = true WHERE name = 'k'")  # past its deadline wins
-        starts = await transitions.start_runs(
-            conn, fence_of(claimed), [False] * 4, owner="w1", lease_seconds=30
-        )
+        starts = await start_as_worker(conn, fence_of(claimed), [False] * 4, owner="w1", lease_seconds=30)
         assert starts == {late: None, ahead: 1, plain: 1, paused_late: None}
         assert starts.expired == {late, paused_late}
         rows = {r["id"]: r for r in await conn.fetch("SELECT * FROM job_runs")}
@@ -60,10 +59,7 @@ async def test_the_start_ends_runs_past_their_deadline_and_starts_the_rest(
             assert (rows[run]["lease_owner"], rows[run]["last_error"]) == (None, EXPIRED_ERROR)
         assert rows[ahead]["status"] == rows[plain]["status"] == "running"
         # Again: nothing matches (each was started or ended once).
-        assert (
-            await transitions.start_runs(conn, fence_of(claimed), [False] * 4, owner="w2", lease_seconds=30)
-            == {}
-        )
+        assert await start_as_worker(conn, fence_of(claimed), [False] * 4, owner="w2", lease_seconds=30) == {}
 
 
 async def test_a_dispatched_run_past_its_deadline_ends_expired_at_its_start_and_is_never_called(
@@ -148,7 +144,7 @@ async def test_an_expiring_run_gives_back_the_slot_it_was_granted(
     await asyncio.sleep(SOON)
 
     async with pool.acquire() as conn:  # a worker's start comes first for `sent`
-        starts = await transitions.start_runs(
+        starts = await start_as_worker(
             conn,
             fence_of([r for r in claimed if str(r["id"]) == sent["id"]]),
             [False],

@@ -7,10 +7,25 @@ import asyncpg
 
 from app.config import Settings
 from app.db import transitions as dispatch_repo
-from app.db.transitions import Fence
+from app.db.transitions import Fence, Starts
 from app.engine.claims import claim_scan
 from app.engine.floor import ClaimBounds
 from tests import factories
+
+
+async def start_as_worker(
+    conn: asyncpg.Connection, fence: Fence, inline: list[bool], *, owner: str, lease_seconds: float
+) -> Starts:
+    """A worker's start of a fence (app.worker.starter): start_runs, then settle_unstarted_runs for
+    the runs it did not start."""
+    started = await dispatch_repo.start_runs(conn, fence, inline, owner=owner, lease_seconds=lease_seconds)
+    if rest := started.unmatched(fence):
+        started.add(
+            await dispatch_repo.settle_unstarted_runs(
+                conn, fence.taken(rest), [inline[i] for i in rest], owner=owner, lease_seconds=lease_seconds
+            )
+        )
+    return started
 
 
 async def test_inline_start_records_the_outcome_and_running_start_takes_a_lease(
@@ -49,3 +64,48 @@ async def test_inline_start_records_the_outcome_and_running_start_takes_a_lease(
         # A duplicate delivery of either matches nothing: nothing runs twice, nothing is rewritten.
         again = await dispatch_repo.start_runs(conn, fence, [True, False, True], owner="w2", lease_seconds=30)
         assert again == {}
+
+
+async def test_the_start_leaves_what_is_not_free_to_start_and_the_settle_settles_it(
+    settings: Settings, pool: asyncpg.Pool
+) -> None:
+    async with pool.acquire() as conn:
+        late, free = (r["id"] for r in await factories.runs(conn, 2))
+        (paused,) = (r["id"] for r in await factories.runs(conn, 1, job_name="k"))
+        (resumed,) = (r["id"] for r in await factories.runs(conn, 1, job_name="r"))
+        claimed = list(await claim_scan(conn, settings, ClaimBounds()))
+        fence = Fence([(r["id"], r["scheduled_at"], r["epoch"]) for r in claimed])
+        fence.epochs[fence.ids.index(free)] -= 1  # and a stale delivery beside them
+        (free_now,) = (r["id"] for r in await factories.runs(conn, 1))
+        fence = Fence(
+            [*zip(fence.ids, fence.scheduled_ats, fence.epochs, strict=True)]
+            + [
+                (r["id"], r["scheduled_at"], r["epoch"])
+                for r in await claim_scan(conn, settings, ClaimBounds())
+            ]
+        )
+        await conn.execute("UPDATE job_runs SET expires_at = now() - interval '1 second' WHERE id = $1", late)
+        await conn.execute("UPDATE jobs SET paused = true WHERE name IN ('k', 'r')")
+        inline = [False] * len(fence.ids)
+
+        started = await dispatch_repo.start_runs(conn, fence, inline, owner="w1", lease_seconds=30)
+        assert started == {free_now: 1} and started.expired == set()
+        rest = started.unmatched(fence)
+        assert {fence.ids[i] for i in rest} == {late, free, paused, resumed}
+        statuses = dict(await conn.fetch("SELECT id, status FROM job_runs"))
+        assert {statuses[r] for r in (late, free, paused, resumed)} == {"dispatched"}  # left as they were
+
+        await conn.execute("UPDATE jobs SET paused = false WHERE name = 'r'")  # resumed meanwhile
+        settled = await dispatch_repo.settle_unstarted_runs(
+            conn, fence.taken(rest), [inline[i] for i in rest], owner="w1", lease_seconds=30
+        )
+        # Expired, refused (no attempt either), started after all; the stale delivery matched nothing.
+        assert settled == {late: None, paused: None, resumed: 1} and settled.expired == {late}
+        statuses = dict(await conn.fetch("SELECT id, status FROM job_runs"))
+        assert [statuses[r] for r in (late, free, paused, resumed, free_now)] == [
+            "expired",
+            "dispatched",
+            "pending",
+            "running",
+            "running",
+        ]
