@@ -70,8 +70,13 @@ class FlowKeeper(Periodic):
         granted: list[asyncpg.Record] = []
         async with self.pool.acquire() as conn:
             reheld = await flow_repo.rehold_paused_runs(conn)
-            for held in WAITING:
-                keys = await flow_repo.waiting_keys(conn, held, self._after[held], KEYS_PER_PASS)
+            async with conn.transaction():
+                await flow_repo.plan_generically(conn)
+                waiting = {
+                    held: await flow_repo.waiting_keys(conn, held, self._after[held], KEYS_PER_PASS)
+                    for held in WAITING
+                }
+            for held, keys in waiting.items():
                 self._after[held] = keys[-1] if len(keys) == KEYS_PER_PASS else FIRST
                 these = await flow_repo.grant(conn, held, keys, **self._binds[held]) if keys else []
                 GRANTED[held].inc(len(these))

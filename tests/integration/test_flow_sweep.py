@@ -9,6 +9,7 @@ import httpx
 
 from app.config import Settings
 from app.db import transitions
+from app.db.connection import create_pool
 from app.db.transitions import Fence
 from app.engine.claims import claim_scan
 from app.engine.floor import ClaimBounds
@@ -107,3 +108,28 @@ async def test_window_rows_go_once_they_left_the_window(
     # starting now (should its job be limited again before it starts). Older starts, and those of
     # jobs without a rate limit, count nowhere.
     assert left == {("limited", "recent"), ("limited", "not-started"), ("was-limited", "to-start")}
+
+
+async def test_the_keeper_plans_its_read_of_waiting_keys_once_a_connection(
+    api: httpx.AsyncClient, tenant: dict, settings: Settings
+) -> None:
+    # A key with runs waiting, so the read finds something and the grant follows it.
+    await put_job(api, "acme", "limited", tenant["auth"], concurrency={"limit": 1})
+    for _ in range(3):
+        await submit_run(api, "acme", tenant["auth"], job="limited")
+    pool = await create_pool(settings.database_url, max_size=1)  # the keeper's one connection
+    try:
+        keeper = FlowKeeper(settings, pool)
+        assert await keeper.step() == 1
+        assert await keeper.step() == 0  # the key's one slot is taken: nothing more to grant
+        async with pool.acquire() as conn:
+            plans = await conn.fetch(
+                "SELECT generic_plans, custom_plans FROM pg_prepared_statements"
+                " WHERE statement LIKE '%WITH RECURSIVE keys AS%' AND statement NOT LIKE '%pg_prepared%'"
+            )
+            # Made once, then kept: two reads a pass (a slot's keys, a window's), two passes.
+            assert [tuple(p) for p in plans] == [(4, 0)]
+            # Only inside the keeper's transaction: every other statement is planned anew.
+            assert await conn.fetchval("SHOW plan_cache_mode") == "force_custom_plan"
+    finally:
+        await pool.close()
