@@ -3,6 +3,9 @@ locks every partition (DEFAULT included), so a claim transaction would block par
 claim's generic plan, blind to its floor and ceiling, walked the `live` index over that range and
 sorted every pending run to take a batch: 12 ms a claim became 35 to 50 ms over a 20k backlog once a
 connection without this setting had run it five times (auto_explain; docs/bench.md verdict 30).
+The one exception is asked for by a transaction (app.db.flow.plan_generically) for a statement that
+names no day, whose every plan holds every day anyway: the keeper's read of waiting keys, ten times
+a second, planned anew cost 3.4-3.7 ms with a month of days (verdict 41).
 
 And every connection plans with random_page_cost 1.1 (SSD and cached data; Postgres's default of 4
 prices a spinning disk). The scheduler's statements are index probes into a hot working set; under
