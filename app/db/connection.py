@@ -3,9 +3,10 @@ locks every partition (DEFAULT included), so a claim transaction would block par
 claim's generic plan, blind to its floor and ceiling, walked the `live` index over that range and
 sorted every pending run to take a batch: 12 ms a claim became 35 to 50 ms over a 20k backlog once a
 connection without this setting had run it five times (auto_explain; docs/bench.md verdict 30).
-The one exception is asked for by a transaction (app.db.flow.plan_generically) for a statement that
-names no day, whose every plan holds every day anyway: the keeper's read of waiting keys, ten times
-a second, planned anew cost 3.4-3.7 ms with a month of days (verdict 41).
+The one exception is a statement that names no day, whose every plan holds every day anyway: it may
+run in `planned_generically`, and keep the plan its connection made of it first. The engine's polls
+do (the keeper's read of waiting keys, the reapers, the expiry sweep): planned anew, each cost 3.4 to
+4 ms with a month of days, several times a second, busy or idle (verdict 41).
 
 And every connection plans with random_page_cost 1.1 (SSD and cached data; Postgres's default of 4
 prices a spinning disk). The scheduler's statements are index probes into a hot working set; under
@@ -24,6 +25,8 @@ primary, instead of handing out that connection again."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from types import TracebackType
 from typing import Any
 from urllib.parse import parse_qsl, urlencode
@@ -31,6 +34,8 @@ from urllib.parse import parse_qsl, urlencode
 import asyncpg
 import orjson
 from asyncpg.pool import PoolAcquireContext
+
+from app.db import queries as q
 
 SERVER_SETTINGS = {
     "plan_cache_mode": "force_custom_plan",
@@ -151,3 +156,12 @@ async def connect(dsn: str, *, name: str = "scheduler") -> asyncpg.Connection:
     )
     await _init(conn)
     return conn
+
+
+@asynccontextmanager
+async def planned_generically(conn: asyncpg.Connection) -> AsyncIterator[None]:
+    """A transaction whose statements keep the plan `conn` made of them first (connection.sql): only
+    for statements that name no day."""
+    async with conn.transaction():
+        await q.execute(conn, "plan_generically")
+        yield

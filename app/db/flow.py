@@ -65,11 +65,6 @@ async def rehold_paused_runs(conn: asyncpg.Connection) -> int:
     return held
 
 
-async def plan_generically(conn: asyncpg.Connection) -> None:
-    """The transaction's statements keep the plan their connection made of them first (flow.sql)."""
-    await q.execute(conn, "plan_generically")
-
-
 async def waiting_keys(conn: asyncpg.Connection, held: HeldReason, after: Key, limit: int) -> list[Key]:
     """Keys with runs held for `held` (a slot, or a window's room), after `after`."""
     cursor = {"tenant_id": after.tenant_id, "job": after.job, "key": after.key}

@@ -72,19 +72,13 @@ WHERE r.held = 'paused' AND r.tenant_id = :tenant_id AND (CAST(:name AS text) IS
   AND r.status = 'pending' AND j.tenant_id = r.tenant_id AND j.name = r.job AND NOT j.paused AND NOT t.paused
 RETURNING r.id, r.scheduled_at, r.due_at;
 
--- name: plan_generically
--- For the rest of the transaction, a statement's plan is made once on its connection and kept
--- (connections plan every statement anew, app/db/connection.py). Only for statements that name no
--- day, so that no plan of theirs can leave a day out: theirs locks every day either way.
-SELECT set_config('plan_cache_mode', 'force_generic_plan', true);
-
 -- name: waiting_keys
 -- Keys with runs waiting for a slot (:held 'concurrency') or for their window's room ('rate_limit'),
 -- after the cursor (tenant, job, key): a loose index scan of job_runs_held, one probe per key, so
 -- its cost follows the keys, not the runs they hold back. Held runs may be on any day, so every day
 -- is in its plan: planned anew, it took 3.4-3.7 ms with a month of days (39 partitions) and ran in
--- 0.6; the keeper runs it under plan_generically (0.02 ms to plan, 0.3-0.4 to run), twice a pass,
--- five passes a second, busy or idle (docs/bench.md verdict 41).
+-- 0.6; the keeper runs it planned generically (0.02 ms to plan, 0.3-0.4 to run), twice a pass,
+-- five passes a second, busy or idle (app/db/connection.py; docs/bench.md verdict 41).
 WITH RECURSIVE keys AS (
     (SELECT tenant_id, job, concurrency_key FROM job_runs
      WHERE held = :held AND (tenant_id, job, concurrency_key) > (:tenant_id, :job, :key)

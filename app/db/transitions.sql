@@ -247,6 +247,7 @@ CROSS JOIN LATERAL (
 -- it was claimed before :claimed_before (null: no bound), the time from which a message may still
 -- wait in the stream: a run queued behind slow workers is not lost, and re-sending it only doubled
 -- the work and the stale starts (issue 14).
+-- It names no day (its runs are found by the queue): run planned_generically (app/db/connection.py).
 WITH expired AS (
     SELECT id, scheduled_at FROM run_queue
     WHERE state = scheduler_queue_dispatched() AND lease_expires_at < now()
@@ -281,6 +282,7 @@ RETURNING r.id, r.scheduled_at, r.due_at;
 -- lease is `moved_on`: a write of its own lease, whose trigger brings the queue row up to date, so
 -- it is not read again until its real lease lapses. One still dispatched is the other reaper's
 -- (reap_dispatched_runs).
+-- It names no day (its runs are found by the queue): run planned_generically (app/db/connection.py).
 WITH expired AS (
     SELECT id, scheduled_at FROM run_queue
     WHERE state IN (scheduler_queue_dispatched(), scheduler_queue_running())
@@ -329,6 +331,7 @@ RETURNING r.id, r.scheduled_at, r.due_at, r.status;
 -- soonest first; the runs are then locked without waiting and checked on their own row, as the
 -- reaper does, so engines sweeping at once split the work, and a run a writer holds this instant is
 -- left to the next pass.
+-- It names no day (its runs are found by the queue): run planned_generically (app/db/connection.py).
 WITH due AS (
     SELECT id, scheduled_at FROM run_queue
     WHERE expires_at <= now()

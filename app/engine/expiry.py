@@ -20,6 +20,7 @@ import asyncpg
 from app.background import Periodic
 from app.config import Settings
 from app.db import transitions
+from app.db.connection import planned_generically
 from app.telemetry import metrics
 
 log = logging.getLogger(__name__)
@@ -39,7 +40,11 @@ class RunExpiry(Periodic):
         short by another engine's locks goes on: the other sweep has taken those); how many."""
         expired = 0
         async with self.pool.acquire() as conn:
-            while n := await transitions.expire_runs(conn, BATCH):
+            while True:
+                async with planned_generically(conn):
+                    n = await transitions.expire_runs(conn, BATCH)
+                if not n:
+                    break
                 metrics.runs_expired_total.labels("sweep").inc(n)
                 expired += n
         if expired:

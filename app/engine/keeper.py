@@ -29,6 +29,7 @@ from app.background import Periodic
 from app.config import Settings
 from app.db import flow as flow_repo
 from app.db import wakeups
+from app.db.connection import planned_generically
 from app.db.flow import Key
 from app.domain import HeldReason
 from app.telemetry import metrics
@@ -70,8 +71,7 @@ class FlowKeeper(Periodic):
         granted: list[asyncpg.Record] = []
         async with self.pool.acquire() as conn:
             reheld = await flow_repo.rehold_paused_runs(conn)
-            async with conn.transaction():
-                await flow_repo.plan_generically(conn)
+            async with planned_generically(conn):
                 waiting = {
                     held: await flow_repo.waiting_keys(conn, held, self._after[held], KEYS_PER_PASS)
                     for held in WAITING

@@ -34,6 +34,7 @@ from app.background import Periodic
 from app.config import Settings
 from app.db import flow as flow_repo
 from app.db import transitions
+from app.db.connection import planned_generically
 from app.domain import RunStatus
 from app.engine.backlog import oldest_waiting_since
 from app.telemetry import metrics
@@ -63,14 +64,16 @@ class Reaper(Periodic):
         rescued = 0
         async with self.pool.acquire() as conn:
             while claimed_before != NOTHING:
-                rows = await transitions.reap_dispatched_runs(conn, BATCH, claimed_before)
+                async with planned_generically(conn):
+                    rows = await transitions.reap_dispatched_runs(conn, BATCH, claimed_before)
                 metrics.runs_reaped_total.labels(RunStatus.DISPATCHED, RunStatus.PENDING).inc(len(rows))
                 rescued += len(rows)
                 await pending.runs_pending(rows)
                 if len(rows) < BATCH:
                     break
             while True:
-                rows = await transitions.reap_running_runs(conn, BATCH, self._lead())
+                async with planned_generically(conn):
+                    rows = await transitions.reap_running_runs(conn, BATCH, self._lead())
                 for row in rows:
                     metrics.runs_reaped_total.labels(RunStatus.RUNNING, row["status"]).inc()
                 rescued += len(rows)

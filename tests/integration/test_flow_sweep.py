@@ -12,8 +12,10 @@ from app.db import transitions
 from app.db.connection import create_pool
 from app.db.transitions import Fence
 from app.engine.claims import claim_scan
+from app.engine.expiry import RunExpiry
 from app.engine.floor import ClaimBounds
 from app.engine.keeper import FlowKeeper
+from app.engine.reaper import Reaper
 from tests.support import put_job, submit_run
 
 
@@ -110,26 +112,43 @@ async def test_window_rows_go_once_they_left_the_window(
     assert left == {("limited", "recent"), ("limited", "not-started"), ("was-limited", "to-start")}
 
 
-async def test_the_keeper_plans_its_read_of_waiting_keys_once_a_connection(
+async def test_the_engines_polls_that_name_no_day_plan_once_a_connection(
     api: httpx.AsyncClient, tenant: dict, settings: Settings
 ) -> None:
-    # A key with runs waiting, so the read finds something and the grant follows it.
+    # A key with runs waiting, so the keeper's read finds something and the grant follows it.
     await put_job(api, "acme", "limited", tenant["auth"], concurrency={"limit": 1})
     for _ in range(3):
         await submit_run(api, "acme", tenant["auth"], job="limited")
-    pool = await create_pool(settings.database_url, max_size=1)  # the keeper's one connection
+    pool = await create_pool(settings.database_url, max_size=1)  # the polls' one connection
     try:
-        keeper = FlowKeeper(settings, pool)
+        keeper, reaper, expiry = FlowKeeper(settings, pool), Reaper(settings, pool), RunExpiry(settings, pool)
         assert await keeper.step() == 1
         assert await keeper.step() == 0  # the key's one slot is taken: nothing more to grant
+        for _ in range(2):
+            assert await reaper.step() == 0 and await expiry.step() == 0
         async with pool.acquire() as conn:
-            plans = await conn.fetch(
-                "SELECT generic_plans, custom_plans FROM pg_prepared_statements"
-                " WHERE statement LIKE '%WITH RECURSIVE keys AS%' AND statement NOT LIKE '%pg_prepared%'"
-            )
-            # Made once, then kept: two reads a pass (a slot's keys, a window's), two passes.
-            assert [tuple(p) for p in plans] == [(4, 0)]
-            # Only inside the keeper's transaction: every other statement is planned anew.
+            plans = {
+                r["name"]: (r["generic_plans"], r["custom_plans"])
+                for r in await conn.fetch(
+                    "SELECT CASE WHEN statement LIKE '%WITH RECURSIVE keys AS%' THEN 'waiting keys'"
+                    "            WHEN statement LIKE '%state = scheduler_queue_dispatched() AND%'"
+                    "                 THEN 'reap dispatched'"
+                    "            WHEN statement LIKE '%state IN (scheduler_queue_dispatched(), scheduler_queue_running())%'"
+                    "                 THEN 'reap running'"
+                    "            WHEN statement LIKE '%WITH due AS%expires_at <= now()%' THEN 'expire' END AS name,"
+                    "       generic_plans, custom_plans"
+                    " FROM pg_prepared_statements WHERE statement NOT LIKE '%pg_prepared%'"
+                )
+                if r["name"] is not None
+            }
+            # Made once, then kept: two reads of waiting keys a pass (a slot's, a window's), two passes.
+            assert plans == {
+                "waiting keys": (4, 0),
+                "reap dispatched": (2, 0),
+                "reap running": (2, 0),
+                "expire": (2, 0),
+            }
+            # Only inside their own transactions: every other statement is planned anew.
             assert await conn.fetchval("SHOW plan_cache_mode") == "force_custom_plan"
     finally:
         await pool.close()
