@@ -9,7 +9,11 @@ from app.config.group import SettingsGroup
 
 
 class Worker(SettingsGroup):
-    worker_concurrency: int = Field(default=256, ge=1)
+    # 512 rather than 256: with twice the runs in flight the start and outcome statements carry twice
+    # the runs, so each run pays half their planning, commit and round trip; a python handler's drain
+    # ran 1.12x, Postgres's CPU a run 77 -> 70 us (docs/bench.md verdict 41). In flight at most, a
+    # worker then holds 512 payloads and results (64 KiB each, bounded) and as many connections.
+    worker_concurrency: int = Field(default=512, ge=1)
     """Targets a worker runs at once for one tenant; with one tenant over its share, up to one share more
     (below).
     """
