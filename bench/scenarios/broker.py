@@ -182,13 +182,14 @@ async def run(bench: Bench, args: argparse.Namespace) -> Report:
     def med(name: str, key: str) -> float:
         return statistics.median(x[key] for x in results[name])
 
+    # No ratio when nats-server used no clock tick in the one-run rounds (a smoke's few runs).
     one_server = med(ONE, "server_us")
     rows = [
         [
             v.name,
             med(v.name, "rate"),
             med(v.name, "server_us"),
-            med(v.name, "server_us") / one_server,
+            med(v.name, "server_us") / one_server if one_server else None,
             med(v.name, "client_us"),
             " / ".join(f"{x['server_us']:.1f}" for x in results[v.name]),
             sum(int(x["failed"]) for x in results[v.name]),
