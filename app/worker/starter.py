@@ -72,7 +72,7 @@ class Starter:
             return
         # Rarely any (a paused job, a deadline passed, a duplicate delivery): settled in a write of
         # their own, so a failure there leaves the starts above as they are.
-        if rest := [batch[i] for i in started.unmatched(self._fence(batch))]:
+        if rest := [d for d in batch if d.run.run_id not in started]:
             settled = await self._write(transitions.settle_unstarted_runs, rest)
             if settled is None:
                 batch = [d for d in batch if d.run.run_id in started]

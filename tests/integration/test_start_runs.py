@@ -70,20 +70,12 @@ async def test_the_start_leaves_what_is_not_free_to_start_and_the_settle_settles
     settings: Settings, pool: asyncpg.Pool
 ) -> None:
     async with pool.acquire() as conn:
-        late, free = (r["id"] for r in await factories.runs(conn, 2))
+        late, free, free_now = (r["id"] for r in await factories.runs(conn, 3))
         (paused,) = (r["id"] for r in await factories.runs(conn, 1, job_name="k"))
         (resumed,) = (r["id"] for r in await factories.runs(conn, 1, job_name="r"))
-        claimed = list(await claim_scan(conn, settings, ClaimBounds()))
-        fence = Fence([(r["id"], r["scheduled_at"], r["epoch"]) for r in claimed])
-        fence.epochs[fence.ids.index(free)] -= 1  # and a stale delivery beside them
-        (free_now,) = (r["id"] for r in await factories.runs(conn, 1))
-        fence = Fence(
-            [*zip(fence.ids, fence.scheduled_ats, fence.epochs, strict=True)]
-            + [
-                (r["id"], r["scheduled_at"], r["epoch"])
-                for r in await claim_scan(conn, settings, ClaimBounds())
-            ]
-        )
+        claimed = await claim_scan(conn, settings, ClaimBounds())
+        # `free`'s delivery is a stale one (an earlier epoch) beside the others.
+        fence = Fence([(r["id"], r["scheduled_at"], r["epoch"] - (r["id"] == free)) for r in claimed])
         await conn.execute("UPDATE job_runs SET expires_at = now() - interval '1 second' WHERE id = $1", late)
         await conn.execute("UPDATE jobs SET paused = true WHERE name IN ('k', 'r')")
         inline = [False] * len(fence.ids)
