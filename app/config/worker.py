@@ -18,7 +18,9 @@ class Worker(SettingsGroup):
     (below).
     """
     worker_fetch_batch: int = Field(default=256, ge=1)
-    """Messages a worker asks JetStream for in one fetch, at most."""
+    """Runs a worker fetches for its free slots at once, at most (in as many messages as the last ones'
+    size says), and holds back beyond them; while every slot is taken, the messages one peek asks for.
+    """
     worker_grace_seconds: float = Field(default=25.0, ge=0)
     """On SIGTERM, in-flight runs get this long to finish; the worker exits within it (plus 2 s to record
     the last outcomes) even if the database is away.
