@@ -8,12 +8,12 @@ their order alternates (ours first, then the peers first), so drift on a shared 
 side; each round prints the load average.
 
 Every side is timed the same way: from the instant its jobs are due (ours: the burst's due_at; a
-peer: the commit of its enqueue, when its jobs become visible) until a count polled every 0.1 s
-says every job is done. Per job, each side's CPU by process (/proc; a consumer's child processes
-count as its own) and Postgres's work (row versions, index entries, transactions, WAL;
-bench.pgstats) are diffed over its drain, enqueue included. The Node peers are installed by the
-bench with npm into a cache directory (bench.peers.node) and skipped, with the reason, when that
-cannot be done."""
+peer: the commit of its enqueue, when its jobs become visible) until a count polled every 0.1 s at
+most, and closer as the end nears (bench/measure.py), says every job is done. Per job, each side's
+CPU by process (/proc; a consumer's child processes count as its own) and Postgres's work (row
+versions, index entries, transactions, WAL; bench.pgstats) are diffed over its drain, enqueue
+included. The Node peers are installed by the bench with npm into a cache directory
+(bench.peers.node) and skipped, with the reason, when that cannot be done."""
 
 from __future__ import annotations
 
@@ -106,7 +106,8 @@ async def run(bench: Bench, args: argparse.Namespace) -> Report:
         "rounds": pairs,
         OURS: f"1 engine + 1 worker process, app defaults, {args.tenants} tenants, noop target; backlog "
         f"shapes: {', '.join(shapes(args.shape))}",
-        "completion": f"a count polled every {POLL} s, from the jobs' due instant",
+        "completion": f"a count polled every {POLL} s at most, closer as the end nears, from the jobs' "
+        "due instant",
     }
     report.workload |= {p: d.describe() for p, d in drivers.items()}
     rounds: list[dict[str, Side]] = []
