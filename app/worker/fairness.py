@@ -15,6 +15,7 @@ is decided when a slot is given:
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections import Counter
 
@@ -40,12 +41,25 @@ class TenantSlots:
             return True
         return self.running[tenant] < self.share and self.borrowed > 0 and self.total < self.ceiling
 
-    def pick(self, waiting: list[str]) -> str | None:
-        """The waiting tenant that gets the next slot, or None if none may take one now."""
-        if not waiting:
-            return None
-        tenant = min(waiting, key=lambda t: self.running[t])
-        return tenant if self.may_take(tenant) else None
+    def assign(self, waiting: dict[str, int]) -> list[str]:
+        """Gives free slots to waiting runs (tenant -> how many wait), one at a time, each to the
+        waiting tenant with the fewest runs on this worker (the first waiting on a tie), for as long
+        as that tenant may take one; the tenants in the order their slots were given. One heap for
+        them all: a scan of every waiting tenant for each slot cost 512 slots over 1,000 waiting
+        tenants half a million looks, and a few microseconds a run over 50 (py-spy)."""
+        heap = [(self.running[tenant], i, tenant) for i, tenant in enumerate(waiting)]
+        heapq.heapify(heap)
+        left = dict(waiting)
+        given: list[str] = []
+        while heap and self.may_take(tenant := heap[0][2]):
+            self.take(tenant)
+            given.append(tenant)
+            left[tenant] -= 1
+            if left[tenant] > 0:
+                heapq.heapreplace(heap, (self.running[tenant], heap[0][1], tenant))
+            else:
+                heapq.heappop(heap)
+        return given
 
     def take(self, tenant: str) -> None:
         self.running[tenant] += 1

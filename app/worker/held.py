@@ -31,8 +31,9 @@ class HeldRuns:
     def get(self, run_id: UUID) -> Delivery | None:
         return self._by_id.get(run_id)
 
-    def tenants(self) -> list[str]:
-        return list(self._by_tenant)
+    def waiting(self) -> dict[str, int]:
+        """Runs held per tenant, tenants in the order they were first held."""
+        return {tenant: len(urgent) + len(normal) for tenant, (urgent, normal) in self._by_tenant.items()}
 
     def add(self, d: Delivery) -> None:
         queues = self._by_tenant.setdefault(d.tenant, (collections.deque(), collections.deque()))
@@ -81,6 +82,6 @@ class HeldRuns:
     ) -> Delivery:
         d = how(queue)
         del self._by_id[d.run.run_id]
-        if not any(self._by_tenant[tenant]):  # tenants() names only tenants with runs held
+        if not any(self._by_tenant[tenant]):  # waiting() names only tenants with runs held
             del self._by_tenant[tenant]
         return d

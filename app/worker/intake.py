@@ -209,9 +209,7 @@ class Intake:
     def _admit(self, starts: set[asyncio.Task[None]], inline: list[Delivery] | None = None) -> None:
         """Give free slots to held runs, fairest first (fairness.py), and start them with `inline`."""
         batch = list(inline or [])
-        while (tenant := self.slots.pick(self.held.tenants())) is not None:
-            batch.append(self.held.next_to_start(tenant))
-            self.slots.take(tenant)
+        batch += [self.held.next_to_start(tenant) for tenant in self.slots.assign(self.held.waiting())]
         if batch:
             start = asyncio.create_task(self.starter.start(batch))
             starts.add(start)

@@ -35,7 +35,7 @@ def test_a_tenants_urgent_run_starts_before_its_older_runs() -> None:
     urgent = held("a", urgent=True)
     runs.add(urgent)
     assert [runs.next_to_start("a") for _ in range(4)] == [urgent, *older]
-    assert len(runs) == 0 and runs.tenants() == []
+    assert len(runs) == 0 and runs.waiting() == {}
 
 
 def test_handing_back_takes_the_heaviest_tenants_newest_message_and_its_urgent_runs_last() -> None:
@@ -77,4 +77,4 @@ def test_a_removed_run_is_gone_from_its_lane() -> None:
     runs.remove(urgent)
     assert urgent not in runs and runs.get(urgent.run.run_id) is None
     assert runs.next_to_start("a") is normal
-    assert runs.tenants() == []
+    assert runs.waiting() == {}
