@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable
 
 import asyncpg
@@ -124,10 +125,9 @@ class Completer(Periodic):
     async def _record(self, batch: list[Delivery]) -> None:
         async with self.pool.acquire() as conn:
             rows = await transitions.finish_runs(conn, Fence([d.fence() for d in batch]), batch)
-        recorded = {r["id"] for r in rows}
-        for row in rows:
-            metrics.run_outcomes_total.labels(row["status"]).inc()
-        stale = len(batch) - len(recorded)
+        for status, runs in Counter(row["status"] for row in rows).items():
+            metrics.run_outcomes_total.labels(status).inc(runs)
+        stale = len(batch) - len(rows)  # a row a run recorded
         if stale:
             # The run was rescued while this worker ran it: the late result is discarded.
             metrics.stale_results_total.labels("finish").inc(stale)

@@ -71,14 +71,18 @@ async def test_a_failure_a_retry_and_a_success_are_kept_oldest_first_with_the_re
         [open_entry] = running["attempts"]
         assert open_entry["outcome"] is None and open_entry["finished_at"] is None
         assert (open_entry["attempt"], open_entry["epoch"], open_entry["worker"]) == (1, 1, "w1")
-        await transitions.finish_runs(
+        [retried] = await transitions.finish_runs(
             conn, fence_of(first), [Outcome(False, "HTTP 500: down", "failed", http_status=500)]
         )
+        # A retry comes back with its due_at (the runs-pending hint, app/pending.py), nothing else does.
+        due_at = await conn.fetchval("SELECT due_at FROM job_runs WHERE id = $1", run["id"])
+        assert (retried["id"], retried["status"], retried["due_at"]) == (run["id"], "pending", due_at)
         await make_due(conn)
         second = await claim_and_start(conn, settings)
-        await transitions.finish_runs(
+        [ended] = await transitions.finish_runs(
             conn, fence_of(second), [Outcome(True, outcome="succeeded", result=StoredResult('{"n": 1}'))]
         )
+        assert (ended["status"], ended["due_at"]) == ("succeeded", None)
     done = await read(api, admin, run["id"])
     assert done["status"] == "succeeded" and done["result"] == {"n": 1} and done["result_truncated"] is False
     failed, succeeded = done["attempts"]
