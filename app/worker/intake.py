@@ -162,8 +162,8 @@ class Intake:
     async def _receive(self, msgs: list[Msg], starts: set[asyncio.Task[None]], *, urgent: bool) -> int:
         """Holds or starts the runs `msgs` carry; the most one of them carries."""
         fresh: dict[Any, Delivery] = {}  # by run id
-        carried = [await received(msg, urgent=urgent) for msg in msgs]
-        for delivery in [d for runs in carried for d in runs]:
+        per_message = [await received(msg, urgent=urgent) for msg in msgs]
+        for delivery in [d for runs in per_message for d in runs]:
             msg = delivery.msg
             run = delivery.run
             # One delivery per run. start_runs answers by run id, so two deliveries of one run (a
@@ -186,7 +186,7 @@ class Intake:
                 self.held.add(d)
         self._admit(starts, inline)
         await self._hold_or_hand_back([d for d in fresh.values() if d in self.held])
-        return max(map(len, carried))
+        return max(map(len, per_message))
 
     async def _hold_or_hand_back(self, newly_held: list[Delivery]) -> None:
         """What could not start waits here, up to a fetch batch in all; beyond that the newest runs
