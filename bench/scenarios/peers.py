@@ -9,7 +9,9 @@ side; each round prints the load average.
 
 Every side is timed the same way: from the instant its jobs are due (ours: the burst's due_at; a
 peer: the commit of its enqueue, when its jobs become visible) until a count polled every 0.1 s at
-most, and closer as the end nears (bench/measure.py), says every job is done. Per job, each side's
+most, and closer as the end nears (bench/measure.py), says every job is done: a peer's count of the
+jobs left in its queue; ours, the workers' count of the successes they recorded, checked once in
+Postgres (bench/endtoend.py). Per job, each side's
 CPU by process (/proc; a consumer's child processes count as its own) and Postgres's work (row
 versions, index entries, transactions, WAL; bench.pgstats) are diffed over its drain, enqueue
 included. The Node peers are installed by the bench with npm into a cache directory
@@ -107,7 +109,8 @@ async def run(bench: Bench, args: argparse.Namespace) -> Report:
         OURS: f"1 engine + 1 worker process, app defaults, {args.tenants} tenants, noop target; backlog "
         f"shapes: {', '.join(shapes(args.shape))}",
         "completion": f"a count polled every {POLL} s at most, closer as the end nears, from the jobs' "
-        "due instant",
+        "due instant (a peer's: the jobs left in its queue; ours: the successes the workers recorded, "
+        "then checked in Postgres)",
     }
     report.workload |= {p: d.describe() for p, d in drivers.items()}
     rounds: list[dict[str, Side]] = []
