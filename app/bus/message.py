@@ -16,6 +16,7 @@ from typing import Any
 from uuid import UUID
 
 import orjson
+from asyncpg.pgproto.pgproto import UUID as FastUUID
 
 VERSION = 2
 
@@ -60,7 +61,10 @@ class RunMessage:
     def from_entry(cls, raw: Any) -> RunMessage:
         carried = raw.get("traceparent")
         return cls(
-            run_id=UUID(raw["run_id"]),
+            # asyncpg's own UUID, a subclass of uuid.UUID, equal to and hashed as the standard one:
+            # parsed in 0.12 µs against 0.82, printed in 0.06 against 0.94, ordered (a fence's id
+            # order) and encoded into a statement faster (docs/bench.md verdict 44).
+            run_id=FastUUID(raw["run_id"]),
             scheduled_at=datetime.fromisoformat(raw["scheduled_at"]),
             tenant_id=raw["tenant_id"],
             job=raw["job"],

@@ -93,6 +93,19 @@ def test_a_message_of_one_run_round_trips_and_another_version_is_refused() -> No
             decode(orjson.dumps(orjson.loads(run.entry()) | {"v": version}))
 
 
+def test_decoded_run_ids_key_order_and_print_as_the_standard_uuids() -> None:
+    """The worker keys its held and executing runs by id and orders a fence by id: a decoded id
+    (asyncpg's UUID, for speed) must be interchangeable with the uuid.UUID it was sent as."""
+    ids = [uuid.uuid4() for _ in range(50)]
+    now = datetime.now(UTC)
+    entries = [RunMessage(i, now, "a", "j", 1, 1, {}, {"type": "noop"}, 30.0).entry() for i in ids]
+    decoded = [run.run_id for run in decode(message_of(entries))]
+    assert all(isinstance(d, uuid.UUID) for d in decoded)
+    assert {d: n for n, d in enumerate(decoded)} == {i: n for n, i in enumerate(ids)}
+    assert sorted(range(50), key=decoded.__getitem__) == sorted(range(50), key=ids.__getitem__)
+    assert [str(d) for d in decoded] == [str(i) for i in ids]
+
+
 @pytest.mark.parametrize(
     "data",
     [
