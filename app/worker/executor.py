@@ -14,6 +14,7 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
+from app.aio import Deadline
 from app.bus.message import RunMessage
 from app.config import Settings
 from app.db import dependencies as dependencies_repo
@@ -100,7 +101,7 @@ class Executor:
             traceparent = child_traceparent(run.traceparent)
         context = RunContext(str(run.run_id), run.tenant_id, run.job, d.attempt, run.epoch, traceparent)
         try:
-            async with asyncio.timeout(run.timeout_seconds):
+            with Deadline(run.timeout_seconds):
                 http_status, result = await self._call(run, context, d.lease_until)
             d.succeed(result, http_status)
             if result.truncated:
