@@ -11,6 +11,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from app.dev import free_port
+from app.telemetry import metrics
 from app.telemetry.ops_server import ops_app, serve
 from app.telemetry.tracing import setup_tracing
 
@@ -60,3 +61,16 @@ async def test_ops_server_records_no_spans(exporter: InMemorySpanExporter) -> No
     finally:
         stop.set()
         await server
+
+
+async def test_ops_metrics_render_only_the_series_named() -> None:
+    metrics.run_outcomes_total.labels("succeeded").inc(0)  # the series exists, whatever ran before
+    transport = httpx.ASGITransport(app=ops_app({}))
+    async with httpx.AsyncClient(transport=transport, base_url="http://ops") as client:
+        whole = await client.get("/metrics")
+        named = await client.get("/metrics", params={"name[]": "scheduler_run_outcomes_total"})
+    assert whole.status_code == named.status_code == 200
+    samples = [line for line in named.text.splitlines() if not line.startswith("#")]
+    assert samples and all(s.startswith("scheduler_run_outcomes_total{") for s in samples), named.text
+    assert 'scheduler_run_outcomes_total{status="succeeded"}' in named.text
+    assert "process_cpu_seconds_total" in whole.text and "process_cpu_seconds_total" not in named.text
