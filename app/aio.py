@@ -101,7 +101,7 @@ class Deadline:
     def __enter__(self) -> Deadline:
         task = asyncio.current_task()
         if task is None:
-            raise RuntimeError("a Deadline is entered inside a task")
+            raise RuntimeError("a Deadline must be entered inside a task")
         self._task = task
         self._cancelling = task.cancelling()
         self._timer = asyncio.get_running_loop().call_later(self._seconds, self._expire)
