@@ -38,8 +38,8 @@ PS = [0.5, 0.95, 0.99]
 # line while the drain is polled. SchedulerProcess.scrape() opens a client a call (~30 ms here) and
 # parses every family (~2 ms); one client, this line and only its family asked for (`name[]`, so the
 # worker does not render its whole exposition for the bench, ~4 % of its CPU in a drain) cost less.
-_RECORDED_FAMILY = {"name[]": "scheduler_run_outcomes_total"}
-_RECORDED = re.compile(r'^scheduler_run_outcomes_total\{status="succeeded"\} (\S+)$', re.MULTILINE)
+_OUTCOMES = "scheduler_run_outcomes_total"
+_RECORDED = re.compile(rf'^{_OUTCOMES}\{{status="succeeded"\}} (\S+)$', re.MULTILINE)
 
 
 @dataclass
@@ -166,7 +166,7 @@ async def drain(
 
 
 async def _recorded(client: httpx.AsyncClient, worker: SchedulerProcess) -> float:
-    r = await client.get(f"{worker.base_url}/metrics", params=_RECORDED_FAMILY)
+    r = await client.get(f"{worker.base_url}/metrics", params={"name[]": _OUTCOMES})
     r.raise_for_status()
     found = _RECORDED.search(r.text)
     return float(found.group(1)) if found else 0.0
