@@ -25,10 +25,12 @@ log = logging.getLogger(__name__)
 # free_port's ports lie below the kernel's ephemeral range (32768-60999 on Linux, 49152+ on macOS),
 # where every outgoing connection takes its local port: a port from bind(0) comes from that range,
 # and on a busy machine a connection took one before its server had bound it ("address already in
-# use"). Each process walks the range from a random start, so two handing out ports at once rarely
-# meet, and a port is tried with bind() before it is handed out.
-_PORTS = range(20_000, 32_768)
-_port_cursor = itertools.count(random.randrange(len(_PORTS)))
+# use"). A port is tried with bind() before it is handed out, but a server may bind it seconds later
+# (Patroni's Postgres after initdb), so each process walks the range in an order of its own: two
+# walking it in step from nearby starts handed out the same ports (a test run's workers did).
+_PORT_RANGE = range(20_000, 32_768)
+_PORTS = random.sample(_PORT_RANGE, k=len(_PORT_RANGE))
+_port_cursor = itertools.count()
 
 
 def free_port() -> int:
@@ -41,7 +43,7 @@ def free_port() -> int:
             except OSError:
                 continue
         return port
-    raise RuntimeError(f"no free port on 127.0.0.1 in {_PORTS.start}-{_PORTS.stop - 1}")
+    raise RuntimeError(f"no free port on 127.0.0.1 in {_PORT_RANGE.start}-{_PORT_RANGE.stop - 1}")
 
 
 def _wait_for_port(port: int, proc: subprocess.Popen[bytes], what: str, timeout: float = 20.0) -> None:
