@@ -38,6 +38,10 @@ HELP = (
 )
 OURS = "scheduler"
 PEERS = tuple(DRIVERS)
+# The drain-rate goals, ours / peer, the project holds itself to (docs/bench.md's summary table): ahead
+# of the fastest Postgres queue that runs here, well ahead of tuned pgqueuer, by the median round and
+# the worst. A peer not named here (untuned defaults, another kind of broker) is compared, not targeted.
+GOALS = {"graphile-fast": 1.0, "pgqueuer": 1.5}
 POLL = 0.1
 
 
@@ -184,7 +188,9 @@ def _figures(
         [[o, p, statistics.median(v), min(v), max(v), len(v)] for (o, p), v in ratios.items()],
     )
     for (o, p), v in ratios.items():
-        report.target(f"drain rate, {o} / {p} (median of rounds)", statistics.median(v), ">=", 1.0, "x")
+        if (goal := GOALS.get(p)) is not None:
+            report.target(f"drain rate, {o} / {p} (median of rounds)", statistics.median(v), ">=", goal, "x")
+            report.target(f"drain rate, {o} / {p} (worst round)", min(v), ">=", goal, "x")
     _costs(report, rounds, [*ours, *peers], n)
     report.notes.append(
         "Network hops per job (by design, not measured): ours — engine⇄Postgres (claim, batched), "
