@@ -21,10 +21,14 @@ async def install(dsn: str) -> None:
 
 
 async def enqueue(dsn: str, n: int) -> None:
-    """N jobs in one transaction (pgqueuer's batch enqueue), as our backlog is one commit."""
+    """N jobs in one transaction (pgqueuer's batch enqueue), as our backlog is one commit, its table
+    analyzed in it so the jobs become visible with fresh statistics, as ours do (bench/endtoend.py)."""
     conn = await asyncpg.connect(dsn)
     try:
-        await Queries(AsyncpgDriver(conn)).enqueue(["noop"] * n, [None] * n, [0] * n)
+        queries = Queries(AsyncpgDriver(conn))
+        async with conn.transaction():
+            await queries.enqueue(["noop"] * n, [None] * n, [0] * n)
+            await conn.execute(f"ANALYZE {queries.qbe.settings.queue_table}")
     finally:
         await conn.close()
 

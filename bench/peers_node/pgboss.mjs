@@ -1,10 +1,11 @@
-// pg-boss for `bench peers`: `node pgboss.mjs install|enqueue|work DSN [N|WORKERS BATCH]`.
-// install: its schema and the queue `noop`. enqueue N: N jobs in one insert() call (its batch
-// insert, one statement), then prints `committed`. work WORKERS BATCH: WORKERS loops, each fetching
-// up to BATCH jobs with fetch() and completing them with one complete() call (its batch fetch and
-// complete; work() would wait its polling interval, at least 0.5 s, between fetches), idle 50 ms
-// when the queue is empty; prints `ready`, runs until SIGTERM.
+// pg-boss for `bench peers`: `node pgboss.mjs install|enqueue|work DSN [N|WORKERS BATCH]`. install:
+// its schema and the queue `noop`. enqueue N: N jobs in one insert() call (its batch insert, one
+// statement) and its tables analyzed, in one transaction, then prints `committed`. work WORKERS
+// BATCH: WORKERS loops, each fetching up to BATCH jobs with fetch() and completing them with one
+// complete() call (its batch fetch and complete; work() would wait its polling interval, at least
+// 0.5 s, between fetches), idle 50 ms when the queue is empty; prints `ready`, runs until SIGTERM.
 import PgBoss from "pg-boss";
+import pg from "pg";
 
 const [mode, dsn, arg, batchArg] = process.argv.slice(2);
 const QUEUE = "noop";
@@ -23,10 +24,19 @@ async function install() {
   await boss.stop({ graceful: false, wait: true });
 }
 
+// Inserted and analyzed in one transaction (its `db` option runs the insert on our client), so the
+// jobs become visible with fresh statistics, as our backlog does (bench/endtoend.py).
 async function enqueue(n) {
   const boss = await open(2);
-  await boss.insert(Array.from({ length: n }, () => ({ name: QUEUE, data: {} })));
+  const client = new pg.Client({ connectionString: dsn });
+  await client.connect();
+  await client.query("begin");
+  const db = { executeSql: (text, values) => client.query(text, values) };
+  await boss.insert(Array.from({ length: n }, () => ({ name: QUEUE, data: {} })), { db });
+  await client.query("analyze pgboss.job, pgboss.queue");
+  await client.query("commit");
   console.log("committed");
+  await client.end();
   await boss.stop({ graceful: false, wait: true });
 }
 
