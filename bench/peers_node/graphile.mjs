@@ -1,8 +1,9 @@
-// graphile-worker for `bench peers`: `node graphile.mjs install|enqueue|work DSN [N|defaults|fast]`.
-// install: its migrations. enqueue N: N jobs `noop` in one add_jobs call (its batch API, one
-// statement) and its tables analyzed, in one transaction, then prints `committed`. work defaults|fast: a runner with a no-op task, prints
-// `ready`, runs until SIGTERM. `fast` is the performance page's preset: 24 concurrent jobs, a pool
-// of 25, localQueue of 500, completeJobBatchDelay and failJobBatchDelay 0; `defaults` sets nothing.
+// graphile-worker for `bench peers`: `node graphile.mjs install|enqueue|work DSN
+// [N|defaults|fast]`. install: its migrations. enqueue N: N jobs `noop` in one add_jobs call (its
+// batch API, one statement) and its tables analyzed, in one transaction, then prints `committed`.
+// work defaults|fast: a runner with a no-op task, prints `ready`, runs until SIGTERM. `fast` is the
+// performance page's preset: 24 concurrent jobs, a pool of 25, localQueue of 500,
+// completeJobBatchDelay and failJobBatchDelay 0; `defaults` sets nothing.
 import { Logger, run, runMigrations } from "graphile-worker";
 import pg from "pg";
 

@@ -11,11 +11,13 @@ Every side is timed the same way: from the instant its jobs are due (ours: the b
 peer: the commit of its enqueue, when its jobs become visible) until a count polled every 0.1 s at
 most, and closer as the end nears (bench/measure.py), says every job is done: a peer's count of the
 jobs left in its queue; ours, the workers' count of the successes they recorded, checked once in
-Postgres (bench/endtoend.py). Per job, each side's
-CPU by process (/proc; a consumer's child processes count as its own) and Postgres's work (row
-versions, index entries, transactions, WAL; bench.pgstats) are diffed over its drain, enqueue
-included. The Node peers are installed by the bench with npm into a cache directory
-(bench.peers.node) and skipped, with the reason, when that cannot be done."""
+Postgres (bench/endtoend.py). Per job, each side's CPU by process (/proc; a consumer's child
+processes count as its own) and Postgres's work (row versions, index entries, transactions, WAL;
+bench.pgstats) are diffed over its drain, enqueue included. Every Postgres side's jobs become
+visible with fresh statistics: ours are analyzed before they fall due, graphile-worker's, pg-boss's
+and pgqueuer's tables in their enqueue's transaction. The Node peers are installed by the bench
+with npm into a cache directory (bench.peers.node) and skipped, with the reason, when that cannot
+be done."""
 
 from __future__ import annotations
 
