@@ -116,7 +116,7 @@ async def _q(conn: asyncpg.Connection, name: str, **values: Any) -> list[asyncpg
 async def _drain(conn: asyncpg.Connection, lifecycle: str, n: int) -> None:
     queue = lifecycle == "queue"
     await _q(conn, "queue_insert" if queue else "run_insert", n=n)
-    await conn.execute("ANALYZE")
+    await conn.execute("ANALYZE job" if queue else "ANALYZE run")  # its table only: not the catalogs
     done = 0
     while done < n:
         claimed = await _q(conn, "queue_claim" if queue else "run_claim", batch=CLAIM_BATCH)
