@@ -131,9 +131,9 @@ async def _drain(conn: asyncpg.Connection, lifecycle: str, n: int) -> None:
         done += len(claimed)
 
 
-async def _one(bench: Bench, lifecycle: str, index: int, n: int) -> dict[str, float]:
+async def _one(bench: Bench, lifecycle: str, n: int) -> dict[str, float]:
     admin = bench.services.postgres_url
-    db = await create_database(admin, f"bench_{os.getpid()}_lifecycle_{index}")
+    db = await create_database(admin, f"bench_{os.getpid()}_lifecycle")  # one at a time, dropped after
     try:
         conn = await asyncpg.connect(with_database(admin, db))
         try:
@@ -170,7 +170,7 @@ async def run(bench: Bench, args: argparse.Namespace) -> Report:
     results: dict[str, list[dict[str, float]]] = {k: [] for k in names}
     for r in range(rounds):
         for lifecycle in names if r % 2 == 0 else names[::-1]:
-            m = await _one(bench, lifecycle, names.index(lifecycle), n)
+            m = await _one(bench, lifecycle, n)
             results[lifecycle].append(m)
             print(
                 f"  round {r + 1}: {lifecycle}: backend {m['backend_us']:.1f} µs a job, "
